@@ -1,0 +1,271 @@
+"""A running cluster: ports, proxied links, node configs, processes, admin API, faults.
+
+Every node -> node link and every client -> node link goes through its own proxy
+(Toxiproxy for TCP protocols), so the nemesis can cut or slow any one of them. The admin API
+is the harness's control plane and is never proxied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import socket
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from harness.backends import NodeSpec, get_backend
+from harness.ports import free_port
+from harness.spec import NodeAddr, TestSpec
+from harness.store import RunDir, write_json
+
+log = logging.getLogger("harness.cluster")
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+HOST = "127.0.0.1"
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+def link_name(src: str, dst: str) -> str:
+    return f"{src}->{dst}"
+
+
+class Cluster:
+    def __init__(self, spec: TestSpec, run_dir: RunDir, *, toxiproxy_url: str | None = None,
+                 start_timeout_s: float = 30.0) -> None:
+        assert spec.protocol is not None
+        self.spec = spec
+        self.proto = spec.protocol
+        self.run_dir = run_dir
+        self.toxiproxy_url = toxiproxy_url
+        self.start_timeout_s = start_timeout_s
+        self.nodes: list[str] = spec.node_ids
+        #: nodes started only by a "join" nemesis op (membership changes during a test)
+        self.late: set[str] = set(spec.options.get("late_nodes", []))
+        self.backend = get_backend(spec.backend)
+        self.ports: dict[str, dict[str, int]] = {}
+        self.links: dict[str, str] = {}  # link name -> listen "host:port"
+        self.node_specs: dict[str, NodeSpec] = {}
+        self.rng = random.Random(f"{spec.seed}:cluster")
+        self._session: aiohttp.ClientSession | None = None
+        self._faults: Any = None  # faults.nemesis.Nemesis
+        self._toxiproxy: Any = None  # faults.toxiproxy.ToxiproxyServer
+        self._links: Any = None  # faults.links.TcpLinks or faults.udp_relay.UdpLinks
+        self._relay: Any = None
+        self._collected = False  # faults.udp_relay.UdpRelayProcess (UDP protocols)
+
+    # ---- set-up -------------------------------------------------------------------------
+    async def start(self) -> None:
+        udp = socket.SOCK_DGRAM if self.proto.transport == "udp" else socket.SOCK_STREAM
+        for n in self.nodes:
+            self.ports[n] = {p: free_port(kind=udp if p == self.proto.peer_port else socket.SOCK_STREAM)
+                             for p in self.proto.ports}
+        await self._start_links()
+        for i, n in enumerate(self.nodes):
+            self.node_specs[n] = self._write_config(n, i)
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3))
+        first = [n for n in self.nodes if n not in self.late]
+        await asyncio.gather(*(self.backend.start(self.node_specs[n]) for n in first))
+        await asyncio.gather(*(self.wait_healthy(n) for n in first))
+        from faults.nemesis import Nemesis
+
+        self._faults = Nemesis(random.Random(f"{self.spec.seed}:faults"), nodes=self,
+                               links=self._links, node_names=self.nodes)
+
+    async def _start_links(self) -> None:
+        from faults.links import TcpLinks
+        from faults.toxiproxy import ToxiproxyServer
+
+        upstream: dict[tuple[str, str], str] = {}
+        for a, b in self.spec.edges():
+            for src, dst in ((a, b), (b, a)):
+                upstream[(src, dst)] = f"{HOST}:{self.ports[dst][self.proto.peer_port]}"
+        client_port = self.spec.resolved_workload().client_port or self.proto.client_port
+        for dst in self.nodes:
+            upstream[("client", dst)] = f"{HOST}:{self.ports[dst][client_port]}"
+        if self.proto.transport == "udp":
+            from faults.udp_relay import UdpLinks, UdpRelayProcess
+
+            # our own relay process, started from this (main) thread like Toxiproxy
+            self._relay = UdpRelayProcess(seed=self.rng.randrange(2**31))
+            self._links = await UdpLinks.create(self._relay.client(), upstream)
+        else:
+            # started from this (main) thread, so PR_SET_PDEATHSIG ties the server to us
+            self._toxiproxy = (ToxiproxyServer.attach(self.toxiproxy_url) if self.toxiproxy_url
+                               else ToxiproxyServer.from_env())
+            client = self._toxiproxy.client(prefix=f"{self.run_dir.path.name}-")
+            # proxies listen where the nodes can reach them (a docker bridge's gateway, say)
+            self._links = await TcpLinks.create(
+                client, upstream, listen_host=getattr(self.backend, "proxy_host", HOST))
+        self.links = {link_name(*k): v for k, v in self._links.listen.items()}
+
+    def _write_config(self, n: str, i: int) -> NodeSpec:
+        nd = self.run_dir.node_dir(n)
+        data = nd / "data"
+        peers = {
+            p: {"num_id": j + 1, self.proto.peer_port: self.links[link_name(n, p)]}
+            for j, p in enumerate(self.nodes) if link_name(n, p) in self.links
+        }
+        cfg: dict[str, Any] = {
+            "id": n, "num_id": i + 1, "host": HOST, "data_dir": str(data),
+            "ports": self.ports[n], "peers": peers, "bugs": list(self.spec.bugs),
+            "seed": self.rng.randrange(2**31),
+            "options": {**self.proto.default_options, **self.spec.options},
+        }
+        if self.proto.node_extra:
+            extra = dict(self.proto.node_extra(self.spec, i, self.run_dir.path))
+            cfg["options"].update(extra.pop("options", {}))
+            cfg.update(extra)
+        path = nd / "config.json"
+        write_json(path, cfg)
+        return NodeSpec(id=n, argv=["{python}", "-m", self.proto.module, "--config", str(path)],
+                        config_path=path, data_dir=data, log_path=nd / "log.txt", cwd=PROJECT_ROOT)
+
+    def admin_url(self, n: str) -> str:
+        return f"http://{HOST}:{self.ports[n]['admin']}"
+
+    async def admin(self, n: str, method: str, path: str, body: Any = None,
+                    timeout: float = 3.0) -> Any:
+        assert self._session is not None
+        async with self._session.request(method, self.admin_url(n) + path, json=body,
+                                         timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+            r.raise_for_status()
+            return await r.json()
+
+    async def wait_healthy(self, n: str, timeout_s: float | None = None) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (timeout_s or self.start_timeout_s)
+        while loop.time() < deadline:
+            if not self.backend.is_running(n):
+                raise ClusterError(f"node {n} exited during start-up; its log says:\n"
+                                   + self.log_tail(n))
+            with contextlib.suppress(Exception):
+                h = await self.admin(n, "GET", "/admin/health", timeout=1.0)
+                if h.get("ok"):
+                    return
+            await asyncio.sleep(0.05)
+        raise ClusterError(f"node {n} did not answer /admin/health within "
+                           f"{timeout_s or self.start_timeout_s:g}s; log tail:\n" + self.log_tail(n))
+
+    def log_tail(self, n: str, lines: int = 20) -> str:
+        p = self.node_specs[n].log_path if n in self.node_specs else None
+        if p is None or not p.exists():
+            return "(no log)"
+        return "\n".join(p.read_text(errors="replace").splitlines()[-lines:])
+
+    # ---- what clients and the runner use -----------------------------------------------
+    def client_addr(self, thread: int) -> NodeAddr:
+        n = self.nodes[thread % len(self.nodes)]
+        host, port = self.links[link_name("client", n)].rsplit(":", 1)
+        every = {m: self.links[link_name("client", m)] for m in self.nodes}
+        return NodeAddr(node=n, host=host, port=int(port), admin_url=self.admin_url(n), all=every)
+
+    async def nemesis_invoke(self, op: dict[str, Any]) -> dict[str, Any]:
+        """Faults go to faults/nemesis.py; membership ops ("join": start a late node, "leave":
+        its protocol's voluntary leave via ``POST /admin/leave``) are the cluster's own."""
+        if op["f"] not in ("join", "leave"):
+            return await self._faults.invoke(op)
+        node = (op.get("value") or {}).get("node")
+        done: dict[str, Any] = {**op, "type": "info", "value": {"node": node}}
+        try:
+            if node not in self.node_specs:
+                raise ClusterError(f"no node {node!r} in this cluster")
+            if op["f"] == "join":
+                await self.restart(node)
+            else:
+                await self.admin(node, "POST", "/admin/leave", {}, timeout=10.0)
+        except Exception as e:
+            done["error"] = f"{type(e).__name__}: {e}"
+        return done
+
+    async def heal_all(self) -> dict[str, Any]:
+        return await self._faults.heal_all()
+
+    # ---- NodeControl (what faults/nemesis.py drives) ------------------------------------
+    async def kill(self, node: str) -> None:
+        await self.backend.kill(node)
+
+    async def restart(self, node: str) -> None:
+        if self.backend.is_running(node):
+            return
+        await self.backend.start(self.node_specs[node])
+        await self.wait_healthy(node)
+
+    async def pause(self, node: str) -> None:
+        await self.backend.pause(node)
+
+    async def resume(self, node: str) -> None:
+        await self.backend.resume(node)
+
+    async def set_clock_offset(self, node: str, offset_s: float) -> None:
+        await self.admin(node, "POST", "/admin/clock", {"offset_s": offset_s})
+
+    async def states(self) -> dict[str, dict[str, Any] | None]:
+        async def one(n: str) -> dict[str, Any] | None:
+            try:
+                return await self.admin(n, "GET", "/admin/state", timeout=2.0)
+            except Exception:
+                return None
+
+        got = await asyncio.gather(*(one(n) for n in self.nodes))
+        return dict(zip(self.nodes, got, strict=True))
+
+    async def leader(self) -> str | None:
+        if self.proto.leader_of is None:
+            return None
+        return self.proto.leader_of(await self.states())
+
+    # ---- tear-down ---------------------------------------------------------------------
+    async def collect(self) -> None:
+        """Final journals, then state dumps, into the run dir (what the checkers read).
+
+        Journals are copied first: a state taken after its journal may only know more than
+        the journal, never less, so no entry looks lost merely because of the order we read.
+        """
+        for n in self.nodes:
+            await self.backend.fetch(n, "events.jsonl", self.run_dir.node_dir(n) / "events.jsonl")
+        states = await self.states()
+        for n in self.nodes:
+            if states[n] is not None:
+                (self.run_dir.node_dir(n) / "state.json").write_text(json.dumps(states[n], indent=1))
+        self._collected = True
+
+    async def close(self) -> None:
+        try:
+            await self.backend.close()
+            # a run that failed before collect(): keep whatever journals the nodes left
+            for n in [] if self._collected else self.nodes:
+                if n in self.node_specs:
+                    with contextlib.suppress(Exception):
+                        await self.backend.fetch(n, "events.jsonl",
+                                                 self.run_dir.node_dir(n) / "events.jsonl")
+        finally:
+            try:
+                if self._links is not None:
+                    await self._links.close()  # deletes this run's proxies
+            finally:
+                if self._toxiproxy is not None:
+                    self._toxiproxy.close()  # stops the server if it is ours
+                if self._relay is not None:
+                    self._relay.close()
+                if self._session is not None:
+                    await self._session.close()
+
+
+
+@contextlib.asynccontextmanager
+async def open_cluster(spec: TestSpec, run_dir: RunDir, *, toxiproxy_url: str | None = None):
+    """A started cluster for tests that drive nodes and faults themselves; always torn down."""
+    c = Cluster(spec, run_dir, toxiproxy_url=toxiproxy_url)
+    try:
+        await c.start()
+        yield c
+    finally:
+        await c.close()

@@ -1,0 +1,39 @@
+"""Named nemesis packages for the CLI and tests: "partition,kill" -> a seeded schedule.
+
+The fault menu and its names live in faults/schedules.py (``named_kinds``); a schedule is
+data, ``(delay_before_s, op)`` steps. ``from_schedule`` turns one into the nemesis stream's
+generator: sleep, op, sleep, op, ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from faults import schedules as sch
+from harness import generators as g
+
+
+def from_schedule(steps: Iterable[sch.Step]) -> g.Generator:
+    def items() -> Iterable[g.GenLike]:
+        for delay, op in steps:
+            if delay > 0:
+                yield g.sleep(delay)
+            yield g.Once(op)
+
+    return g.Seq(items())
+
+
+def build_nemesis(spec: str, interval_s: float, nodes: Sequence[str], seed: int
+                  ) -> tuple[g.Generator | None, str]:
+    """Parse "partition,kill" into a random schedule seeded by the test's seed.
+
+    Faults come one at a time: a gap, then a fault held for about ``interval_s``, healed.
+    """
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    if not names or names == ["none"]:
+        return None, "none"
+    names = ["clock-skew" if n == "clock" else n for n in names]
+    schedule = sch.RandomSchedule(sch.kinds_for(names, nodes), seed=seed, count=None,
+                                  gap_s=(0.5 * interval_s, 1.5 * interval_s),
+                                  duration_s=(0.5 * interval_s, 1.5 * interval_s))
+    return from_schedule(schedule), ",".join(names)

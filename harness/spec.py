@@ -1,0 +1,154 @@
+"""A test is a small declarative object; a protocol says how to run and talk to its nodes.
+
+``TestSpec`` is what a chaos test, the CLI and the bench build; the runner only reads it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from checkers.result import Checker
+from harness.generators import Generator
+
+Op = dict[str, Any]
+
+
+class DefiniteFailure(Exception):
+    """Raised by a client when the op certainly did not happen: recorded as ``fail``."""
+
+
+class Client(Protocol):
+    """One client process's connection to one node. ``invoke`` returns the completion
+    (``{"type": "ok"|"fail"|"info", "value": ..., "error": ...}``); any exception it raises
+    is recorded as ``info`` (indeterminate) unless it is a ``DefiniteFailure``."""
+
+    node: str | None
+
+    async def invoke(self, op: Op) -> Op: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class NodeAddr:
+    """How a client reaches a node: through its client->node proxy."""
+
+    node: str
+    host: str
+    port: int
+    admin_url: str
+    #: every node's client-proxy address ("host:port"), for clients that follow a leader
+    all: dict[str, str] = field(default_factory=dict)
+
+
+#: Opens a client for one process: (address of the node it should talk to, process id).
+ClientFactory = Callable[[NodeAddr | None, int], Any]
+
+
+@dataclass
+class Workload:
+    """What clients do and what is checked: the part of a test a protocol supplies."""
+
+    client: ClientFactory
+    generator: Callable[[TestSpec], Generator]
+    checkers: dict[str, Checker]
+    #: ops run once after heal + quiesce (final reads); None for none
+    final_generator: Callable[[TestSpec], Generator] | None = None
+    #: which node port client links lead to, when not the protocol's ``client_port``
+    client_port: str | None = None
+
+
+@dataclass
+class ProtocolDef:
+    """How the harness runs one protocol's nodes (see docs/contracts.md section 2)."""
+
+    name: str
+    module: str  # started as: python -m <module> --config CONFIG.json
+    workloads: dict[str, Callable[[], Workload]]
+    bugs: tuple[str, ...] = ()
+    ports: tuple[str, ...] = ("peer", "client", "admin")
+    peer_port: str = "peer"  # proxied for node -> node links
+    client_port: str = "client"  # proxied for client -> node links
+    transport: str = "tcp"  # "tcp" (Toxiproxy) or "udp" (our relay)
+    default_options: dict[str, Any] = field(default_factory=dict)
+    #: extra node config (beyond contracts.md's) from (spec, node index, run dir path); may
+    #: write files there (e.g. TLS material shared by the run under <run dir>/tls)
+    node_extra: Callable[[TestSpec, int, Path], dict[str, Any]] | None = None
+    #: which node leads, from the nodes' /admin/state dumps (None: no leader notion)
+    leader_of: Callable[[dict[str, dict[str, Any] | None]], str | None] | None = None
+    default_workload: str = ""
+
+
+def _seed() -> int:
+    return random.SystemRandom().randrange(1, 2**31)
+
+
+@dataclass
+class TestSpec:
+    __test__ = False  # not a pytest test class
+
+    name: str
+    protocol: ProtocolDef | None = None
+    workload: str | Workload = ""
+    nodes: int = 5
+    nemesis: Generator | None = None
+    nemesis_desc: str = "none"
+    time_limit: float = 30.0
+    concurrency: int = 5
+    seed: int = field(default_factory=_seed)
+    backend: str = "local"
+    bugs: list[str] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)
+    op_timeout: float = 5.0
+    quiesce_s: float = 3.0
+    #: which nodes peer with which (undirected edges over node ids); None = everyone
+    topology: Callable[[list[str]], list[tuple[str, str]]] | None = None
+    #: overrides or additions to the workload's checkers
+    checkers: dict[str, Checker] = field(default_factory=dict)
+    store: str | None = None
+
+    @property
+    def node_ids(self) -> list[str]:
+        return [f"n{i + 1}" for i in range(self.nodes)] if self.protocol else []
+
+    def resolved_workload(self) -> Workload:
+        if isinstance(self.workload, Workload):
+            return self.workload
+        if self.protocol is None:
+            raise ValueError("a test without a protocol must give a Workload object")
+        name = self.workload or self.protocol.default_workload
+        try:
+            return self.protocol.workloads[name]()
+        except KeyError:
+            raise ValueError(
+                f"protocol {self.protocol.name} has no workload {name!r}; "
+                f"choose one of {sorted(self.protocol.workloads)}"
+            ) from None
+
+    def describe(self) -> dict[str, Any]:
+        """What test.json records: enough to know, and replay, what ran."""
+        return {
+            "name": self.name,
+            "protocol": self.protocol.name if self.protocol else None,
+            "workload": self.workload if isinstance(self.workload, str) else "custom",
+            "nodes": self.node_ids,
+            "nemesis": self.nemesis_desc,
+            "time_limit": self.time_limit,
+            "concurrency": self.concurrency,
+            "seed": self.seed,
+            "backend": self.backend,
+            "bugs": list(self.bugs),
+            "options": self.options,
+            "op_timeout": self.op_timeout,
+            "topology": [list(e) for e in self.edges()],
+        }
+
+    def edges(self) -> list[tuple[str, str]]:
+        ids = self.node_ids
+        if self.topology is None:
+            return [(a, b) for i, a in enumerate(ids) for b in ids[i + 1:]]
+        return [tuple(e) for e in self.topology(ids)]  # type: ignore[misc]
