@@ -1,0 +1,257 @@
+"""Histories as the engine sees them: operations with a call and (maybe) a return position.
+
+Three sources are read into the same :class:`Operation` list:
+
+- the harness ``history.jsonl`` shape (docs/contracts.md section 1), timed when every client
+  op carries a ``time``, otherwise ordered by position in the file;
+- Porcupine's etcd Jepsen logs (``porcupine-etcd``), event-ordered;
+- Porcupine's key-value EDN logs (``porcupine-kv``), event-ordered.
+
+Promises: ``fail`` ops are dropped (they certainly did not happen); ``info`` ops and calls
+still open when the history ends get ``ret=None`` (open-ended: they may take effect at any
+point after their call, or never). Nemesis ops are skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+NEMESIS = "nemesis"
+
+
+class _Unknown:
+    """The output of an operation whose completion was never seen (``info``)."""
+
+    _instance: _Unknown | None = None
+
+    def __new__(cls) -> _Unknown:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "?"
+
+    def __reduce__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN: Any = _Unknown()
+
+
+class HistoryFormatError(ValueError):
+    """A history that cannot be read in the format it was said to be in."""
+
+
+@dataclass(slots=True)
+class Operation:
+    """One client operation: what was asked, what came back, and when.
+
+    ``call``/``ret`` are positions on one ordering axis: nanoseconds for timed histories,
+    event numbers for event-ordered ones. ``ret is None`` means open-ended (``info``).
+    """
+
+    id: int
+    process: Any
+    f: str
+    value: Any
+    output: Any
+    call: float
+    ret: float | None
+    index: int | None = None
+    ret_index: int | None = None
+    node: str | None = None
+
+    @property
+    def status(self) -> str:
+        return "info" if self.ret is None else "ok"
+
+    def brief(self) -> dict[str, Any]:
+        """A JSON-able summary for witnesses."""
+        return {
+            "id": self.id, "process": self.process, "f": self.f, "value": self.value,
+            "output": None if self.output is UNKNOWN else self.output, "status": self.status,
+            "call": self.call, "ret": self.ret, "index": self.index, "ret_index": self.ret_index,
+            "node": self.node,
+        }
+
+
+@dataclass
+class LinHistory:
+    """Operations plus how their positions were obtained (``timed`` or event order)."""
+
+    ops: list[Operation]
+    timed: bool
+    #: events read (lines / ops), for stats
+    events: int = 0
+
+
+def from_ops(history: Iterable[dict[str, Any]]) -> LinHistory:
+    """Pair a harness history (list of op dicts) into operations, per process.
+
+    A completion belongs to the process's open invocation. ``fail`` drops the operation,
+    ``info`` or no completion leaves it open-ended. Times are used when every client op has
+    a numeric ``time``; otherwise the order of the list is the order of events.
+    """
+    client = [o for o in history if o.get("process") != NEMESIS]
+    timed = bool(client) and all(isinstance(o.get("time"), int | float) for o in client)
+    open_: dict[Any, Operation] = {}
+    started: list[Operation] = []
+    failed: set[int] = set()  # id() of ops that certainly did not happen
+    for pos, o in enumerate(client):
+        at = o["time"] if timed else pos
+        proc = o.get("process")
+        typ = o.get("type")
+        if typ == "invoke":
+            # a process that invokes again left its previous call open-ended (never returned)
+            op = Operation(id=-1, process=proc, f=o.get("f"), value=o.get("value"),
+                           output=UNKNOWN, call=at, ret=None, index=o.get("index", pos),
+                           node=o.get("node"))
+            open_[proc] = op
+            started.append(op)
+            continue
+        op = open_.pop(proc, None)
+        if op is None:
+            continue  # a completion with no invocation: nothing to check against
+        if typ == "ok":
+            op.output = o.get("value")
+            op.ret = at
+            op.ret_index = o.get("index", pos)
+        elif typ == "fail":
+            failed.add(id(op))
+        # info: stays open-ended
+    ops = [op for op in started if id(op) not in failed]
+    for i, op in enumerate(ops):
+        op.id = i
+    return LinHistory(ops=ops, timed=timed, events=len(client))
+
+
+def read_jsonl(path: str | Path) -> LinHistory:
+    """Read the harness ``history.jsonl`` (a torn last line is tolerated by the reader)."""
+    from harness.history import read_history
+
+    return from_ops(read_history(path).ops)
+
+
+_ETCD = re.compile(r"^INFO\s+jepsen\.util\s+-\s+(\d+)\s+:(invoke|ok|fail|info)\s+:(read|write|cas)\s+(.*?)\s*$")
+_NUM = re.compile(r"^-?\d+$")
+_PAIR = re.compile(r"^\[(-?\d+)\s+(-?\d+)\]$")
+
+
+def parse_porcupine_etcd(text: str) -> LinHistory:
+    """Porcupine's etcd Jepsen logs: one CAS register, event-ordered.
+
+    ``:fail :cas`` is Jepsen's "compare failed": a completed cas whose output is ``False``
+    (it constrains the register), not a dropped op. ``:fail :read :timed-out`` is dropped
+    (a read that may or may not have happened cannot change the register). ``:info`` leaves
+    the call open-ended.
+    """
+    ops: list[Operation] = []
+    open_: dict[int, Operation] = {}
+    dropped: set[int] = set()
+    events = 0
+    for n, line in enumerate(text.splitlines()):
+        if not line.strip():
+            continue
+        m = _ETCD.match(line)
+        if m is None:
+            raise HistoryFormatError(f"line {n + 1}: not an etcd Jepsen log line: {line!r}")
+        events += 1
+        proc, typ, f, raw = int(m[1]), m[2], m[3], m[4]
+        if typ == "invoke":
+            if f == "read":
+                value: Any = None
+            elif f == "write":
+                value = _int(raw, n)
+            else:
+                pm = _PAIR.match(raw)
+                if pm is None:
+                    raise HistoryFormatError(f"line {n + 1}: cas value {raw!r} is not [from to]")
+                value = [int(pm[1]), int(pm[2])]
+            op = Operation(id=len(ops), process=proc, f=f, value=value, output=UNKNOWN,
+                           call=n, ret=None, index=n)
+            ops.append(op)
+            open_[proc] = op
+            continue
+        op = open_.pop(proc, None)  # type: ignore[assignment]
+        if op is None:
+            raise HistoryFormatError(f"line {n + 1}: completion for process {proc} with no call")
+        if typ == "info":
+            continue
+        if typ == "fail" and f != "cas":
+            dropped.add(id(op))
+            continue
+        op.ret, op.ret_index = n, n
+        if f == "read":
+            op.output = None if raw == "nil" else _int(raw, n)
+        elif f == "write":
+            op.output = None
+        else:
+            op.output = typ == "ok"
+    kept = [op for op in ops if id(op) not in dropped]
+    for i, op in enumerate(kept):
+        op.id = i
+    return LinHistory(ops=kept, timed=False, events=events)
+
+
+def _int(raw: str, n: int) -> int:
+    if not _NUM.match(raw):
+        raise HistoryFormatError(f"line {n + 1}: expected an integer, got {raw!r}")
+    return int(raw)
+
+
+_KV = re.compile(
+    r'^\{:process (\d+), :type :(invoke|ok), :f :(get|put|append), :key "(.*?)", :value (nil|"(.*)")\}\s*$'
+)
+_KV_F = {"get": "read", "put": "write", "append": "append"}
+
+
+def parse_porcupine_kv(text: str) -> LinHistory:
+    """Porcupine's key-value EDN logs (get/put/append per key), event-ordered.
+
+    Mapped onto the harness KV shape: ``get`` -> ``read [k, null]`` with output ``[k, v]``,
+    ``put`` -> ``write [k, v]``, ``append`` -> ``append [k, v]``.
+    """
+    ops: list[Operation] = []
+    open_: dict[int, Operation] = {}
+    events = 0
+    for n, line in enumerate(text.splitlines()):
+        if not line.strip():
+            continue
+        m = _KV.match(line)
+        if m is None:
+            raise HistoryFormatError(f"line {n + 1}: not a Porcupine kv line: {line!r}")
+        events += 1
+        proc, typ, f, key, val = int(m[1]), m[2], _KV_F[m[3]], m[4], m[6]
+        if typ == "invoke":
+            op = Operation(id=len(ops), process=proc, f=f,
+                           value=[key, None if f == "read" else val], output=UNKNOWN,
+                           call=n, ret=None, index=n)
+            ops.append(op)
+            open_[proc] = op
+            continue
+        op = open_.pop(proc, None)  # type: ignore[assignment]
+        if op is None:
+            raise HistoryFormatError(f"line {n + 1}: completion for process {proc} with no call")
+        op.ret, op.ret_index = n, n
+        op.output = [key, val if val is not None else ""] if f == "read" else None
+    return LinHistory(ops=ops, timed=False, events=events)
+
+
+FORMATS = ("jsonl", "porcupine-etcd", "porcupine-kv")
+
+
+def read_file(path: str | Path, fmt: str = "jsonl") -> LinHistory:
+    """Read a history file in one of :data:`FORMATS`."""
+    if fmt == "jsonl":
+        return read_jsonl(path)
+    text = Path(path).read_text()
+    if fmt == "porcupine-etcd":
+        return parse_porcupine_etcd(text)
+    if fmt == "porcupine-kv":
+        return parse_porcupine_kv(text)
+    raise HistoryFormatError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")

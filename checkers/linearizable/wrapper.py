@@ -1,0 +1,62 @@
+"""The harness-facing checker: ``(test, history, observations) -> Result``.
+
+Pairs the harness history (client ops only), runs :func:`check`, and turns the outcome into
+the project's :class:`~checkers.result.Result`. When ``observations`` names a ``run_dir``,
+the failing part's explanation is written to ``<run_dir>/linearizable/<part>.html`` and
+its path recorded in the anomaly's witness.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from checkers.linearizable.engine import Budget, LinResult, check
+from checkers.linearizable.history import from_ops
+from checkers.linearizable.models import Model, ModelError, get_model
+from checkers.linearizable.svg import render_html
+from checkers.result import Anomaly, Checker, Result
+
+
+def _slug(key: Any) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", "all" if key is None else str(key))[:80] or "part"
+
+
+def to_result(r: LinResult, name: str = "linearizable",
+              run_dir: str | Path | None = None) -> Result:
+    """The harness Result for a LinResult (writes the HTML when ``run_dir`` is given)."""
+    anomalies: list[Anomaly] = []
+    note = r.note
+    part = r.failed
+    if part is not None and part.witness is not None:
+        w = dict(part.witness)
+        if run_dir is not None:
+            path = Path(run_dir) / "linearizable" / f"{_slug(part.key)}.html"
+            w["html"] = str(render_html(r, path, part))
+        f = w["failed_op"]
+        where = "" if part.key is None else f" on key {part.key!r}"
+        note = (f"not linearizable{where}: {f['describe']} by process {f['process']} cannot be "
+                f"placed after a linearizable prefix of {w['prefix_len']} ops")
+        anomalies.append(Anomaly(kind="nonlinearizable", message=note, witness=w))
+    elif r.valid == "unknown":
+        note = f"undecided: {r.note}; raise the budget or shorten the history"
+    return Result(checker=name, valid=r.valid, anomalies=anomalies, stats=r.stats(), note=note)
+
+
+def checker(model: str | Model = "kv", *, time_s: float | None = 60.0,
+            memory_mb: float | None = 1024.0, name: str = "linearizable") -> Checker:
+    """A harness checker for ``model`` (a name from ``MODELS`` or a Model) under a budget."""
+    m = get_model(model)
+    budget = Budget(time_s=time_s, memory_mb=memory_mb)
+
+    def run(test: dict[str, Any], history: list[dict[str, Any]],
+            observations: dict[str, Any]) -> Result:
+        try:
+            r = check(from_ops(history), m, budget)
+        except ModelError as e:
+            return Result(checker=name, valid="unknown",
+                          note=f"the {m.name} model cannot read this history: {e}")
+        return to_result(r, name, observations.get("run_dir"))
+
+    return run

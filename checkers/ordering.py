@@ -1,0 +1,251 @@
+"""The SDS ordering checker: causal delivery, one total order, no loss, convergence.
+
+Reads (docs/sds.md) each node's journal ``send`` / ``deliver`` events (``id``, ``lamport``,
+``sender``, ``deps``, ``payload``), ``resend`` events (``id``, ``lamport``), repair events, the
+final ``/admin/state`` ``log`` (``[{"id", "lamport", "sender", "payload", ...}]`` in log order)
+and the history's ``send`` ops (ok value ``{"v": payload, ...}`` or the payload).
+
+Properties, each a child result:
+
+* ``causal-delivery``: no node put a message in its log before every id in its ``deps``;
+* ``common-order``: any two ids held by two nodes are in the same order in both final logs;
+* ``acked-not-lost``: a send the client saw ``ok`` is in every final log;
+* ``no-duplicates``: no node delivered (or logs) one id twice;
+* ``convergence``: every message a node that is live at the end sent is in every final log
+  (the run heals and quiesces before the states are taken);
+* ``lamport-unique``: one id never carries two Lamport timestamps, anywhere.
+
+A property with no violation but missing evidence (a node's state or journal) is
+``unknown``. Stats: delivery latency percentiles (ms, from the sender's ``send`` to each
+``deliver``, both on node clocks), repair counts, datagrams per delivered entry.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from checkers.observations import evidence_gaps, node_observations, verdict, where
+from checkers.result import Anomaly, Result, worst
+
+NAME = "ordering"
+
+Event = dict[str, Any]
+
+
+def _entries(obs: dict[str, Any]) -> list[dict[str, Any]] | None:
+    st = obs.get("state")
+    if not isinstance(st, dict):
+        return None
+    return [e for e in st.get("log") or [] if isinstance(e, dict) and e.get("id")]
+
+
+def _journal(obs: dict[str, Any], *types: str) -> list[Event]:
+    return [e for e in obs.get("events") or [] if isinstance(e, dict) and e.get("type") in types]
+
+
+def _short(mid: Any) -> str:
+    return str(mid)[:12]
+
+
+def check_causal(nodes: dict[str, dict[str, Any]]) -> list[Anomaly]:
+    out = []
+    for name, obs in sorted(nodes.items()):
+        have: set[str] = set()
+        for ev in _journal(obs, "send", "deliver"):
+            missing = [d for d in ev.get("deps") or [] if d not in have]
+            if missing:
+                out.append(Anomaly(
+                    "causal-violation",
+                    f"{name} delivered {_short(ev['id'])} (lamport {ev.get('lamport')}, from "
+                    f"{ev.get('sender')}) before its dependencies {[_short(d) for d in missing]}",
+                    where(name, ev, id=ev["id"], payload=ev.get("payload"),
+                          missing_deps=missing)))
+            have.add(ev["id"])
+    return out
+
+
+def check_duplicates(nodes: dict[str, dict[str, Any]]) -> list[Anomaly]:
+    out = []
+    for name, obs in sorted(nodes.items()):
+        first: dict[str, Event] = {}
+        for ev in _journal(obs, "send", "deliver"):
+            if ev["id"] in first:
+                out.append(Anomaly(
+                    "duplicate-delivery",
+                    f"{name} delivered {_short(ev['id'])} twice (seq {first[ev['id']].get('seq')} "
+                    f"and {ev.get('seq')})",
+                    {"node": name, "id": ev["id"], "first": where(name, first[ev["id"]]),
+                     "again": where(name, ev)}))
+            else:
+                first[ev["id"]] = ev
+        entries = _entries(obs) or []
+        counts: dict[str, int] = defaultdict(int)
+        for e in entries:
+            counts[e["id"]] += 1
+        for mid, k in counts.items():
+            if k > 1:
+                out.append(Anomaly("duplicate-in-log", f"{name}'s final log holds "
+                                   f"{_short(mid)} {k} times", {"node": name, "id": mid}))
+    return out
+
+
+def check_lamports(nodes: dict[str, dict[str, Any]]) -> list[Anomaly]:
+    seen: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
+    for name, obs in sorted(nodes.items()):
+        for ev in _journal(obs, "send", "deliver", "resend"):
+            if ev.get("lamport") is not None:
+                seen[ev["id"]].setdefault(int(ev["lamport"]), where(name, ev, type=ev["type"]))
+        for e in _entries(obs) or []:
+            if e.get("lamport") is not None:
+                seen[e["id"]].setdefault(int(e["lamport"]), {"node": name, "in": "final log"})
+    out = []
+    for mid, by in seen.items():
+        if len(by) > 1:
+            out.append(Anomaly(
+                "id-with-two-lamports",
+                f"message {_short(mid)} carries Lamport timestamps {sorted(by)}",
+                {"id": mid, "seen": {str(k): v for k, v in sorted(by.items())}}))
+    return out
+
+
+def check_common_order(logs: dict[str, list[dict[str, Any]]]) -> list[Anomaly]:
+    out = []
+    names = sorted(logs)
+    for i, a in enumerate(names):
+        pos_b_all = {b: {e["id"]: k for k, e in enumerate(logs[b])} for b in names[i + 1:]}
+        for b in names[i + 1:]:
+            pos_b = pos_b_all[b]
+            common = [e for e in logs[a] if e["id"] in pos_b]
+            inversions = 0
+            witness = None
+            for x, y in zip(common, common[1:], strict=False):
+                if pos_b[y["id"]] < pos_b[x["id"]]:
+                    inversions += 1
+                    if witness is None:
+                        witness = (x, y)
+            if witness is not None:
+                x, y = witness
+                out.append(Anomaly(
+                    "order-differs",
+                    f"{a} logs {_short(x['id'])} (lamport {x.get('lamport')}) before "
+                    f"{_short(y['id'])} (lamport {y.get('lamport')}), {b} the other way round "
+                    f"({inversions} such adjacent pairs)",
+                    {"nodes": [a, b], "first": {"id": x["id"], "lamport": x.get("lamport"),
+                                                "payload": x.get("payload")},
+                     "second": {"id": y["id"], "lamport": y.get("lamport"),
+                                "payload": y.get("payload")},
+                     "inversions": inversions}))
+    return out
+
+
+def _ok_sends(history: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for op in history:
+        if op.get("f") == "send" and op.get("type") == "ok":
+            v = op.get("value")
+            payload = v.get("v") if isinstance(v, dict) else v
+            if payload is not None:
+                out.append((str(payload), op))
+    return out
+
+
+def check_acked(history: list[dict[str, Any]], logs: dict[str, list[dict[str, Any]]]
+                ) -> list[Anomaly]:
+    held = {n: {e.get("payload") for e in log} for n, log in logs.items()}
+    out = []
+    for payload, op in _ok_sends(history):
+        lacking = sorted(n for n, ps in held.items() if payload not in ps)
+        if lacking:
+            out.append(Anomaly(
+                "acked-send-lost",
+                f"send {payload!r} was acknowledged (op {op.get('index')} at {op.get('node')}) "
+                f"but is missing from the final logs of {lacking}",
+                {"payload": payload, "op": op, "missing_at": lacking}))
+    return out
+
+
+def check_convergence(nodes: dict[str, dict[str, Any]], logs: dict[str, list[dict[str, Any]]]
+                      ) -> list[Anomaly]:
+    held = {n: {e["id"] for e in log} for n, log in logs.items()}
+    out = []
+    for name in sorted(logs):  # live at the end: its state was captured
+        for ev in _journal(nodes[name], "send"):
+            lacking = sorted(n for n, ids in held.items() if ev["id"] not in ids)
+            if lacking:
+                out.append(Anomaly(
+                    "not-converged",
+                    f"{_short(ev['id'])} ({ev.get('payload')!r}) sent by live node {name} is "
+                    f"missing from the final logs of {lacking} after heal",
+                    {**where(name, ev), "id": ev["id"], "payload": ev.get("payload"),
+                     "missing_at": lacking}))
+    return out
+
+
+def _percentiles(xs: list[float]) -> dict[str, float | None]:
+    if not xs:
+        return {"p50": None, "p90": None, "p99": None, "max": None}
+    s = sorted(xs)
+
+    def p(q: float) -> float:
+        return round(s[min(len(s) - 1, int(q * len(s)))], 2)
+
+    return {"p50": p(0.5), "p90": p(0.9), "p99": p(0.99), "max": round(s[-1], 2)}
+
+
+def stats(nodes: dict[str, dict[str, Any]], history: list[dict[str, Any]]) -> dict[str, Any]:
+    sent_at: dict[str, float] = {}
+    delivers: list[tuple[str, float]] = []
+    counts: dict[str, int] = defaultdict(int)
+    datagrams = 0
+    for obs in nodes.values():
+        for ev in obs.get("events") or []:
+            t = ev.get("type")
+            counts[t] += 1
+            if t == "send" and not ev.get("recovered"):
+                sent_at.setdefault(ev["id"], float(ev.get("t") or 0))
+            elif t == "deliver" and not ev.get("recovered"):
+                delivers.append((ev["id"], float(ev.get("t") or 0)))
+            elif t == "repair-request":
+                counts["repair-request-ids"] += len(ev.get("ids") or [])
+        st = obs.get("state")
+        if isinstance(st, dict):
+            datagrams += int((st.get("io") or {}).get("datagrams_sent") or 0)
+    lat = [(t - sent_at[i]) * 1000 for i, t in delivers if i in sent_at]
+    n_deliver = counts["deliver"]
+    return {
+        "sends_ok": len(_ok_sends(history)),
+        "messages_sent": counts["send"],
+        "deliveries": n_deliver,
+        "delivery_latency_ms": _percentiles(lat),
+        "repairs": {"requests": counts["repair-request"],
+                    "requested_ids": counts["repair-request-ids"],
+                    "responses": counts["repair-response"]},
+        "resends": counts["resend"], "rearms": counts["rearm"], "buffered": counts["buffered"],
+        "datagrams_sent": datagrams,
+        "datagrams_per_delivered_entry": round(datagrams / n_deliver, 2) if n_deliver else None,
+        "note": "datagram counters restart with a node process",
+    }
+
+
+def check(test: dict[str, Any], history: list[dict[str, Any]],
+          observations: dict[str, Any]) -> Result:
+    """The composed ordering verdict (see the module docstring)."""
+    nodes = node_observations(observations)
+    logs = {n: e for n, obs in nodes.items() if (e := _entries(obs)) is not None}
+    journal_gaps = evidence_gaps(observations, event_types=("send", "deliver"))
+    state_gaps = evidence_gaps(observations, state=True)
+    both = sorted(set(journal_gaps + state_gaps))
+    children = [
+        verdict("causal-delivery", check_causal(nodes), {}, journal_gaps),
+        verdict("common-order", check_common_order(logs), {"nodes_with_state": len(logs)},
+                state_gaps),
+        verdict("acked-not-lost", check_acked(history, logs), {}, state_gaps),
+        verdict("no-duplicates", check_duplicates(nodes), {}, journal_gaps),
+        verdict("convergence", check_convergence(nodes, logs), {}, both),
+        verdict("lamport-unique", check_lamports(nodes), {}, journal_gaps),
+    ]
+    v = worst(c.valid for c in children)
+    bad = [c.checker for c in children if c.valid is False]
+    return Result(NAME, v, [], stats(nodes, history), children,
+                  note=f"violated: {', '.join(bad)}" if bad else "")

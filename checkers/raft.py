@@ -1,0 +1,471 @@
+"""Raft safety for Garlic Farm, read from node journals and final state dumps.
+
+Each check proves one of the Raft paper's safety properties (figure 3) over the evidence of
+docs/contracts.md section 4, and names the nodes, terms, indexes and journal seqs involved
+when it fails. Journal times (``t``) are each node's own, possibly skewed, clock: they help a
+person line events up, and no check relies on comparing them across nodes.
+
+A check that found nothing wrong but lacked evidence it depends on (a node's final state, a
+torn journal line of a type it reads) answers ``"unknown"``, never ``True``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+from checkers.observations import (
+    Event,
+    FinalLog,
+    LogEntry,
+    events_of,
+    evidence_gaps,
+    final_logs,
+    node_observations,
+    verdict,
+    where,
+)
+from checkers.result import Anomaly, Checker, Result, compose
+
+Test = dict[str, Any]
+History = list[dict[str, Any]]
+Obs = dict[str, Any]
+
+
+# --------------------------------------------------------------------------- election safety
+
+
+def election_safety(test: Test, history: History, observations: Obs) -> Result:
+    """At most one leader per term (Raft's Election Safety).
+
+    Evidence: every ``role`` event with ``role == "leader"``, plus final states that report
+    ``role == "leader"``. The same node leading a term twice (e.g. journaled twice) is fine.
+    """
+    roles, bad = events_of(observations, "role", ("role", "term"))
+    gaps = evidence_gaps(observations, event_types=("role",)) + bad
+    claims: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for node, _, ev in roles:
+        if ev["role"] == "leader":
+            claims[int(ev["term"])].setdefault(node, where(node, ev, source="journal"))
+    for node, log in final_logs(observations).items():
+        if log.role == "leader":
+            claims[log.term].setdefault(node, {"node": node, "source": "final state"})
+    anomalies = [_two_leaders(term, list(by_node.values()))
+                 for term, by_node in sorted(claims.items()) if len(by_node) > 1]
+    stats = {"leader_events": sum(1 for _, _, e in roles if e["role"] == "leader"),
+             "terms_with_leader": len(claims)}
+    return verdict("election-safety", anomalies, stats, gaps)
+
+
+def _two_leaders(term: int, leaders: list[dict[str, Any]]) -> Anomaly:
+    names = ", ".join(w["node"] for w in leaders)
+    return Anomaly("two-leaders", f"term {term} had {len(leaders)} leaders: {names}",
+                   {"term": term, "leaders": leaders})
+
+
+# --------------------------------------------------------------------------- vote safety
+
+
+def vote_safety(test: Test, history: History, observations: Obs) -> Result:
+    """No node grants its vote to two candidates in one term.
+
+    Evidence: granted ``vote`` events; a ``role == "candidate"`` event counts as a vote for
+    itself when the node's ``num_id`` is known; the final state's ``voted_for`` counts for its
+    term. The witness lists restarts between the votes: a node that restarted with
+    ``voted_for: null`` and voted again is the "forget-vote" bug.
+    """
+    votes, bad = events_of(observations, "vote", ("term", "candidate", "granted"))
+    cands, bad2 = events_of(observations, "role", ("role", "term"))
+    gaps = evidence_gaps(observations, event_types=("vote", "role")) + bad + bad2
+    logs = final_logs(observations)
+    ballots: dict[tuple[str, int], dict[Any, dict[str, Any]]] = defaultdict(dict)
+    for node, pos, ev in votes:
+        if ev["granted"] is True:
+            ballots[(node, int(ev["term"]))].setdefault(
+                ev["candidate"], where(node, ev, candidate=ev["candidate"], pos=pos,
+                                       source="vote"))
+    for node, pos, ev in cands:
+        me = logs[node].num_id if node in logs else None
+        if ev["role"] == "candidate" and me is not None:
+            ballots[(node, int(ev["term"]))].setdefault(
+                me, where(node, ev, candidate=me, pos=pos, source="own candidacy"))
+    for node, log in logs.items():
+        voted_for = node_observations(observations)[node]["state"].get("voted_for")
+        if voted_for is not None:
+            ballots[(node, log.term)].setdefault(
+                voted_for, {"node": node, "candidate": voted_for, "source": "final state"})
+    anomalies = [_double_vote(node, term, list(by_cand.values()), observations)
+                 for (node, term), by_cand in sorted(ballots.items()) if len(by_cand) > 1]
+    anomalies += _forgotten_votes(observations)
+    stats = {"granted_votes": sum(1 for _, _, e in votes if e["granted"] is True),
+             "node_terms_voted": len(ballots)}
+    return verdict("vote-safety", anomalies, stats, gaps)
+
+
+def _forgotten_votes(observations: Obs) -> list[Anomaly]:
+    """A vote is durable state: a node that restarts in the term it voted in must come back
+    with that vote. (The node journals a vote only after it is persisted, so a ``start`` event
+    in the same term with another ``voted_for`` means the stored vote was lost.) This is the
+    "forget-vote" bug even when no second candidate happened to ask for the vote."""
+    out: list[Anomaly] = []
+    for node, obs in node_observations(observations).items():
+        last: dict[str, Any] | None = None  # the latest granted vote before a restart
+        for ev in obs.get("events") or []:
+            t = ev.get("type")
+            if t == "vote" and ev.get("granted") is True and "term" in ev:
+                last = ev
+            elif t == "start" and last is not None:
+                if ev.get("term") == last["term"] and ev.get("voted_for") != last.get("candidate"):
+                    out.append(Anomaly(
+                        "vote-forgotten",
+                        f"{node} voted for {last.get('candidate')} in term {last['term']} (seq "
+                        f"{last.get('seq')}) but restarted in that term with voted_for="
+                        f"{ev.get('voted_for')} (seq {ev.get('seq')})",
+                        {"node": node, "term": last["term"], "vote": where(node, last),
+                         "restart": where(node, ev, voted_for=ev.get("voted_for"))}))
+                last = None
+    return out
+
+
+def _double_vote(node: str, term: int, ballots: list[dict[str, Any]], observations: Obs
+                 ) -> Anomaly:
+    positions = [b["pos"] for b in ballots if "pos" in b]
+    restarts: list[dict[str, Any]] = []
+    if len(positions) > 1:
+        events = node_observations(observations)[node].get("events") or []
+        restarts = [where(node, ev, term=ev.get("term"), voted_for=ev.get("voted_for"))
+                    for ev in events[min(positions):max(positions)] if ev.get("type") == "start"]
+    votes = [{k: v for k, v in b.items() if k != "pos"} for b in ballots]
+    cands = ", ".join(str(b["candidate"]) for b in votes)
+    why = f" (restarted {len(restarts)}x in between)" if restarts else ""
+    return Anomaly("double-vote", f"{node} voted for {cands} in term {term}{why}",
+                   {"node": node, "term": term, "votes": votes, "restarts_between": restarts})
+
+
+# --------------------------------------------------------------------------- log matching
+
+
+def log_matching(test: Test, history: History, observations: Obs) -> Result:
+    """Raft's Log Matching: same index and term means same entry and same prefix.
+
+    Each node's log is its final ``state.log`` with gaps above its snapshot filled from its own
+    ``apply`` events (latest wins). Pairs are compared only above both snapshots. A log whose
+    terms decrease along the index is malformed and reported too.
+    """
+    applies, bad = events_of(observations, "apply", ("index", "term", "digest"))
+    gaps = evidence_gaps(observations, state=True, event_types=("apply",)) + bad
+    logs = _known_logs(observations, applies)
+    anomalies = [a for log in logs.values() for a in _term_regressions(log)]
+    names = sorted(logs)
+    compared = 0
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            found, n = _compare_logs(logs[a], logs[b])
+            anomalies += found
+            compared += n
+    stats = {"nodes": len(logs), "pairs": len(names) * (len(names) - 1) // 2,
+             "entries_compared": compared}
+    return verdict("log-matching", anomalies, stats, gaps)
+
+
+def _known_logs(observations: Obs, applies: list[tuple[str, int, Event]]
+                ) -> dict[str, FinalLog]:
+    """Final logs, with holes above the snapshot filled from the node's own apply events."""
+    logs = final_logs(observations)
+    for node, _, ev in applies:
+        if node not in logs:
+            logs[node] = FinalLog(node, None, None, 0, 0, 0, None, {})
+        log, index = logs[node], int(ev["index"])
+        if index > log.snapshot_index and (index not in log.entries
+                                           or log.entries[index].kind == "apply-event"):
+            log.entries[index] = LogEntry(index, int(ev["term"]), ev["digest"], "apply-event",
+                                          ev.get("data"))
+    return logs
+
+
+def _term_regressions(log: FinalLog) -> list[Anomaly]:
+    out = []
+    prev: LogEntry | None = None
+    for index in sorted(log.entries):
+        e = log.entries[index]
+        if prev is not None and e.term < prev.term:
+            out.append(Anomaly(
+                "log-term-regression",
+                f"{log.node}'s log goes from term {prev.term} at {prev.index} "
+                f"down to term {e.term} at {index}",
+                {"node": log.node, "before": prev.brief(), "after": e.brief(), **log.span()}))
+        prev = e
+    return out[:1]
+
+
+def _compare_logs(a: FinalLog, b: FinalLog) -> tuple[list[Anomaly], int]:
+    """Anomalies between two logs (the lowest of each kind) and how many entries were compared."""
+    floor = max(a.snapshot_index, b.snapshot_index)
+    common = sorted(i for i in a.entries.keys() & b.entries.keys() if i > floor)
+    same_term = [i for i in common if a.entries[i].term == b.entries[i].term]
+    out: list[Anomaly] = []
+    split = next((i for i in same_term if a.entries[i].digest != b.entries[i].digest), None)
+    if split is not None:
+        out.append(_log_anomaly("log-divergence", a, b, split, None,
+                                f"{a.node} and {b.node} hold different entries at index "
+                                f"{split} in the same term {a.entries[split].term}"))
+    if same_term:
+        anchor = max(same_term)
+        bad = next((i for i in common
+                    if i < anchor and a.entries[i].term != b.entries[i].term), None)
+        if bad is not None:
+            out.append(_log_anomaly("log-prefix-mismatch", a, b, bad, anchor,
+                                    f"{a.node} and {b.node} agree on index {anchor} (term "
+                                    f"{a.entries[anchor].term}) but differ earlier at {bad}"))
+    return out, len(common)
+
+
+def _log_anomaly(kind: str, a: FinalLog, b: FinalLog, index: int, anchor: int | None,
+                 message: str) -> Anomaly:
+    witness: dict[str, Any] = {"index": index, "nodes": [a.node, b.node],
+                               a.node: a.entries[index].brief(), b.node: b.entries[index].brief(),
+                               "spans": {a.node: a.span(), b.node: b.span()}}
+    if anchor is not None:
+        witness["anchor"] = {"index": anchor, "term": a.entries[anchor].term,
+                             "digest": a.entries[anchor].digest}
+    return Anomaly(kind, message, witness)
+
+
+# --------------------------------------------------------------------------- state machine safety
+
+
+def state_machine_safety(test: Test, history: History, observations: Obs) -> Result:
+    """No two applies of one index carry different digests, on any nodes, across restarts.
+
+    A node re-applying an index after a restart with the same digest is expected; with a
+    different one it has changed a committed entry it already exposed to its state machine.
+    """
+    applies, bad = events_of(observations, "apply", ("index", "digest"))
+    gaps = evidence_gaps(observations, event_types=("apply",)) + bad
+    by_index: dict[int, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    per_node: dict[tuple[str, int], int] = defaultdict(int)
+    for node, _, ev in applies:
+        index = int(ev["index"])
+        by_index[index][ev["digest"]].append(
+            where(node, ev, term=ev.get("term"), kind=ev.get("kind"), data=ev.get("data")))
+        per_node[(node, index)] += 1
+    anomalies = [_apply_divergence(index, digests)
+                 for index, digests in sorted(by_index.items()) if len(digests) > 1]
+    stats = {"apply_events": len(applies), "indexes_applied": len(by_index),
+             "reapplied": sum(1 for n in per_node.values() if n > 1),
+             "divergent_indexes": len(anomalies)}
+    return verdict("state-machine-safety", anomalies, stats, gaps)
+
+
+def _apply_divergence(index: int, digests: dict[str, list[dict[str, Any]]]) -> Anomaly:
+    summary = "; ".join(f"{d} by {', '.join(sorted({w['node'] for w in ws}))}"
+                        for d, ws in digests.items())
+    return Anomaly("apply-divergence", f"index {index} was applied with different digests: "
+                   f"{summary}", {"index": index, "applies": {d: ws[:5] for d, ws in
+                                                               digests.items()}})
+
+
+# --------------------------------------------------------------------------- committed, not lost
+
+
+def committed_not_lost(test: Test, history: History, observations: Obs) -> Result:
+    """Every entry any node journaled as committed is still there, unchanged, at the end.
+
+    Checked on every node whose final ``commit_index`` reaches the index and on the final
+    leader of the highest term (Leader Completeness: it must hold every committed entry).
+    "Committed" means journaled by a ``commit`` event, or inside a final state's
+    ``commit_index``. Entries compacted into a node's snapshot count as kept, and are
+    cross-checked against that node's apply events and snapshot term when those say something. When no node is up to
+    date and no final leader exists, an entry found in some log is "unverified" (unknown) and
+    one found in no log is lost. Two nodes committing different digests at one index is a
+    violation by itself.
+    """
+    commits, bad = events_of(observations, "commit", ("index", "term", "digest"))
+    gaps = evidence_gaps(observations, state=True, event_types=("commit",)) + bad
+    logs = final_logs(observations)
+    committed: dict[int, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for node, _, ev in commits:
+        committed[int(ev["index"])][ev["digest"]].append(where(node, ev, term=ev["term"]))
+    for node, log in logs.items():
+        for index, e in log.entries.items():
+            if index <= log.commit_index and e.digest is not None:
+                committed[index][e.digest].append(
+                    {"node": node, "term": e.term, "source": "final state commit_index"})
+    anomalies = [_commit_divergence(i, ds) for i, ds in sorted(committed.items()) if len(ds) > 1]
+    applied = _applied_digests(observations)
+    judge = _Judge(logs, applied)
+    for index, digests in sorted(committed.items()):
+        for digest, by in _to_judge(digests).items():
+            judge.check(index, int(by[0]["term"]), digest, by)
+    anomalies += judge.anomalies()
+    note = (f"{judge.unverified} committed indexes found but not verified: no node was up to "
+            "date and no final leader" if judge.unverified else "")
+    stats = {"committed_indexes": len(committed), "checks": judge.checks,
+             "compacted": judge.compacted, "unverified": judge.unverified,
+             "lost": sum(len(v) for v in judge.lost.values())}
+    return verdict("committed-not-lost", anomalies, stats, gaps, note)
+
+
+def _to_judge(digests: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """Which committed digests at one index the final logs must hold.
+
+    Journaled commits are the record of what was exposed; a final state's commit_index only
+    stands in for them at indexes no journal mentions (they disagree: commit-divergence).
+    """
+    journaled = {d: ws for d, ws in digests.items() if any("seq" in w for w in ws)}
+    return journaled or digests
+
+
+def _commit_divergence(index: int, digests: dict[str, list[dict[str, Any]]]) -> Anomaly:
+    summary = "; ".join(f"{d} by {', '.join(sorted({w['node'] for w in ws}))}"
+                        for d, ws in digests.items())
+    return Anomaly("commit-divergence", f"index {index} was committed with different digests: "
+                   f"{summary}", {"index": index, "commits": {d: ws[:5] for d, ws in
+                                                             digests.items()}})
+
+
+def _applied_digests(observations: Obs) -> dict[str, dict[int, set[str]]]:
+    applies, _ = events_of(observations, "apply", ("index", "digest"))
+    out: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for node, _, ev in applies:
+        out[node][int(ev["index"])].add(ev["digest"])
+    return out
+
+
+class _Judge:
+    """Looks one committed entry up in the final logs that must hold it; groups the losses."""
+
+    def __init__(self, logs: dict[str, FinalLog], applied: dict[str, dict[int, set[str]]]):
+        self.logs = logs
+        self.applied = applied
+        top_term = max((log.term for log in logs.values()), default=0)
+        self.leaders = {n for n, log in logs.items() if log.role == "leader" and log.term == top_term}
+        #: (node, kind) -> [(index, witness)]
+        self.lost: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        self.checks = self.compacted = self.unverified = 0
+
+    def check(self, index: int, term: int, digest: str, by: list[dict[str, Any]]) -> None:
+        bound = [n for n, log in self.logs.items()
+                 if log.commit_index >= index or n in self.leaders]
+        if not bound:
+            self._check_anywhere(index, term, digest, by)
+            return
+        for node in bound:
+            self.checks += 1
+            kind, found = self._lookup(self.logs[node], index, term, digest)
+            if kind:
+                self._lose(node, kind, index, term, digest, by, found)
+
+    def _lookup(self, log: FinalLog, index: int, term: int, digest: str
+                ) -> tuple[str | None, Any]:
+        """(anomaly kind or None, what the node has at ``index``)."""
+        entry = log.entries.get(index)
+        if entry is not None:
+            return (None, None) if entry.digest == digest else ("committed-entry-overwritten",
+                                                                entry.brief())
+        if not log.compacted(index):
+            return "committed-entry-lost", None
+        self.compacted += 1
+        seen = self.applied.get(log.node, {}).get(index, set())
+        if seen and digest not in seen:
+            return "committed-entry-overwritten", {"applied_digests": sorted(seen)}
+        if index == log.snapshot_index and log.snapshot_term not in (None, term):
+            return "committed-entry-overwritten", {"snapshot_term": log.snapshot_term}
+        return None, None
+
+    def _check_anywhere(self, index: int, term: int, digest: str, by: list[dict[str, Any]]
+                        ) -> None:
+        holders = [log for log in self.logs.values()
+                   if (e := log.entries.get(index)) is not None and e.digest == digest
+                   or log.compacted(index)]
+        if holders:
+            self.unverified += 1
+        elif self.logs:
+            self._lose("(every node)", "committed-entry-lost", index, term, digest, by, None)
+
+    def _lose(self, node: str, kind: str, index: int, term: int, digest: str,
+              by: list[dict[str, Any]], found: Any) -> None:
+        self.lost[(node, kind)].append({"index": index, "term": term, "digest": digest,
+                                        "committed_by": by[:3], "found": found})
+
+    def anomalies(self) -> list[Anomaly]:
+        out = []
+        for (node, kind), items in sorted(self.lost.items()):
+            first = items[0]
+            log = self.logs.get(node)
+            what = "lost" if kind == "committed-entry-lost" else "overwritten"
+            out.append(Anomaly(
+                kind,
+                f"{node}: {len(items)} committed entries {what}, first index {first['index']} "
+                f"(term {first['term']}, digest {first['digest']}, committed by "
+                f"{', '.join(sorted({w['node'] for w in first['committed_by']}))})",
+                {"node": node, "count": len(items), "indexes": _ranges(i["index"] for i in items),
+                 "first": first, **(log.span() if log else {})}))
+        return out
+
+
+def _ranges(indexes: Any) -> list[list[int]]:
+    """[[lo, hi], ...] runs of consecutive indexes: short witnesses for long losses."""
+    out: list[list[int]] = []
+    for i in sorted(indexes):
+        if out and i == out[-1][1] + 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    return out
+
+
+# --------------------------------------------------------------------------- metals agreement
+
+
+def metals_agreement(test: Test, history: History, observations: Obs) -> Result:
+    """Nodes that computed the Meta LS2 publisher as of the same log index agree on it.
+
+    The publisher is a deterministic function of the committed log, so two nodes at one
+    ``metals.as_of_index`` reporting different publishers have applied different logs (or
+    compute the rule differently). Nodes at different indexes are not compared.
+    """
+    gaps = evidence_gaps(observations, state=True)
+    groups: dict[int, dict[str, Any]] = defaultdict(dict)
+    without = 0
+    for name, obs in sorted(node_observations(observations).items()):
+        metals = (obs.get("state") or {}).get("metals")
+        if isinstance(metals, dict) and metals.get("as_of_index") is not None:
+            groups[int(metals["as_of_index"])][name] = metals.get("publisher")
+        elif obs.get("state") is not None:
+            without += 1
+    anomalies = [_metals_disagreement(index, by_node)
+                 for index, by_node in sorted(groups.items())
+                 if len({json.dumps(p, sort_keys=True) for p in by_node.values()}) > 1]
+    compared = sum(1 for g in groups.values() if len(g) > 1)
+    stats = {"nodes_reporting": sum(len(g) for g in groups.values()), "nodes_without": without,
+             "indexes": len(groups), "indexes_compared": compared}
+    return verdict("metals-agreement", anomalies, stats, gaps)
+
+
+def _metals_disagreement(index: int, by_node: dict[str, Any]) -> Anomaly:
+    return Anomaly("metals-disagreement", f"as of index {index} nodes disagree on the "
+                   "publisher: " + ", ".join(f"{n}={p}" for n, p in by_node.items()),
+                   {"as_of_index": index, "publishers": by_node})
+
+
+# --------------------------------------------------------------------------- composition
+
+RAFT_CHECKS: dict[str, Checker] = {
+    "election-safety": election_safety,
+    "vote-safety": vote_safety,
+    "log-matching": log_matching,
+    "state-machine-safety": state_machine_safety,
+    "committed-not-lost": committed_not_lost,
+    "metals-agreement": metals_agreement,
+}
+
+
+def raft_checker() -> Checker:
+    """All Raft safety checks as one checker; validity merges worst-wins."""
+
+    def check(test: Test, history: History, observations: Obs) -> Result:
+        return compose("raft", (chk(test, history, observations) for chk in RAFT_CHECKS.values()))
+
+    return check

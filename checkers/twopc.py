@@ -1,0 +1,317 @@
+"""2PC safety for DRiP: did every update commit everywhere or nowhere, without conflicts?
+
+Reads the client history (``update`` ops, value ``[key, value, uid]``; ``read`` ops) and the
+nodes' journals and final ``/admin/state`` dumps (event types and state shape: docs/drip.md).
+
+Properties, each an anomaly kind:
+
+* validity — ``unknown-update``: a node applied an update nobody invoked;
+  ``wrong-value``: it applied a value other than the one invoked.
+* vote rule (ours, docs/drip.md "vote routing") — ``commit-without-all-yes``: an initiator
+  committed although some mesh member voted no or never voted yes.
+* atomicity — ``failed-update-visible``: an update the client saw fail (aborted, or refused) was
+  applied somewhere.
+* agreement — ``missing-commit``: an update applied on some node (or acknowledged to a client)
+  is not reflected in some node's final store (its version of the key is lower).
+* durability — ``lost-after-apply``: a node journaled applying an update, yet its final store
+  holds an older version of that key (lost across kill -9).
+* isolation — ``conflicting-commits``: a node voted yes on an update of key k while its yes
+  vote on another update of k was still in progress (not committed, expired or aborted), and
+  both committed. A syncing node votes yes to everything by spec 4.6; those votes are exempt.
+* convergence — ``divergent-stores``: active nodes ended with different stores.
+* sync — ``sync-skipped``: a node restarted with data or came back from inactive and went
+  active without completing a sync (spec 4.6 / 4.7).
+
+Stale local reads are information (``stats.stale_reads``), not violations: DRiP promises none.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from checkers.observations import evidence_gaps, node_observations, verdict, where
+from checkers.result import Anomaly, Result
+
+EVENT_TYPES = ("start", "state", "vote", "decide", "apply", "release", "sync-done")
+
+Op = dict[str, Any]
+
+
+@dataclass
+class UpdateOp:
+    uid: str
+    key: str
+    value: Any
+    invoke: Op
+    done: Op | None = None
+
+    def brief(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"uid": self.uid, "key": self.key, "value": self.value,
+                             "invoke_index": self.invoke.get("index"), "node": self.invoke.get("node"),
+                             "process": self.invoke.get("process")}
+        if self.done is not None:
+            d.update(outcome=self.done.get("type"), done_index=self.done.get("index"),
+                     error=self.done.get("error"))
+        return d
+
+
+def _updates(history: list[Op]) -> dict[str, UpdateOp]:
+    out: dict[str, UpdateOp] = {}
+    open_: dict[Any, UpdateOp] = {}
+    for op in history:
+        if op.get("f") != "update" or op.get("process") == "nemesis":
+            continue
+        v = op.get("value")
+        if not isinstance(v, list | tuple) or len(v) != 3:
+            continue
+        if op.get("type") == "invoke":
+            u = UpdateOp(str(v[2]), str(v[0]), v[1], op)
+            out[u.uid] = u
+            open_[op.get("process")] = u
+        else:
+            u2 = open_.pop(op.get("process"), None)
+            if u2 is not None:
+                u2.done = op
+    return out
+
+
+def _final_kv(state: dict[str, Any]) -> dict[str, tuple[int, str, Any]]:
+    kv = state.get("kv") or {}
+    return {k: (int(v.get("version") or 0), str(v.get("uid")), v.get("value"))
+            for k, v in kv.items() if isinstance(v, dict)}
+
+
+def check(test: dict[str, Any], history: list[Op], observations: dict[str, Any]) -> Result:
+    nodes = node_observations(observations)
+    members = sorted(nodes) or sorted(test.get("nodes") or [])
+    updates = _updates(history)
+    anomalies: list[Anomaly] = []
+    stats: dict[str, Any] = {}
+
+    # ---- what the journals say -----------------------------------------------------------
+    applied: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)  # uid -> (node, ev)
+    decided: dict[str, tuple[str, dict[str, Any]]] = {}
+    votes: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)  # uid -> node -> vote ev
+    overlaps: list[tuple[str, str, str, dict[str, Any]]] = []  # (node, held uid, new uid, ev)
+    for name, obs in sorted(nodes.items()):
+        held: dict[str, set[str]] = defaultdict(set)
+        needs_sync: dict[str, Any] | None = None
+        for ev in obs.get("events") or []:
+            t = ev.get("type")
+            if t == "apply":
+                applied[str(ev.get("uid"))].append((name, ev))
+            elif t == "decide":
+                decided[str(ev.get("uid"))] = (name, ev)
+            elif t == "vote":
+                uid, key = str(ev.get("uid")), str(ev.get("key"))
+                votes[uid].setdefault(name, ev)
+                if ev.get("vote") == "yes":
+                    if not ev.get("syncing"):
+                        overlaps += [(name, h, uid, ev) for h in sorted(held[key]) if h != uid]
+                    held[key].add(uid)
+            elif t == "release":
+                held[str(ev.get("key"))].discard(str(ev.get("uid")))
+            elif t == "start":
+                if not ev.get("fresh"):
+                    needs_sync = ev
+                    if ev.get("state") == "active":
+                        anomalies.append(_sync_skipped(name, ev, ev))
+                        needs_sync = None
+            elif t == "state":
+                if ev.get("state") == "inactive":
+                    needs_sync = ev
+                elif ev.get("state") == "active" and needs_sync is not None:
+                    anomalies.append(_sync_skipped(name, needs_sync, ev))
+                    needs_sync = None
+            elif t == "sync-done":
+                needs_sync = None
+
+    committed = {uid for uid, (_, ev) in decided.items() if ev.get("outcome") == "commit"}
+    committed |= set(applied)
+    stats.update(updates_invoked=len(updates), committed=len(committed),
+                 ok=sum(1 for u in updates.values() if u.done and u.done.get("type") == "ok"),
+                 failed=sum(1 for u in updates.values() if u.done and u.done.get("type") == "fail"),
+                 indeterminate=sum(1 for u in updates.values()
+                                   if u.done is None or u.done.get("type") == "info"))
+
+    # ---- validity -------------------------------------------------------------------------
+    for uid, evs in sorted(applied.items()):
+        u = updates.get(uid)
+        node, ev = evs[0]
+        if u is None:
+            anomalies.append(Anomaly("unknown-update",
+                                     f"{node} applied update {uid} that no client invoked",
+                                     {"applied": where(node, ev, uid=uid, key=ev.get("key"),
+                                                       value=ev.get("value"))}))
+            continue
+        for node, ev in evs:
+            if ev.get("value") != u.value or ev.get("key") != u.key:
+                anomalies.append(Anomaly(
+                    "wrong-value", f"{node} applied {uid} as {ev.get('key')}={ev.get('value')!r}, "
+                                   f"but the client asked for {u.key}={u.value!r}",
+                    {"op": u.brief(), "applied": where(node, ev)}))
+                break
+
+    # ---- the vote rule: commit only on an all-yes aggregate of every member -----------------
+    for uid in sorted(committed & set(decided)):
+        node, ev = decided[uid]
+        if ev.get("outcome") != "commit":
+            continue
+        voted_yes = {n for n, v in votes.get(uid, {}).items() if v.get("vote") == "yes"}
+        said_no = sorted(n for n, v in votes.get(uid, {}).items() if v.get("vote") == "no")
+        absent = sorted(set(members) - voted_yes)
+        if said_no or absent:
+            why = (f"{said_no} voted no" if said_no else "") + \
+                  ("; " if said_no and absent else "") + \
+                  (f"{absent} never voted yes" if absent else "")
+            anomalies.append(Anomaly(
+                "commit-without-all-yes",
+                f"{node} committed {uid} (key {ev.get('key')}) but {why}",
+                {"decide": where(node, ev, voters=ev.get("voters"), missing=ev.get("missing")),
+                 "votes": {n: v.get("vote") for n, v in sorted(votes.get(uid, {}).items())},
+                 "op": updates[uid].brief() if uid in updates else None}))
+
+    # ---- atomicity ------------------------------------------------------------------------
+    finals = {n: _final_kv(o["state"]) for n, o in nodes.items() if isinstance(o.get("state"), dict)}
+    for uid, u in sorted(updates.items()):
+        if u.done is None or u.done.get("type") != "fail":
+            continue
+        seen_at = [n for n, _ in applied.get(uid, [])]
+        seen_at += [n for n, kv in finals.items() if kv.get(u.key, (0, ""))[1] == uid
+                    and n not in seen_at]
+        if seen_at:
+            anomalies.append(Anomaly(
+                "failed-update-visible",
+                f"update {uid} failed for its client ({u.done.get('error')}) but is applied on "
+                f"{sorted(seen_at)}", {"op": u.brief(), "nodes": sorted(seen_at)}))
+
+    # ---- agreement and durability ---------------------------------------------------------
+    version_of: dict[str, tuple[str, int]] = {}
+    for uid, evs in applied.items():
+        version_of[uid] = (str(evs[0][1].get("key")), int(evs[0][1].get("version") or 0))
+    for uid in committed - set(version_of):
+        node, ev = decided[uid]
+        version_of[uid] = (str(ev.get("key")), int(ev.get("version") or 0))
+    for uid, u in updates.items():
+        if u.done is not None and u.done.get("type") == "ok" and uid not in version_of:
+            anomalies.append(Anomaly("missing-commit",
+                                     f"update {uid} was acknowledged to its client, but no node "
+                                     "journaled committing it", {"op": u.brief()}))
+    for uid, (key, ver) in sorted(version_of.items()):
+        behind = {n: kv.get(key, (0, None, None))[:2] for n, kv in finals.items()
+                  if nodes[n]["state"].get("state") == "active" and kv.get(key, (0, ""))[0] < ver}
+        if behind:
+            anomalies.append(Anomaly(
+                "missing-commit",
+                f"update {uid} ({key} v{ver}) committed, but {sorted(behind)} ended with an "
+                "older version of the key",
+                {"uid": uid, "key": key, "version": ver,
+                 "applied_on": sorted(n for n, _ in applied.get(uid, [])),
+                 "final_versions": {n: list(v) for n, v in sorted(behind.items())},
+                 "op": updates[uid].brief() if uid in updates else None}))
+    for uid, evs in sorted(applied.items()):
+        for n, ev in evs:
+            kv = finals.get(n)
+            key, ver = str(ev.get("key")), int(ev.get("version") or 0)
+            if kv is not None and kv.get(key, (0, ""))[0] < ver:
+                anomalies.append(Anomaly(
+                    "lost-after-apply",
+                    f"{n} applied {uid} ({key} v{ver}) but ended with v{kv.get(key, (0,))[0]}",
+                    {"applied": where(n, ev, uid=uid), "final": list(kv.get(key, (0, None)))}))
+
+    # ---- isolation ------------------------------------------------------------------------
+    reported: set[tuple[str, str]] = set()
+    for node, a, b, ev in overlaps:
+        pair = (min(a, b), max(a, b))
+        if a in committed and b in committed and pair not in reported:
+            reported.add(pair)
+            anomalies.append(Anomaly(
+                "conflicting-commits",
+                f"{node} voted yes on {b} (key {ev.get('key')}) while its yes vote on {a} was "
+                "still in progress, and both committed",
+                {"vote": where(node, ev, uid=b, key=ev.get("key")),
+                 "ops": [updates[x].brief() for x in (a, b) if x in updates],
+                 "decided": {x: where(*decided[x], outcome=decided[x][1].get("outcome"))
+                             for x in (a, b) if x in decided}}))
+
+    # versions of one key are handed out one commit at a time (1 + the highest any voter
+    # holds): two commits sharing one were voted on concurrently, without seeing each other
+    by_version: dict[tuple[str, int], list[str]] = defaultdict(list)
+    for uid in sorted(committed):
+        if uid in version_of:
+            by_version[version_of[uid]].append(uid)
+    for (key, ver), uids in sorted(by_version.items()):
+        pair = (uids[0], uids[-1])
+        if len(uids) > 1 and pair not in reported:
+            reported.add(pair)
+            anomalies.append(Anomaly(
+                "conflicting-commits",
+                f"updates {uids} of key {key} all committed as version {ver}: their votes "
+                "never saw each other",
+                {"key": key, "version": ver,
+                 "ops": [updates[x].brief() for x in uids if x in updates],
+                 "decided": {x: where(*decided[x], voters=decided[x][1].get("voters"))
+                             for x in uids if x in decided}}))
+
+    # ---- convergence ----------------------------------------------------------------------
+    active = {n: kv for n, kv in finals.items() if nodes[n]["state"].get("state") == "active"}
+    if len(active) > 1:
+        keys = sorted(set().union(*(kv.keys() for kv in active.values())))
+        diff = [k for k in keys if len({kv.get(k) and kv[k][:2] for kv in active.values()}) > 1]
+        if diff:
+            k = diff[0]
+            anomalies.append(Anomaly(
+                "divergent-stores",
+                f"active nodes ended with different stores ({len(diff)} keys differ; first {k!r})",
+                {"key": k, "per_node": {n: list(kv[k]) if k in kv else None
+                                        for n, kv in sorted(active.items())},
+                 "differing_keys": diff[:20]}))
+    not_active = sorted(n for n, o in nodes.items()
+                        if isinstance(o.get("state"), dict) and o["state"].get("state") != "active")
+
+    # ---- information: stale local reads ---------------------------------------------------
+    stats["stale_reads"] = _stale_reads(history, updates, version_of)
+    stats["not_active_at_end"] = not_active
+    gaps = evidence_gaps(observations, state=True, event_types=EVENT_TYPES)
+    gaps += [f"{n}: ended {nodes[n]['state'].get('state')}, not active: excluded from agreement"
+             for n in not_active]
+    return verdict("2pc", anomalies, stats, gaps)
+
+
+def _sync_skipped(node: str, cause: dict[str, Any], ev: dict[str, Any]) -> Anomaly:
+    what = "restarted with data" if cause.get("type") == "start" else "became inactive"
+    return Anomaly("sync-skipped",
+                   f"{node} {what} (seq {cause.get('seq')}) and went active at seq {ev.get('seq')} "
+                   "without completing a sync (spec 4.6/4.7)",
+                   {"cause": where(node, cause, type=cause.get("type")),
+                    "active": where(node, ev, reason=ev.get("reason"))})
+
+
+def _stale_reads(history: list[Op], updates: dict[str, UpdateOp],
+                 version_of: dict[str, tuple[str, int]]) -> dict[str, Any]:
+    """Reads that returned a version older than an update acknowledged before they began."""
+    acked: list[tuple[int, str, int]] = []  # (index of ok, key, version)
+    for uid, u in updates.items():
+        if u.done is not None and u.done.get("type") == "ok" and uid in version_of:
+            acked.append((int(u.done.get("index", 0)), u.key, version_of[uid][1]))
+    acked.sort()
+    invokes: dict[Any, Op] = {}
+    count, total, example = 0, 0, None
+    for op in history:
+        if op.get("f") != "read":
+            continue
+        if op.get("type") == "invoke":
+            invokes[op.get("process")] = op
+            continue
+        inv = invokes.pop(op.get("process"), None)
+        v = op.get("value")
+        if op.get("type") != "ok" or inv is None or not isinstance(v, list) or len(v) < 3:
+            continue
+        total += 1
+        before = [ver for idx, k, ver in acked if idx < int(inv.get("index", 0)) and k == v[0]]
+        if before and int(v[2] or 0) < max(before):
+            count += 1
+            example = example or {"read": op, "newest_acknowledged_version": max(before)}
+    return {"reads": total, "stale": count, "example": example}

@@ -1,0 +1,184 @@
+"""The append workload checker: each rule has a history that breaks it and only it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from checkers.append_log import append_checker, append_ops
+from tests.unit.checkers.gf_builders import append_entry, commits_and_applies, entry, node, state
+
+
+class H:
+    """A tiny history writer: ``invoke``/``complete`` with an advancing clock."""
+
+    def __init__(self) -> None:
+        self.ops: list[dict[str, Any]] = []
+        self.now = 0
+
+    def _add(self, **op: Any) -> None:
+        self.now += 10
+        self.ops.append({"index": len(self.ops), "time": self.now, "f": "append",
+                         "node": "n1", **op})
+
+    def invoke(self, p: int, v: str) -> H:
+        self._add(process=p, type="invoke", value=v)
+        return self
+
+    def ok(self, p: int, v: str, index: int | None = None) -> H:
+        self._add(process=p, type="ok", value={"v": v, "index": index} if index else v)
+        return self
+
+    def fail(self, p: int, v: str) -> H:
+        self._add(process=p, type="fail", value=v)
+        return self
+
+    def info(self, p: int, v: str) -> H:
+        self._add(process=p, type="info", value=v)
+        return self
+
+
+def cluster(values: list[str], *, commit: int | None = None, snapshot: int = 0,
+            others: int = 2) -> dict[str, Any]:
+    """Leader n1 holding ``values`` at indexes 1.., followers holding the same log."""
+    log = [append_entry(i + 1, 1, v) for i, v in enumerate(values)]
+    kept = [e for e in log if e["index"] > snapshot]
+    nodes = {"n1": node([], state(1, kept, commit_index=commit, role="leader",
+                                  snapshot=(snapshot, 1 if snapshot else 0)))}
+    for k in range(2, 2 + others):
+        nodes[f"n{k}"] = node([], state(k, kept, commit_index=commit,
+                                        snapshot=(snapshot, 1 if snapshot else 0)))
+    return {"nodes": nodes}
+
+
+def kinds(r: Any) -> set[str]:
+    return {a.kind for a in r.anomalies}
+
+
+def test_every_ack_found_once_in_order_passes() -> None:
+    h = H().invoke(0, "a").ok(0, "a", 1).invoke(1, "b").ok(1, "b", 2).invoke(0, "c").info(0, "c")
+    r = append_checker({}, h.ops, cluster(["a", "b", "c"]))
+    assert r.valid is True, r.explain()
+    assert r.stats["acknowledged"] == 2 and r.stats["found"] == 2 and r.stats["info_found"] == 1
+
+
+def test_plain_string_ok_value_and_unmatched_invoke() -> None:
+    h = H().invoke(0, "a").ok(0, "a").invoke(1, "b")
+    ops = append_ops(h.ops)
+    assert [o.outcome for o in ops] == ["ok", "info"] and ops[0].reported_index is None
+    assert append_checker({}, h.ops, cluster(["a"])).valid is True
+
+
+def test_lost_acknowledged_append() -> None:
+    h = H().invoke(0, "a").ok(0, "a", 1).invoke(0, "b").ok(0, "b", 2)
+    r = append_checker({}, h.ops, cluster(["a"]))
+    assert r.valid is False and kinds(r) == {"lost-append"}
+    assert r.stats["lost"] == 1
+    assert r.anomalies[0].witness["op"]["value"] == "b"
+
+
+def test_duplicated_append() -> None:
+    h = H().invoke(0, "a").ok(0, "a", 1)
+    r = append_checker({}, h.ops, cluster(["a", "a"]))
+    assert kinds(r) == {"duplicate-append"}
+    assert r.stats["duplicated"] == 1 and r.anomalies[0].witness["indexes"] == [1, 2]
+
+
+def test_realtime_reorder() -> None:
+    h = H().invoke(0, "a").ok(0, "a").invoke(1, "b").ok(1, "b")
+    r = append_checker({}, h.ops, cluster(["b", "a"]))
+    assert kinds(r) == {"realtime-reorder"}
+    w = r.anomalies[0].witness
+    assert w["earlier"]["value"] == "a" and w["earlier_index"] == 2 and w["later_index"] == 1
+
+
+def test_concurrent_appends_may_commit_in_any_order() -> None:
+    h = H().invoke(0, "a").invoke(1, "b").ok(0, "a").ok(1, "b")
+    assert append_checker({}, h.ops, cluster(["b", "a"])).valid is True
+
+
+def test_wrong_reported_index() -> None:
+    h = H().invoke(0, "a").ok(0, "a", 2).invoke(0, "b").ok(0, "b", 1)
+    r = append_checker({}, h.ops, cluster(["x", "a", "b"]))
+    assert "wrong-index" in kinds(r)
+    w = next(a for a in r.anomalies if a.kind == "wrong-index").witness
+    assert w["reported_index"] == 1 and w["actual_indexes"] == [3]
+
+
+def test_failed_append_present() -> None:
+    h = H().invoke(0, "a").fail(0, "a")
+    r = append_checker({}, h.ops, cluster(["a"]))
+    assert kinds(r) == {"failed-append-present"}
+
+
+def test_failed_append_absent_and_info_absent_pass() -> None:
+    h = H().invoke(0, "a").fail(0, "a").invoke(1, "b").info(1, "b")
+    assert append_checker({}, h.ops, cluster([])).valid is True
+
+
+def test_phantom_append() -> None:
+    assert kinds(append_checker({}, [], cluster(["ghost"]))) == {"phantom-append"}
+
+
+def test_other_entries_are_ignored() -> None:
+    log = [entry(1, 1, "cfg", None, kind="config"), entry(2, 1, "kv", {"op": "put"}),
+           append_entry(3, 1, "a")]
+    obs = {"nodes": {"n1": node([], state(1, log, role="leader"))}}
+    h = H().invoke(0, "a").ok(0, "a", 3)
+    assert append_checker({}, h.ops, obs).valid is True
+
+
+def test_uncommitted_ack_is_unknown_not_lost() -> None:
+    h = H().invoke(0, "a").ok(0, "a").invoke(0, "b").ok(0, "b")
+    r = append_checker({}, h.ops, cluster(["a", "b"], commit=1))
+    assert r.valid == "unknown" and r.stats["unknown"] == 1
+
+
+def test_compacted_without_applies_is_unknown() -> None:
+    h = H().invoke(0, "a").ok(0, "a").invoke(0, "b").ok(0, "b")
+    r = append_checker({}, h.ops, cluster(["a", "b"], snapshot=1))
+    assert r.valid == "unknown" and r.stats["dark_indexes"] == 1
+
+
+def test_compacted_entries_recovered_from_apply_events() -> None:
+    h = H().invoke(0, "a").ok(0, "a").invoke(0, "b").ok(0, "b")
+    obs = cluster(["a", "b"], snapshot=1)
+    obs["nodes"]["n2"]["events"] = commits_and_applies([append_entry(1, 1, "a")])
+    assert append_checker({}, h.ops, obs).valid is True
+
+
+def test_missing_state_makes_not_found_unknown() -> None:
+    h = H().invoke(0, "a").ok(0, "a").invoke(0, "b").ok(0, "b")
+    obs = cluster(["a"])
+    obs["nodes"]["n3"]["state"] = None
+    r = append_checker({}, h.ops, obs)
+    assert r.valid == "unknown"
+    assert any("n3" in g for g in r.stats["missing_evidence"])
+
+
+def test_no_states_at_all_is_unknown() -> None:
+    h = H().invoke(0, "a").ok(0, "a")
+    assert append_checker({}, h.ops, {"nodes": {"n1": node([], None)}}).valid == "unknown"
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.sampled_from(["ok", "info", "fail"]), min_size=1, max_size=30))
+def test_sequential_client_with_faithful_log_passes(outcomes: list[str]) -> None:
+    """One client, ops one after another: ok and (some) info values land in order."""
+    h = H()
+    committed: list[str] = []
+    for i, outcome in enumerate(outcomes):
+        v = f"v{i}"
+        h.invoke(0, v)
+        if outcome == "ok":
+            committed.append(v)
+            h.ok(0, v, len(committed))
+        elif outcome == "info":
+            if i % 2:
+                committed.append(v)
+            h.info(0, v)
+        else:
+            h.fail(0, v)
+    assert append_checker({}, h.ops, cluster(committed)).valid is True
