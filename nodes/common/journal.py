@@ -1,0 +1,98 @@
+"""The node's append-only event journal (docs/contracts.md section 3).
+
+One JSON object a line in ``data_dir/events.jsonl``, written and flushed per event.
+``seq`` counts from 0 across restarts: on reopen the file is scanned, a torn last line
+(a crash mid-write) is cut off, and numbering continues after the last whole event.
+An in-memory tail answers ``GET /admin/events`` cheaply; older ranges are read from disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from nodes.common.clock import Clock
+
+Event = dict[str, Any]
+
+
+class Journal:
+    """Append-only JSON-lines journal with a continuous ``seq`` and an in-memory tail."""
+
+    def __init__(self, path: Path | str, clock: Clock, tail_size: int = 50_000) -> None:
+        self.path = Path(path)
+        self.clock = clock
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._tail: deque[Event] = deque(maxlen=tail_size)
+        self.torn_bytes = 0
+        self.next_seq = self._recover()
+        self._f = open(self.path, "ab")  # noqa: SIM115 - closed in close()
+
+    def _recover(self) -> int:
+        if not self.path.exists():
+            return 0
+        data = self.path.read_bytes()
+        good = 0
+        next_seq = 0
+        pos = 0
+        while pos < len(data):
+            nl = data.find(b"\n", pos)
+            if nl < 0:
+                break
+            line = data[pos:nl]
+            try:
+                ev = json.loads(line)
+                if not isinstance(ev, dict) or not isinstance(ev.get("seq"), int):
+                    raise ValueError("not an event")
+            except ValueError:
+                break
+            next_seq = ev["seq"] + 1
+            self._tail.append(ev)
+            pos = nl + 1
+            good = pos
+        if good < len(data):
+            self.torn_bytes = len(data) - good
+            with open(self.path, "r+b") as f:
+                f.truncate(good)
+                f.flush()
+                os.fsync(f.fileno())
+        return next_seq
+
+    def emit(self, type_: str, **fields: Any) -> Event:
+        """Append one event (stamped with seq and the node's skewable wall time) and flush."""
+        ev: Event = {"seq": self.next_seq, "t": round(self.clock.wall(), 6), "type": type_}
+        ev.update(fields)
+        line = json.dumps(ev, separators=(",", ":"), default=repr).encode() + b"\n"
+        self._f.write(line)
+        self._f.flush()
+        self.next_seq += 1
+        self._tail.append(ev)
+        return ev
+
+    def since(self, seq: int, limit: int = 10_000) -> tuple[list[Event], int]:
+        """Events with ``seq >= seq`` (at most ``limit``) and the seq to ask for next."""
+        seq = max(0, seq)
+        if self._tail and seq >= self._tail[0]["seq"]:
+            out = [e for e in self._tail if e["seq"] >= seq][:limit]
+        else:
+            out = []
+            with open(self.path, "rb") as f:
+                for line in f:
+                    try:
+                        ev = json.loads(line)
+                    except ValueError:
+                        break
+                    if ev["seq"] >= seq:
+                        out.append(ev)
+                        if len(out) >= limit:
+                            break
+        nxt = out[-1]["seq"] + 1 if out else min(seq, self.next_seq)
+        return out, nxt
+
+    def close(self) -> None:
+        if not self._f.closed:
+            self._f.flush()
+            self._f.close()
