@@ -1,0 +1,314 @@
+"""The Garlic Farm HTTP handshake with RFC 2617 Digest auth, sans-IO (both sides).
+
+Request 1 ``GET /GarlicFarm/CLUSTER/VERSION/websocket`` -> 404 on a wrong path, else 401
+with ``WWW-Authenticate: Digest realm=..., qop="auth", nonce=..., opaque=..., algorithm=MD5``;
+the connection is then closed. Request 2 (same path, ``Connection: keep-alive, Upgrade``,
+``Upgrade: websocket``, ``Authorization: Digest ...``) -> 101 Switching Protocols, after which
+the same socket carries frames, or another 401 (closed).
+
+Nonces are stateless: ``hex(issued_s) + "." + HMAC(secret, issued_s)``, valid for
+``NONCE_TTL_S`` (2 h) on any node sharing the secret (derived from cluster, realm and
+password, so it also survives restarts). The client side caches a challenge per server for
+``CACHE_TTL_S`` (1 h) and then goes straight to request 2 with an increasing ``nc``.
+Not implemented: nc replay detection (documented deviation; loopback test harness).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+
+DEFAULT_CLUSTER = "farm"
+VERSION = "1"
+DEFAULT_USER = "farm"
+DEFAULT_PASSWORD = "farm"
+REALM = "GarlicFarm"
+NONCE_TTL_S = 2 * 3600
+CACHE_TTL_S = 3600
+MAX_HEAD = 16 * 1024
+
+
+class HandshakeError(ValueError):
+    """Malformed HTTP head, or a handshake the peer refused (see ``status``)."""
+
+    def __init__(self, msg: str, status: int | None = None) -> None:
+        super().__init__(msg)
+        self.status = status
+
+
+def path_for(cluster: str, version: str = VERSION) -> str:
+    return f"/GarlicFarm/{cluster}/{version}/websocket"
+
+
+def _md5(s: str) -> str:
+    return hashlib.md5(s.encode(), usedforsecurity=False).hexdigest()
+
+
+@dataclass
+class HttpHead:
+    start: str  # request line or status line
+    headers: dict[str, str]  # lower-cased names
+
+    @property
+    def status(self) -> int:
+        parts = self.start.split(" ", 2)
+        try:
+            return int(parts[1])
+        except (IndexError, ValueError):
+            raise HandshakeError(f"bad status line {self.start!r}") from None
+
+
+def parse_head(data: bytes) -> HttpHead:
+    """Parse an HTTP head (everything up to and including the blank line)."""
+    try:
+        text = data.decode("latin-1")
+    except UnicodeDecodeError:  # pragma: no cover - latin-1 cannot fail
+        raise HandshakeError("undecodable head") from None
+    lines = text.split("\r\n")
+    if not lines or not lines[0]:
+        raise HandshakeError("empty HTTP head")
+    headers: dict[str, str] = {}
+    for ln in lines[1:]:
+        if not ln:
+            continue
+        name, sep, value = ln.partition(":")
+        if not sep:
+            raise HandshakeError(f"bad header line {ln!r}")
+        headers[name.strip().lower()] = value.strip()
+    return HttpHead(lines[0], headers)
+
+
+_PARAM = re.compile(r'\s*([A-Za-z0-9_-]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^,\s]*)\s*,?')
+
+
+def parse_digest_params(value: str) -> dict[str, str]:
+    scheme, _, rest = value.strip().partition(" ")
+    if scheme.lower() != "digest":
+        raise HandshakeError(f"not a Digest header: {value[:40]!r}")
+    out = {}
+    for m in _PARAM.finditer(rest):
+        v = m.group(2)
+        if v.startswith('"'):
+            v = v[1:-1].replace('\\"', '"')
+        out[m.group(1).lower()] = v
+    return out
+
+
+# ---------------------------------------------------------------- server
+
+
+class Outcome(Enum):
+    NOT_FOUND = "not-found"  # 404, close
+    CHALLENGE = "challenge"  # 401 (request 1, or bad credentials), close
+    UPGRADE = "upgrade"  # 101, frames follow
+
+
+@dataclass
+class ServerHandshake:
+    cluster: str = DEFAULT_CLUSTER
+    username: str = DEFAULT_USER
+    password: str = DEFAULT_PASSWORD
+    realm: str = REALM
+    version: str = VERSION
+    secret: bytes = b""
+
+    def __post_init__(self) -> None:
+        if not self.secret:
+            self.secret = hashlib.sha256(f"{self.cluster}\0{self.realm}\0{self.password}".encode()).digest()
+
+    def make_nonce(self, now: float | None = None) -> str:
+        ts = f"{int(time.time() if now is None else now):x}"
+        mac = hmac.new(self.secret, ts.encode(), hashlib.sha256).hexdigest()[:32]
+        return f"{ts}.{mac}"
+
+    def nonce_ok(self, nonce: str, now: float | None = None) -> bool:
+        ts, _, mac = nonce.partition(".")
+        good = hmac.new(self.secret, ts.encode(), hashlib.sha256).hexdigest()[:32]
+        if not hmac.compare_digest(mac, good):
+            return False
+        try:
+            issued = int(ts, 16)
+        except ValueError:
+            return False
+        t = time.time() if now is None else now
+        return issued - 60 <= t <= issued + NONCE_TTL_S
+
+    def _challenge(self, stale: bool = False) -> bytes:
+        nonce = self.make_nonce()
+        opaque = hashlib.sha256(self.realm.encode()).hexdigest()[:16]
+        h = (
+            f'Digest realm="{self.realm}", qop="auth", nonce="{nonce}", '
+            f'opaque="{opaque}", algorithm=MD5' + (", stale=true" if stale else "")
+        )
+        return (
+            "HTTP/1.1 401 Unauthorized\r\n"
+            f"WWW-Authenticate: {h}\r\n"
+            "Content-Length: 0\r\nConnection: close\r\n\r\n"
+        ).encode()
+
+    def respond(self, head: bytes, now: float | None = None) -> tuple[bytes, Outcome]:
+        """Answer one request head: (response bytes, what the runtime does next)."""
+        try:
+            req = parse_head(head)
+            method, path, _proto = req.start.split(" ", 2)
+        except (HandshakeError, ValueError):
+            return b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", Outcome.NOT_FOUND
+        expected = path_for(self.cluster, self.version)
+        if method != "GET" or path != expected:
+            return (
+                b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                Outcome.NOT_FOUND,
+            )
+        auth = req.headers.get("authorization")
+        if not auth:
+            return self._challenge(), Outcome.CHALLENGE
+        try:
+            p = parse_digest_params(auth)
+        except HandshakeError:
+            return self._challenge(), Outcome.CHALLENGE
+        if not self.nonce_ok(p.get("nonce", ""), now):
+            return self._challenge(stale=True), Outcome.CHALLENGE
+        if p.get("username") != self.username or p.get("realm") != self.realm or p.get("uri") != path:
+            return self._challenge(), Outcome.CHALLENGE
+        ha1 = _md5(f"{self.username}:{self.realm}:{self.password}")
+        ha2 = _md5(f"GET:{path}")
+        if p.get("qop") == "auth":
+            want = _md5(f"{ha1}:{p['nonce']}:{p.get('nc', '')}:{p.get('cnonce', '')}:auth:{ha2}")
+        else:
+            want = _md5(f"{ha1}:{p['nonce']}:{ha2}")
+        if not hmac.compare_digest(want, p.get("response", "")):
+            return self._challenge(), Outcome.CHALLENGE
+        return (
+            b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+            Outcome.UPGRADE,
+        )
+
+
+# ---------------------------------------------------------------- client
+
+
+@dataclass
+class Challenge:
+    realm: str
+    nonce: str
+    opaque: str | None
+    qop: str | None
+    obtained: float
+    nc: int = 0
+
+
+@dataclass
+class CredentialCache:
+    """Digest challenges per server ("host:port"), kept ``ttl`` seconds (>= 1 h)."""
+
+    ttl: float = CACHE_TTL_S
+    _items: dict[str, Challenge] = field(default_factory=dict)
+
+    def get(self, server: str, now: float | None = None) -> Challenge | None:
+        c = self._items.get(server)
+        t = time.time() if now is None else now
+        if c is None or t - c.obtained > self.ttl:
+            self._items.pop(server, None)
+            return None
+        return c
+
+    def put(self, server: str, c: Challenge) -> None:
+        self._items[server] = c
+
+    def drop(self, server: str) -> None:
+        self._items.pop(server, None)
+
+
+DEFAULT_CACHE = CredentialCache()
+
+
+def parse_challenge(resp: HttpHead, now: float | None = None) -> Challenge:
+    h = resp.headers.get("www-authenticate")
+    if not h:
+        raise HandshakeError("401 without WWW-Authenticate", 401)
+    p = parse_digest_params(h)
+    if "nonce" not in p or "realm" not in p:
+        raise HandshakeError("Digest challenge without nonce/realm", 401)
+    qop = p.get("qop")
+    if qop is not None:
+        qop = "auth" if "auth" in [q.strip() for q in qop.split(",")] else None
+    return Challenge(p["realm"], p["nonce"], p.get("opaque"), qop, time.time() if now is None else now)
+
+
+@dataclass
+class ClientHandshake:
+    host: str
+    port: int
+    cluster: str = DEFAULT_CLUSTER
+    username: str = DEFAULT_USER
+    password: str = DEFAULT_PASSWORD
+    version: str = VERSION
+    cache: CredentialCache = field(default_factory=lambda: DEFAULT_CACHE)
+
+    @property
+    def server(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def path(self) -> str:
+        return path_for(self.cluster, self.version)
+
+    def request1(self) -> bytes:
+        return (
+            f"GET {self.path} HTTP/1.1\r\nHost: {self.server}\r\n"
+            "Cache-Control: no-cache\r\nConnection: close\r\n\r\n"
+        ).encode()
+
+    def cached(self) -> Challenge | None:
+        return self.cache.get(self.server)
+
+    def handle_response1(self, head: bytes) -> Challenge:
+        """Response 1 must be a 401 challenge; cache it and return it."""
+        resp = parse_head(head)
+        if resp.status != 401:
+            raise HandshakeError(f"request 1 answered {resp.start!r}", resp.status)
+        ch = parse_challenge(resp)
+        self.cache.put(self.server, ch)
+        return ch
+
+    def request2(self, ch: Challenge) -> bytes:
+        ch.nc += 1
+        nc = f"{ch.nc:08x}"
+        cnonce = os.urandom(8).hex()
+        ha1 = _md5(f"{self.username}:{ch.realm}:{self.password}")
+        ha2 = _md5(f"GET:{self.path}")
+        if ch.qop == "auth":
+            resp = _md5(f"{ha1}:{ch.nonce}:{nc}:{cnonce}:auth:{ha2}")
+            extra = f', qop=auth, nc={nc}, cnonce="{cnonce}"'
+        else:
+            resp = _md5(f"{ha1}:{ch.nonce}:{ha2}")
+            extra = ""
+        opaque = f', opaque="{ch.opaque}"' if ch.opaque else ""
+        auth = (
+            f'Digest username="{self.username}", realm="{ch.realm}", nonce="{ch.nonce}", '
+            f'uri="{self.path}", algorithm=MD5, response="{resp}"{opaque}{extra}'
+        )
+        return (
+            f"GET {self.path} HTTP/1.1\r\nHost: {self.server}\r\nCache-Control: no-cache\r\n"
+            f"Connection: keep-alive, Upgrade\r\nUpgrade: websocket\r\nAuthorization: {auth}\r\n\r\n"
+        ).encode()
+
+    def handle_response2(self, head: bytes) -> bool:
+        """True on 101. On 401 the cached challenge is replaced by the new one (if any)
+        and False is returned: reconnect and send request 2 again (once)."""
+        resp = parse_head(head)
+        if resp.status == 101:
+            return True
+        if resp.status == 401:
+            self.cache.drop(self.server)
+            try:
+                self.cache.put(self.server, parse_challenge(resp))
+            except HandshakeError:
+                pass
+            return False
+        raise HandshakeError(f"request 2 answered {resp.start!r}", resp.status)
