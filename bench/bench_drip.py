@@ -1,0 +1,109 @@
+"""DRiP bench: update throughput and commit latency on 5 nodes; sync time for 10,000 keys.
+
+Real node processes over TLS on loopback, peers wired directly (no proxy), figure-1 mesh.
+Run: ``.venv/bin/python bench/bench_drip.py [--seconds 10] [--clients 8] [--keys 10000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "integration" / "drip")]
+
+from drip_mesh import Mesh  # noqa: E402
+
+from nodes.drip.codec import Item  # noqa: E402
+from nodes.drip.store import Store  # noqa: E402
+from nodes.drip.topology import figure1  # noqa: E402
+
+
+async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, float]:
+    lat: list[float] = []
+    aborted = 0
+    stop = time.monotonic() + seconds
+
+    async def worker(c: int, s: aiohttp.ClientSession) -> None:
+        nonlocal aborted
+        i = 0
+        while time.monotonic() < stop:
+            t0 = time.perf_counter()
+            st, _ = await m.update(s, m.ids[c % len(m.ids)], f"c{c}-k{i % 50}", i, f"b{c}-{i}")
+            if st == 200:
+                lat.append(time.perf_counter() - t0)
+            else:
+                aborted += 1
+            i += 1
+
+    async with aiohttp.ClientSession() as s:
+        await m.wait_all_active(s)
+        t0 = time.monotonic()
+        await asyncio.gather(*(worker(c, s) for c in range(clients)))
+        dt = time.monotonic() - t0
+    lat.sort()
+    return {"commits": len(lat), "aborted": aborted, "seconds": round(dt, 2),
+            "updates_per_s": round(len(lat) / dt, 1),
+            "latency_ms_p50": round(1000 * statistics.median(lat), 1) if lat else -1,
+            "latency_ms_p95": round(1000 * lat[int(0.95 * len(lat))], 1) if lat else -1,
+            "latency_ms_p99": round(1000 * lat[int(0.99 * len(lat))], 1) if lat else -1}
+
+
+async def sync_time(m: Mesh, keys: int) -> dict[str, float]:
+    """Fill n1..n4 with ``keys`` keys, then restart an empty (non-fresh) n5 and time its sync."""
+    m.close()
+    items = [Item(f"key{i:06d}", {"route": i}, 1, f"seed-{i}", None) for i in range(keys)]
+    for n in m.ids[:-1]:
+        st = Store(m.root / n / "data" / "drip.sqlite3")
+        st.apply_items(items)
+        st.close()
+    for n in m.ids[:-1]:
+        m.start_node(n)
+    await asyncio.gather(*(m.wait_healthy(n) for n in m.ids[:-1]))
+    async with aiohttp.ClientSession() as s:
+        await m.wait_all_active(s, timeout=120, nodes=m.ids[:-1])
+        last = m.ids[-1]
+        t0 = time.monotonic()
+        m.start_node(last)
+        await m.wait_healthy(last)
+        while True:
+            st = await m.state(s, last)
+            if st["state"] == "active" and len(st["kv"]) >= keys:
+                break
+            await asyncio.sleep(0.02)
+        wall = time.monotonic() - t0
+        async with s.get(m.admin(last) + "/admin/events?since=0") as r:
+            evs = (await r.json())["events"]
+    done = [e for e in evs if e["type"] == "sync-done"][-1]
+    return {"keys": keys, "restart_to_active_s": round(wall, 2),
+            "sync_elapsed_s": done.get("elapsed_s"), "batches": done.get("batches")}
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--keys", type=int, default=10_000)
+    a = ap.parse_args()
+    ids = [f"n{i}" for i in range(1, 6)]
+    with tempfile.TemporaryDirectory() as d:
+        m = Mesh(Path(d), 5, figure1(ids))
+        try:
+            await m.start()
+            out = {"throughput": await throughput(m, a.seconds, a.clients),
+                   "sync": await sync_time(m, a.keys)}
+        finally:
+            m.close()
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

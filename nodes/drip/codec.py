@@ -1,0 +1,388 @@
+"""DRiP wire format: HTTP requests <-> typed messages, exactly as the spec lays them out.
+
+No I/O here. Every malformed input raises :class:`CodecError`, which carries the HTTP status
+the server answers with and a message saying what was wrong; it never crashes the node.
+
+Header rules (spec section 4.3):
+
+* ``DRiP-Node-ID``: the initiator's id, never changed by a forwarder.
+* ``DRiP-Node-Counter``: an unsigned 64-bit decimal (``0 .. 2**64-1``), no sign, no spaces.
+* ``DRiP-Node-Counter-reset``: ``true`` or ``false`` (case-insensitive), required wherever the
+  counter is.
+* ``DRiP-Transaction-Type``: ``update`` or ``sync``.
+* ``DRiP-Sync-Complete``: ``true`` or ``false``; required on sync transactions.
+
+Paths (ours where the spec is silent are marked): ``POST /node/{id}/active|inactive``,
+``GET /state``, ``POST /voting``, ``POST /voting/peernode/{id}/response/{yes|no}``,
+``POST /commit`` (update and sync), ``PUT|POST /sync/node/{id}``, ``POST /heartbeat/node/{id}``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+H_NODE = "DRiP-Node-ID"
+H_COUNTER = "DRiP-Node-Counter"
+H_RESET = "DRiP-Node-Counter-reset"
+H_TTYPE = "DRiP-Transaction-Type"
+H_SYNC_COMPLETE = "DRiP-Sync-Complete"
+H_AUTH = "Authorization"
+
+U64_MAX = 2**64 - 1
+_DIGITS = re.compile(r"[0-9]{1,20}")
+_NODE_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+MAX_KEY = 256
+STATES = ("active", "inactive", "sync")
+
+
+class CodecError(ValueError):
+    """A request that does not follow the wire format; ``status`` is what to answer."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+# --------------------------------------------------------------------------- headers
+
+
+def parse_node_id(v: str | None, what: str = H_NODE) -> str:
+    if v is None or v == "":
+        raise CodecError(f"missing {what} header")
+    if not _NODE_ID.fullmatch(v):
+        raise CodecError(f"{what}: {v!r} is not a node id (1-64 of A-Z a-z 0-9 . _ -)")
+    return v
+
+
+def parse_counter(v: str | None) -> int:
+    """An unsigned 64-bit counter in plain decimal."""
+    if v is None:
+        raise CodecError(f"missing {H_COUNTER} header")
+    if not _DIGITS.fullmatch(v):
+        raise CodecError(f"{H_COUNTER}: {v!r} is not an unsigned decimal integer")
+    n = int(v)
+    if n > U64_MAX:
+        raise CodecError(f"{H_COUNTER}: {v} exceeds the unsigned 64-bit maximum {U64_MAX}")
+    return n
+
+
+def parse_bool(v: str | None, name: str) -> bool:
+    if v is None:
+        raise CodecError(f"missing {name} header (must be true or false)")
+    low = v.strip().lower()
+    if low not in ("true", "false"):
+        raise CodecError(f"{name}: {v!r} must be true or false")
+    return low == "true"
+
+
+def fmt_bool(b: bool) -> str:
+    return "true" if b else "false"
+
+
+def parse_ttype(v: str | None) -> str:
+    if v is None:
+        raise CodecError(f"missing {H_TTYPE} header (update or sync)")
+    if v not in ("update", "sync"):
+        raise CodecError(f"{H_TTYPE}: {v!r} must be update or sync")
+    return v
+
+
+def next_counter(counter: int) -> tuple[int, bool]:
+    """The counter for the next propagation and its reset flag: wraps to 0 past 2**64-1."""
+    if counter >= U64_MAX:
+        return 0, True
+    return counter + 1, False
+
+
+# --------------------------------------------------------------------------- bodies
+
+
+@dataclass(frozen=True)
+class Update:
+    """One key-value change. ``uid`` is unique per update (the harness's op id)."""
+
+    uid: str
+    key: str
+    value: Any
+    owner: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.uid, "key": self.key, "value": self.value, "owner": self.owner}
+
+    @classmethod
+    def from_json(cls, d: Any) -> Update:
+        if not isinstance(d, dict):
+            raise CodecError("body: expected a JSON object {id, key, value, owner?}")
+        uid, key = d.get("id"), d.get("key")
+        if not isinstance(uid, str) or not 0 < len(uid) <= 200:
+            raise CodecError("body.id: expected a non-empty string (<= 200 chars)")
+        if not isinstance(key, str) or not 0 < len(key) <= MAX_KEY:
+            raise CodecError(f"body.key: expected a non-empty string (<= {MAX_KEY} chars)")
+        if "value" not in d:
+            raise CodecError("body.value: missing")
+        owner = d.get("owner")
+        if owner is not None and not isinstance(owner, str):
+            raise CodecError("body.owner: expected a string or null")
+        return cls(uid, key, d["value"], owner)
+
+
+@dataclass(frozen=True)
+class Item:
+    """A stored key as sync transfers it: value plus the version that orders commits."""
+
+    key: str
+    value: Any
+    version: int
+    uid: str
+    owner: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "value": self.value, "version": self.version, "id": self.uid,
+                "owner": self.owner}
+
+    @classmethod
+    def from_json(cls, d: Any) -> Item:
+        u = Update.from_json(d)
+        v = d.get("version")
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise CodecError("item.version: expected a non-negative integer")
+        return cls(u.key, u.value, v, u.uid, u.owner)
+
+
+def _int(d: dict[str, Any], k: str) -> int:
+    v = d.get(k)
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        raise CodecError(f"body.{k}: expected a non-negative integer")
+    return v
+
+
+def _ids(d: dict[str, Any], k: str) -> tuple[str, ...]:
+    v = d.get(k, [])
+    if not isinstance(v, list):
+        raise CodecError(f"body.{k}: expected a list of node ids")
+    return tuple(sorted({parse_node_id(x, f"body.{k}") for x in v}))
+
+
+def decode_json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw) if raw else None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise CodecError(f"body is not valid JSON: {e}") from None
+
+
+# --------------------------------------------------------------------------- messages
+
+
+@dataclass(frozen=True)
+class Voting:
+    """POST /voting: the initiator asks (through forwarders) whether the update may commit."""
+
+    initiator: str
+    counter: int
+    reset: bool
+    update: Update
+    auth: str | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class VoteResponse:
+    """POST /voting/peernode/{responder}/response/{yes|no} back to whoever asked.
+
+    Ours (the spec leaves it open): the body aggregates the responder's whole forwarding
+    subtree: ``voters`` (every node that voted yes in it), the highest stored ``version`` of the
+    key there, and ``duplicate`` when the responder had already seen the request.
+    """
+
+    responder: str
+    yes: bool
+    initiator: str
+    counter: int
+    uid: str
+    voters: tuple[str, ...] = ()
+    no_voters: tuple[str, ...] = ()
+    version: int = 0
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class Commit:
+    """POST /commit with DRiP-Transaction-Type: update."""
+
+    initiator: str
+    counter: int
+    reset: bool
+    update: Update
+    version: int
+    auth: str | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class SyncBatch:
+    """POST /commit with DRiP-Transaction-Type: sync: part of a full store transfer."""
+
+    source: str
+    counter: int
+    reset: bool
+    complete: bool
+    sync_id: str
+    items: tuple[Item, ...]
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """POST /heartbeat/node/{sender}; body (ours): sender's state, known members, sync owed."""
+
+    sender: str
+    state: str
+    members: tuple[str, ...] = ()
+    sync_owed: bool = False
+
+
+@dataclass(frozen=True)
+class NodeNotice:
+    """POST /node/{sender}/active|inactive."""
+
+    sender: str
+    active: bool
+
+
+@dataclass(frozen=True)
+class SyncRequest:
+    """PUT /sync/node/{requester}: please send me your whole store."""
+
+    requester: str
+
+
+Message = Voting | VoteResponse | Commit | SyncBatch | Heartbeat | NodeNotice | SyncRequest
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any = None  # JSON-able, or None for no body
+
+    def body_bytes(self) -> bytes:
+        return b"" if self.body is None else json.dumps(self.body, separators=(",", ":")).encode()
+
+
+def _prop_headers(node: str, counter: int, reset: bool, ttype: str) -> dict[str, str]:
+    return {H_NODE: node, H_COUNTER: str(counter), H_RESET: fmt_bool(reset), H_TTYPE: ttype}
+
+
+def encode(msg: Message) -> HttpRequest:
+    """The HTTP request for a message (Authorization is the runtime's job)."""
+    if isinstance(msg, Voting):
+        return HttpRequest("POST", "/voting",
+                           _prop_headers(msg.initiator, msg.counter, msg.reset, "update"),
+                           msg.update.to_json())
+    if isinstance(msg, VoteResponse):
+        return HttpRequest(
+            "POST", f"/voting/peernode/{msg.responder}/response/{'yes' if msg.yes else 'no'}",
+            {H_NODE: msg.responder},
+            {"initiator": msg.initiator, "counter": msg.counter, "id": msg.uid,
+             "voters": list(msg.voters), "no_voters": list(msg.no_voters),
+             "version": msg.version, "duplicate": msg.duplicate})
+    if isinstance(msg, Commit):
+        return HttpRequest("POST", "/commit",
+                           _prop_headers(msg.initiator, msg.counter, msg.reset, "update"),
+                           {**msg.update.to_json(), "version": msg.version})
+    if isinstance(msg, SyncBatch):
+        h = _prop_headers(msg.source, msg.counter, msg.reset, "sync")
+        h[H_SYNC_COMPLETE] = fmt_bool(msg.complete)
+        return HttpRequest("POST", "/commit", h,
+                           {"sync_id": msg.sync_id, "items": [i.to_json() for i in msg.items]})
+    if isinstance(msg, Heartbeat):
+        return HttpRequest("POST", f"/heartbeat/node/{msg.sender}", {H_NODE: msg.sender},
+                           {"state": msg.state, "members": list(msg.members),
+                            "sync_owed": msg.sync_owed})
+    if isinstance(msg, NodeNotice):
+        return HttpRequest("POST", f"/node/{msg.sender}/{'active' if msg.active else 'inactive'}",
+                           {H_NODE: msg.sender})
+    if isinstance(msg, SyncRequest):
+        return HttpRequest("PUT", f"/sync/node/{msg.requester}", {H_NODE: msg.requester})
+    raise TypeError(f"not a DRiP message: {msg!r}")
+
+
+def _path_id(path_id: str, sender: str) -> None:
+    parse_node_id(path_id, "path node id")
+    if path_id != sender:
+        raise CodecError(f"path names node {path_id!r} but {H_NODE} is {sender!r}")
+
+
+def decode(method: str, path: str, headers: Any, body: bytes,
+           auth: str | None = None) -> Message | None:
+    """Parse one request; ``None`` for ``GET /state`` (no message, just a query).
+
+    ``headers`` is any case-insensitive mapping (aiohttp's CIMultiDict).
+    """
+    parts = [p for p in path.split("/") if p]
+    sender = parse_node_id(headers.get(H_NODE))
+    if method == "GET" and parts == ["state"]:
+        return None
+    if method == "POST" and parts == ["voting"]:
+        ttype = parse_ttype(headers.get(H_TTYPE))
+        if ttype != "update":
+            raise CodecError(f"/voting carries updates only, not {H_TTYPE}: {ttype}")
+        return Voting(sender, parse_counter(headers.get(H_COUNTER)),
+                      parse_bool(headers.get(H_RESET), H_RESET),
+                      Update.from_json(decode_json(body)), auth)
+    if method == "POST" and len(parts) == 5 and parts[:2] == ["voting", "peernode"] \
+            and parts[3] == "response":
+        _path_id(parts[2], sender)
+        if parts[4] not in ("yes", "no"):
+            raise CodecError(f"vote response must be yes or no, got {parts[4]!r}")
+        d = decode_json(body)
+        if not isinstance(d, dict):
+            raise CodecError("vote response body: expected a JSON object")
+        uid = d.get("id")
+        if not isinstance(uid, str) or not uid:
+            raise CodecError("vote response body.id: expected the update id")
+        dup = d.get("duplicate", False)
+        if not isinstance(dup, bool):
+            raise CodecError("vote response body.duplicate: expected a boolean")
+        return VoteResponse(sender, parts[4] == "yes", parse_node_id(d.get("initiator"),
+                            "body.initiator"), _int(d, "counter"), uid, _ids(d, "voters"),
+                            _ids(d, "no_voters"), _int(d, "version") if "version" in d else 0,
+                            dup)
+    if method == "POST" and parts == ["commit"]:
+        ttype = parse_ttype(headers.get(H_TTYPE))
+        counter = parse_counter(headers.get(H_COUNTER))
+        reset = parse_bool(headers.get(H_RESET), H_RESET)
+        d = decode_json(body)
+        if ttype == "update":
+            if not isinstance(d, dict):
+                raise CodecError("commit body: expected a JSON object")
+            return Commit(sender, counter, reset, Update.from_json(d), _int(d, "version"), auth)
+        complete = parse_bool(headers.get(H_SYNC_COMPLETE), H_SYNC_COMPLETE)
+        if not isinstance(d, dict) or not isinstance(d.get("items"), list):
+            raise CodecError("sync body: expected {sync_id, items: [...]}")
+        sid = d.get("sync_id")
+        if not isinstance(sid, str) or not sid:
+            raise CodecError("sync body.sync_id: expected a non-empty string")
+        return SyncBatch(sender, counter, reset, complete, sid,
+                         tuple(Item.from_json(i) for i in d["items"]))
+    if method == "POST" and len(parts) == 3 and parts[:2] == ["heartbeat", "node"]:
+        _path_id(parts[2], sender)
+        d = decode_json(body) or {}
+        if not isinstance(d, dict):
+            raise CodecError("heartbeat body: expected a JSON object")
+        st = d.get("state", "active")
+        if st not in STATES:
+            raise CodecError(f"heartbeat body.state: {st!r} is not one of {STATES}")
+        owed = d.get("sync_owed", False)
+        if not isinstance(owed, bool):
+            raise CodecError("heartbeat body.sync_owed: expected a boolean")
+        return Heartbeat(sender, st, _ids(d, "members"), owed)
+    if method == "POST" and len(parts) == 3 and parts[0] == "node" \
+            and parts[2] in ("active", "inactive"):
+        _path_id(parts[1], sender)
+        return NodeNotice(sender, parts[2] == "active")
+    if method in ("PUT", "POST") and len(parts) == 3 and parts[:2] == ["sync", "node"]:
+        _path_id(parts[2], sender)
+        return SyncRequest(sender)
+    raise CodecError(f"no DRiP endpoint {method} {path}", status=404)

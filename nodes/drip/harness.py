@@ -1,0 +1,105 @@
+"""How the harness runs DRiP: the ProtocolDef, the ``registry`` workload, per-run key material.
+
+``node_extra`` writes the run's TLS CA, each node's certificate and the JWT keys under
+``<run dir>/tls/`` (once per run) and returns the extra config keys ``tls``, ``jwt`` and
+``mesh_members``. ``spec.options["jwt_mode"]`` picks ``shared`` (default) or ``public``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from harness import generators as g
+from harness.spec import NodeAddr, ProtocolDef, TestSpec, Workload
+from nodes.drip.client import DripClient
+from nodes.drip.core import BUGS
+from nodes.drip.material import ensure_ca, ensure_jwt_keypair, ensure_shared_secret, issue_node_cert
+
+
+def node_extra(spec: TestSpec, index: int, run_path: Path) -> dict[str, Any]:
+    tls_dir = Path(run_path) / "tls"
+    ids = spec.node_ids
+    me = ids[index]
+    files = issue_node_cert(tls_dir, me, ensure_ca(tls_dir))
+    mode = str(spec.options.get("jwt_mode", "shared"))
+    if mode == "shared":
+        jwt_cfg: dict[str, Any] = {"mode": "shared",
+                                   "shared_key_file": str(ensure_shared_secret(tls_dir))}
+    elif mode == "public":
+        pairs = {n: ensure_jwt_keypair(tls_dir, n) for n in ids}
+        jwt_cfg = {"mode": "public", "private_key_file": str(pairs[me][0]),
+                   "public_keys": {n: str(pub) for n, (_, pub) in pairs.items()}}
+    else:
+        raise ValueError(f"options.jwt_mode must be 'shared' or 'public', got {mode!r}")
+    return {"tls": {"ca": str(files.ca), "cert": str(files.cert), "key": str(files.key)},
+            "jwt": jwt_cfg, "mesh_members": list(ids)}
+
+
+def _client(addr: NodeAddr | None, process: int) -> DripClient:
+    return DripClient(addr, process)
+
+
+def update_reads(keys: int = 4, read_ratio: float = 0.2) -> g.Generator:
+    """Updates of a few hot keys (so votes conflict) with some local reads."""
+    seq = itertools.count()
+
+    def one(ctx: g.Context) -> dict[str, Any]:
+        key = f"k{ctx.rng.randrange(keys)}"
+        if ctx.rng.random() < read_ratio:
+            return {"f": "read", "value": [key, None]}
+        n = next(seq)
+        return {"f": "update", "value": [key, n, f"u{n}-p{ctx.process}"]}
+
+    return g.Fn(one)
+
+
+def _generator(spec: TestSpec) -> g.Generator:
+    keys = int(spec.options.get("keys", 8))
+    rate = float(spec.options.get("rate", 10.0))
+    return g.rate(rate, update_reads(keys, float(spec.options.get("read_ratio", 0.2))))
+
+
+def _final(spec: TestSpec) -> g.Generator:
+    keys = int(spec.options.get("keys", 8))
+    done: set[int | str] = set()
+
+    def reads(ctx: g.Context) -> Any:
+        if ctx.thread in done:
+            return None
+        done.add(ctx.thread)
+        return g.Seq([{"f": "read", "value": [f"k{i}", None]} for i in range(keys)])
+
+    class PerThread:
+        def __init__(self) -> None:
+            self.cur: dict[int | str, g.Generator] = {}
+
+        def op(self, ctx: g.Context) -> Any:
+            gen = self.cur.get(ctx.thread)
+            if gen is None:
+                if ctx.thread in done:
+                    return None
+                gen = reads(ctx)
+                self.cur[ctx.thread] = gen
+            return gen.op(ctx)
+
+    return PerThread()
+
+
+def make_workload() -> Workload:
+    from checkers import twopc
+
+    return Workload(client=_client, generator=_generator, checkers={"2pc": twopc.check},
+                    final_generator=_final)
+
+
+PROTOCOL = ProtocolDef(
+    name="drip",
+    module="nodes.drip",
+    workloads={"registry": make_workload},
+    bugs=BUGS,
+    default_workload="registry",
+    node_extra=node_extra,
+    leader_of=None,
+)

@@ -1,0 +1,102 @@
+"""DRiP under faults, through the harness: real nodes, Toxiproxy links, the 2PC checker.
+
+Correct nodes must come out valid; each bug mode must be caught by ``2pc`` with a witness.
+Meshes are shaped with networkx (ring, line, the spec's figure 1); partitions cut whole
+links, kills and pauses hit random nodes, latency slows every link so that faults land in the
+middle of voting and commit phases.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from faults import schedules as sch
+from harness.nemeses import build_nemesis, from_schedule
+from harness.spec import TestSpec
+from nodes.drip.harness import PROTOCOL
+from nodes.drip.topology import figure1, line, ring
+
+pytestmark = pytest.mark.chaos
+
+
+def spec(name: str, nodes: int, topology: Any, *, time_limit: float = 15.0,
+         bugs: list[str] | None = None, options: dict[str, Any] | None = None,
+         nemesis: str | None = None, schedule: list[sch.Step] | None = None,
+         interval_s: float = 2.0, seed: int = 11) -> TestSpec:
+    s = TestSpec(name=name, protocol=PROTOCOL, nodes=nodes, topology=topology,
+                 time_limit=time_limit, concurrency=5, bugs=list(bugs or []),
+                 options=dict(options or {}), quiesce_s=4.0, op_timeout=8.0, seed=seed)
+    if schedule is not None:
+        s.nemesis, s.nemesis_desc = from_schedule(schedule), "explicit"
+    elif nemesis is not None:
+        s.nemesis, s.nemesis_desc = build_nemesis(nemesis, interval_s, s.node_ids, s.seed)
+    return s
+
+
+def split_while_voting(nodes: list[str], rounds: int = 4) -> list[sch.Step]:
+    """Short partitions that split the mesh into halves every ~1 s: votes are in flight when
+    the cut lands, and heal before the lock TTL so updates resume in between."""
+    steps: list[sch.Step] = []
+    for i in range(rounds):
+        shape = "halves" if i % 2 == 0 else "bridge"
+        steps += [(1.0, sch.op("start-partition", {"shape": shape})),
+                  (1.2, sch.op("stop-partition"))]
+    return sch.explicit(steps)
+
+
+def commit_phase_kills(rounds: int = 3) -> list[sch.Step]:
+    """Every link slowed (votes and commits take ~0.1 s a hop), then kill -9 and restart."""
+    steps: list[sch.Step] = [(0.5, sch.op("start-latency", {"ms": 60, "jitter_ms": 20}))]
+    for _ in range(rounds):
+        steps += [(1.5, sch.op("kill", {"node": "random"})), (1.5, sch.op("restart"))]
+    return sch.explicit(steps + [(0.5, sch.op("stop-latency"))])
+
+
+# ---- correct node: valid ------------------------------------------------------------------
+
+@pytest.mark.smoke
+def test_correct_figure1_with_partitions_and_kills(chaos_run) -> None:
+    chaos_run(spec("drip-figure1-partition-kill", 5, figure1, time_limit=8.0,
+                   nemesis="partition,kill", interval_s=1.5))
+
+
+def test_correct_ring7_split_while_votes_in_flight(chaos_run) -> None:
+    s = spec("drip-ring7-split", 7, ring, time_limit=12.0, schedule=split_while_voting(
+        [f"n{i}" for i in range(1, 8)]), options={"keys": 4, "rate": 15})
+    chaos_run(s)
+
+
+def test_correct_line5_kills_during_commit_phase(chaos_run) -> None:
+    chaos_run(spec("drip-line5-commit-kills", 5, line, time_limit=12.0,
+                   schedule=commit_phase_kills()))
+
+
+def test_correct_figure1_7_pauses_latency_public_keys(chaos_run) -> None:
+    chaos_run(spec("drip-figure1-7-pause", 7, figure1, time_limit=15.0,
+                   nemesis="pause,latency,partition-isolate", interval_s=2.0,
+                   options={"jwt_mode": "public"}))
+
+
+def test_correct_ring5_hot_keys(chaos_run) -> None:
+    chaos_run(spec("drip-ring5-hot", 5, ring, time_limit=10.0,
+                   options={"keys": 1, "rate": 25}, nemesis="partition", interval_s=2.0))
+
+
+# ---- bug modes: caught --------------------------------------------------------------------
+
+@pytest.mark.smoke
+def test_bug_forget_in_progress_is_caught(chaos_run) -> None:
+    chaos_run(spec("drip-bug-forget", 5, ring, time_limit=12.0, bugs=["forget-in-progress"],
+                   options={"keys": 1, "rate": 40, "read_ratio": 0.0}), expect="2pc")
+
+
+def test_bug_commit_partial_vote_is_caught(chaos_run) -> None:
+    chaos_run(spec("drip-bug-partial", 5, figure1, time_limit=10.0, bugs=["commit-partial-vote"],
+                   nemesis="partition", interval_s=2.0), expect="2pc")
+
+
+def test_bug_skip_sync_is_caught(chaos_run) -> None:
+    chaos_run(spec("drip-bug-skip-sync", 5, line, time_limit=10.0, bugs=["skip-sync"],
+                   schedule=commit_phase_kills(2)), expect="2pc")

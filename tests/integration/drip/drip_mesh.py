@@ -1,0 +1,142 @@
+"""Real DRiP node processes on loopback, peers wired directly (no proxy): for integration tests
+and the bench, independent of the harness's Toxiproxy cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from harness.ports import free_port
+from harness.spec import TestSpec
+from nodes.drip.harness import PROTOCOL, node_extra
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+class Mesh:
+    """``n`` nodes with the given undirected edges; ``start``/``close`` bracket their life."""
+
+    def __init__(self, root: Path, n: int, edges: list[tuple[str, str]] | None = None,
+                 bugs: list[str] | None = None, options: dict[str, Any] | None = None) -> None:
+        self.root = root
+        self.spec = TestSpec("mesh", protocol=PROTOCOL, nodes=n, options=dict(options or {}))
+        self.ids = self.spec.node_ids
+        self.edges = edges if edges is not None else self.spec.edges()
+        self.bugs = list(bugs or [])
+        self.ports = {i: {"peer": free_port(), "client": free_port(), "admin": free_port()}
+                      for i in self.ids}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.configs: dict[str, Path] = {}
+        self.extra: dict[str, dict[str, Any]] = {}
+        for k, nid in enumerate(self.ids):
+            nbrs = sorted({b for a, b in self.edges if a == nid} | {a for a, b in self.edges if b == nid})
+            extra = node_extra(self.spec, k, root)
+            self.extra[nid] = extra
+            cfg = {"id": nid, "num_id": k + 1, "host": "127.0.0.1",
+                   "data_dir": str(root / nid / "data"), "ports": self.ports[nid],
+                   "peers": {p: {"num_id": self.ids.index(p) + 1,
+                                 "peer": f"127.0.0.1:{self.ports[p]['peer']}"} for p in nbrs},
+                   "bugs": self.bugs, "seed": k, "options": dict(options or {}), **extra}
+            path = root / nid / "config.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(cfg, indent=1))
+            self.configs[nid] = path
+
+    def start_node(self, nid: str) -> None:
+        log = open(self.root / nid / "log.txt", "ab")  # noqa: SIM115 - owned by the process
+        self.procs[nid] = subprocess.Popen(
+            [sys.executable, "-m", "nodes.drip", "--config", str(self.configs[nid])],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+    async def start(self) -> None:
+        for nid in self.ids:
+            self.start_node(nid)
+        await asyncio.gather(*(self.wait_healthy(n) for n in self.ids))
+
+    async def wait_healthy(self, nid: str, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        async with aiohttp.ClientSession() as s:
+            while time.monotonic() < deadline:
+                if self.procs[nid].poll() is not None:
+                    raise RuntimeError(f"{nid} exited: {self.log(nid)}")
+                try:
+                    async with s.get(self.admin(nid) + "/admin/health") as r:
+                        if r.status == 200:
+                            return
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.05)
+        raise RuntimeError(f"{nid} not healthy: {self.log(nid)}")
+
+    def log(self, nid: str) -> str:
+        p = self.root / nid / "log.txt"
+        return p.read_text(errors="replace")[-3000:] if p.exists() else ""
+
+    def admin(self, nid: str) -> str:
+        return f"http://127.0.0.1:{self.ports[nid]['admin']}"
+
+    def client(self, nid: str) -> str:
+        return f"http://127.0.0.1:{self.ports[nid]['client']}"
+
+    def kill(self, nid: str) -> None:
+        p = self.procs[nid]
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+
+    def pause(self, nid: str) -> None:
+        os.kill(self.procs[nid].pid, signal.SIGSTOP)
+
+    def resume(self, nid: str) -> None:
+        os.kill(self.procs[nid].pid, signal.SIGCONT)
+
+    def close(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.terminate()
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+    async def update(self, s: aiohttp.ClientSession, nid: str, key: str, value: Any, uid: str,
+                     timeout: float = 10.0) -> tuple[int, dict[str, Any]]:
+        async with s.post(self.client(nid) + "/client/update", json={"id": uid, "key": key,
+                                                                     "value": value},
+                          timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+            return r.status, await r.json()
+
+    async def read(self, s: aiohttp.ClientSession, nid: str, key: str) -> dict[str, Any]:
+        async with s.get(self.client(nid) + "/client/read", params={"key": key}) as r:
+            return await r.json()
+
+    async def state(self, s: aiohttp.ClientSession, nid: str) -> dict[str, Any]:
+        async with s.get(self.admin(nid) + "/admin/state") as r:
+            return await r.json()
+
+    async def wait_all_active(self, s: aiohttp.ClientSession, timeout: float = 20.0,
+                              nodes: list[str] | None = None) -> None:
+        deadline = time.monotonic() + timeout
+        nodes = nodes or self.ids
+        while time.monotonic() < deadline:
+            try:
+                sts = [await self.state(s, n) for n in nodes]
+                if all(st["state"] == "active" and all(
+                        p["up"] for name, p in st["peers"].items() if name in nodes)
+                       for st in sts):
+                    return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.1)
+        raise TimeoutError("nodes not all active: " + str([
+            (n, (await self.state(s, n))["state"]) for n in nodes]))

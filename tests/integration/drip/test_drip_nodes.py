@@ -1,0 +1,163 @@
+"""Real DRiP processes over TLS on loopback (peers wired directly, no proxy)."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import jwt
+import pytest
+from drip_mesh import Mesh
+
+from nodes.drip import codec
+from nodes.drip.auth import load_auth
+from nodes.drip.material import NodeFiles, client_context, issue_node_cert
+from nodes.drip.topology import figure1
+
+IDS5 = [f"n{i}" for i in range(1, 6)]
+
+
+@pytest.fixture
+def mesh_factory(tmp_path: Path):
+    made: list[Mesh] = []
+
+    def make(n: int = 5, edges=None, **kw: Any) -> Mesh:
+        m = Mesh(tmp_path / f"m{len(made)}", n, edges, **kw)
+        made.append(m)
+        return m
+
+    yield make
+    for m in made:
+        m.close()
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+@pytest.mark.parametrize("jwt_mode", ["shared", "public"])
+def test_updates_commit_across_figure1_and_conflicts_abort(mesh_factory, jwt_mode: str) -> None:
+    m = mesh_factory(5, figure1(IDS5), options={"jwt_mode": jwt_mode})
+
+    async def go() -> None:
+        await m.start()
+        async with aiohttp.ClientSession() as s:
+            await m.wait_all_active(s)
+            status, body = await m.update(s, "n1", "+15551234", {"route": "a"}, "u1")
+            assert status == 200 and body["result"] == "committed", body
+            await asyncio.sleep(0.5)
+            for n in IDS5:
+                assert (await m.read(s, n, "+15551234"))["value"] == {"route": "a"}
+            # concurrent updates of one key: never both committed
+            res = await asyncio.gather(m.update(s, "n1", "x", 1, "c1"), m.update(s, "n5", "x", 2, "c2"))
+            assert not all(st == 200 for st, _ in res), res
+    run(go())
+
+
+def _ssl_for(m: Mesh, name: str) -> ssl.SSLContext:
+    files = issue_node_cert(m.root / "tls", name) if name not in m.ids else NodeFiles(
+        Path(m.extra[name]["tls"]["ca"]), Path(m.extra[name]["tls"]["cert"]),
+        Path(m.extra[name]["tls"]["key"]))
+    ctx = client_context(files)
+    ctx.check_hostname = False
+    return ctx
+
+
+def test_bad_requests_get_clear_errors_and_change_nothing(mesh_factory) -> None:
+    m = mesh_factory(3, [("n1", "n2"), ("n2", "n3")])
+    signer, _ = load_auth("n1", m.extra["n1"]["jwt"])
+    now = time.time()
+    good = codec.encode(codec.Voting("n1", 99, False, codec.Update("bad1", "k", 1)))
+    body = good.body_bytes()
+
+    def headers(**over: Any) -> dict[str, str]:
+        h = {**good.headers, codec.H_AUTH: signer.header(now), "Content-Type": "application/json"}
+        for k, v in over.items():
+            k = {"node": codec.H_NODE, "counter": codec.H_COUNTER, "reset": codec.H_RESET,
+                 "auth": codec.H_AUTH, "ttype": codec.H_TTYPE}[k]
+            if v is None:
+                h.pop(k, None)
+            else:
+                h[k] = v
+        return h
+
+    forged = jwt.encode({"iss": "n1", "iat": int(now), "exp": int(now) + 60},
+                        "x" * 40, algorithm="HS256")
+    cases: list[tuple[str, str, dict[str, str], bytes, int, str]] = [
+        ("n1", "/voting", headers(auth=None), body, 401, "missing Authorization"),
+        ("n1", "/voting", headers(auth=signer.header(now - 7200)), body, 401, "expired"),
+        ("n1", "/voting", headers(auth="Bearer " + forged), body, 401, "Signature"),
+        ("n1", "/voting", headers(auth=jwt.encode({"iss": "n1", "iat": int(now)}, None,
+                                                   algorithm="none")), body, 401, "token"),
+        ("n1", "/voting", headers(node="n3"), body, 401, "does not match DRiP-Node-ID"),
+        ("n1", "/voting", headers(counter="-5"), body, 400, "unsigned"),
+        ("n1", "/voting", headers(counter="18446744073709551616"), body, 400, "64-bit"),
+        ("n1", "/voting", headers(reset="maybe"), body, 400, "true or false"),
+        ("n1", "/voting", headers(ttype=None), body, 400, "DRiP-Transaction-Type"),
+        ("n1", "/voting", headers(), b"{oops", 400, "not valid JSON"),
+        ("n1", "/voting", headers(), b'{"id": "x"}', 400, "body.key"),
+    ]
+    not_peers = [("n3", headers()), ("intruder", headers())]  # to n1, whose only peer is n2
+
+    async def go() -> None:
+        await m.start()
+        async with aiohttp.ClientSession() as s:
+            await m.wait_all_active(s)
+            url = f"https://127.0.0.1:{m.ports['n2']['peer']}"  # n1 is a peer of n2
+            for who, path, h, b, status, text in cases:
+                async with s.post(url + path, headers=h, data=b, ssl=_ssl_for(m, who)) as r:
+                    got = await r.json()
+                    assert r.status == status and text in got["error"], (who, h, r.status, got)
+            url1 = f"https://127.0.0.1:{m.ports['n1']['peer']}"
+            for who, h in not_peers:
+                async with s.post(url1 + "/voting", headers=h, data=body,
+                                  ssl=_ssl_for(m, who)) as r:
+                    got = await r.json()
+                    assert r.status == 403 and "not a configured peer" in got["error"], got
+            plain = ssl.create_default_context(cafile=m.extra["n1"]["tls"]["ca"])
+            plain.check_hostname = False
+            async with s.post(url + "/voting", headers=headers(), data=body, ssl=plain) as r:
+                assert r.status == 403 and "client certificate" in (await r.json())["error"]
+            for n in m.ids:
+                st = await m.state(s, n)
+                assert st["kv"] == {} and st["locks"] == {}, (n, st)
+                async with s.get(m.admin(n) + "/admin/events?since=0") as r:
+                    evs = (await r.json())["events"]
+                assert not [e for e in evs if e["type"] in ("vote", "apply")], (n, evs)
+            # the same request, well formed and from a real peer, is accepted
+            async with s.post(url + "/voting", headers=headers(), data=body,
+                              ssl=_ssl_for(m, "n1")) as r:
+                assert r.status == 200, await r.text()
+    run(go())
+
+
+def test_kill_9_keeps_committed_data_and_the_node_syncs_back(mesh_factory) -> None:
+    m = mesh_factory(3, [("n1", "n2"), ("n2", "n3"), ("n1", "n3")])
+
+    async def go() -> None:
+        await m.start()
+        async with aiohttp.ClientSession() as s:
+            await m.wait_all_active(s)
+            for i in range(5):
+                st, body = await m.update(s, f"n{1 + i % 3}", f"k{i}", i, f"u{i}")
+                assert st == 200, body
+            await asyncio.sleep(0.5)
+            m.kill("n3")
+            st, body = await m.update(s, "n1", "k9", 9, "u9")
+            assert st == 409 and "n3" in body["error"], body  # a member is down: abort, not split
+            m.start_node("n3")
+            await m.wait_healthy("n3")
+            await m.wait_all_active(s)
+            for i in range(5):
+                assert (await m.read(s, "n3", f"k{i}"))["value"] == i
+            async with s.get(m.admin("n3") + "/admin/events?since=0") as r:
+                types = [e["type"] for e in (await r.json())["events"]]
+            assert "sync-done" in types[types.index("start", 1):]
+            await asyncio.sleep(3.5)  # the aborted u9's vote locks expire (lock_ttl_s 3)
+            st, body = await m.update(s, "n3", "k9", 10, "u10")
+            assert st == 200, body
+    run(go())
