@@ -1,0 +1,643 @@
+"""The SDS participant as a sans-IO state machine (one channel), SDS-R included.
+
+``SdsCore`` never touches a socket or a clock: the runtime calls ``send`` / ``receive`` /
+``tick`` with the current times and performs the returned effects (`Broadcast`, `Delivered`,
+`EphemeralDelivered`, `Note`). Two times are passed: ``wall_ms`` (epoch milliseconds, the
+skewable node clock) feeds Lamport timestamps as the spec requires; ``now_ms`` (monotonic)
+drives every timer, so a clock-skew fault does not stall resends or repairs.
+
+Decisions where the spec is open (docs/sds.md has the full list):
+
+* message id: SHA-256 hex of the content (the harness's payloads are unique); sync ids are
+  SHA-256 of ``"sync:<sender>:<lamport>"`` (they may repeat; they are never stored);
+* acknowledgement: in a received causal history -> acknowledged; in a received bloom filter ->
+  possibly acknowledged; in the blooms of ``possible_acks_threshold`` distinct participants ->
+  acknowledged (the spec's MAY, as the most used implementation does);
+* re-arm: a bloom filter proves absence (no false negatives), so an own message that a peer's
+  recent filter lacks is put back in the outgoing buffer. This closes the gap the spec leaves
+  to Store nodes: a message acknowledged by one peer but never referenced again would
+  otherwise never reach a peer that missed it;
+* sync messages are skipped while we broadcast anything else in the interval, except when a
+  repair request is due (SDS-R periodic sync);
+* the log keeps every message stripped of its bloom filter and repair requests; that is what a
+  repair rebroadcasts (the spec's "augmented local history").
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from nodes.sds import repair
+from nodes.sds.bloom import BloomFilter, contains_at, positions
+from nodes.sds.wire import (
+    DEFAULT_CHANNEL,
+    HistoryEntry,
+    Kind,
+    Message,
+    WireError,
+    decode,
+    encode,
+)
+
+#: the named bug modes (docs/sds.md); all off by default
+BUGS: tuple[str, ...] = ("deliver-without-deps", "order-by-arrival", "no-resend",
+                         "resend-new-lamport")
+
+
+def content_id(content: bytes) -> str:
+    """A content message's id: SHA-256 hex of its content (spec: "likely a message hash")."""
+    return hashlib.sha256(content).hexdigest()
+
+
+@dataclass(frozen=True)
+class SdsOptions:
+    """Protocol knobs. Defaults follow the spec where it gives one (causal history 2, T_min
+    30 s, T_max 120 s, 3 repair requests a message); the harness compresses timings."""
+
+    channel_id: str = DEFAULT_CHANNEL
+    history_size: int = 2
+    resend_unacked_ms: int = 2_000
+    resend_possibly_ms: int = 6_000
+    sync_interval_ms: int = 5_000
+    possible_acks_threshold: int = 2
+    rearm: bool = True
+    repair: bool = True
+    t_min_ms: int = 30_000
+    t_max_ms: int = 120_000
+    max_repair_requests: int = 3
+    max_resends_per_tick: int = 100
+    num_response_groups: int | None = None  # None: num_participants // 128 + 1
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SdsOptions:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+class AckState(StrEnum):
+    UNACKNOWLEDGED = "unacknowledged"
+    POSSIBLY_ACKNOWLEDGED = "possibly_acknowledged"
+    ACKNOWLEDGED = "acknowledged"
+
+
+# ---- effects --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Broadcast:
+    """Send ``data`` to every peer (or only to ``to``: a re-armed message goes to the peers
+    known to lack it). ``reason``: send | resend | sync | repair | ephemeral."""
+
+    data: bytes
+    message_id: str
+    lamport: int | None
+    reason: str
+    to: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """``msg`` entered the local log (``own``: we sent it). The runtime persists it first."""
+
+    msg: Message
+    own: bool
+
+
+@dataclass(frozen=True)
+class Held:
+    """``msg`` waits in the incoming buffer. The runtime persists it before anything leaves
+    the node: its id is already in our bloom filter, which tells peers we hold it."""
+
+    msg: Message
+
+
+@dataclass(frozen=True)
+class EphemeralDelivered:
+    msg: Message
+
+
+@dataclass(frozen=True)
+class Note:
+    """A protocol event worth a journal line (acks, buffering, repairs, resends)."""
+
+    type: str
+    fields: dict[str, Any]
+
+
+Effect = Broadcast | Delivered | Held | EphemeralDelivered | Note
+
+
+# ---- state records --------------------------------------------------------------------------
+
+
+@dataclass
+class Outgoing:
+    msg: Message
+    data: bytes
+    state: AckState = AckState.UNACKNOWLEDGED
+    possibly_by: set[str] = field(default_factory=set)
+    last_sent_ms: int = 0
+    resends: int = 0
+    #: re-armed: only these peers are known to lack it (None: everyone, a normal send)
+    to: set[str] | None = None
+
+    def __post_init__(self) -> None:
+        self.bits = positions(self.msg.message_id)  # computed once, probed in many filters
+
+
+@dataclass
+class OwnTrack:
+    """Which peers have shown that they hold one of our messages (for re-arming)."""
+
+    message_id: str
+    last_sent_ms: int
+    confirmed_by: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.bits = positions(self.message_id)
+
+
+@dataclass
+class Buffered:
+    msg: Message
+    since_ms: int
+
+
+@dataclass
+class PeerBloom:
+    data: bytes
+    received_ms: int
+    checked: bool = False
+
+
+@dataclass
+class Counters:
+    sent: int = 0
+    delivered: int = 0
+    received: int = 0
+    duplicates: int = 0
+    wire_errors: int = 0
+    resends: int = 0
+    rearms: int = 0
+    syncs_sent: int = 0
+    syncs_received: int = 0
+    ephemeral_received: int = 0
+    acked_causal: int = 0
+    acked_bloom: int = 0
+    buffered: int = 0
+    repair_requests_sent: int = 0
+    repair_requests_received: int = 0
+    repair_responses_sent: int = 0
+    bloom_rollovers: int = 0
+    broadcasts: int = 0
+
+
+class SdsCore:
+    """One participant in one channel. Not thread-safe; the runtime serializes calls."""
+
+    def __init__(self, me: str, peers: Iterable[str], options: SdsOptions | None = None,
+                 bugs: Iterable[str] = (), rng: random.Random | None = None,
+                 wall_ms: int = 0) -> None:
+        self.me = me
+        self.peers = sorted(set(peers) - {me})
+        self.opt = options or SdsOptions()
+        self.bugs = frozenset(bugs)
+        unknown = self.bugs - set(BUGS)
+        if unknown:
+            raise ValueError(f"unknown SDS bug mode(s) {sorted(unknown)}; known: {list(BUGS)}")
+        self.rng = rng or random.Random(0)
+        self.lamport = wall_ms  # spec: initialized to the current epoch time in ms
+        self.log_keys: list[tuple[int, str]] = []  # (lamport, id), the order of the log
+        self.log: dict[str, Message] = {}
+        self.bloom = BloomFilter()
+        self._bloom_size = len(self.bloom.to_bytes())
+        self.incoming: dict[str, Buffered] = {}
+        self.waiting: dict[str, set[str]] = {}  # missing dependency -> buffered ids
+        self.outgoing: dict[str, Outgoing] = {}
+        self.own: dict[str, OwnTrack] = {}
+        self.peer_blooms: dict[str, PeerBloom] = {}
+        self.repair_out: dict[str, tuple[int, HistoryEntry]] = {}
+        self.repair_in: dict[str, tuple[int, HistoryEntry]] = {}
+        self.c = Counters()
+        self._broadcast_since_sync = False
+        self._next_sync_ms: int | None = None
+        groups = self.opt.num_response_groups
+        self.groups = groups or repair.num_response_groups(len(self.peers) + 1)
+
+    # ---- recovery -----------------------------------------------------------------------
+
+    def restore(self, entries: Iterable[Message], wall_ms: int,
+                held: Iterable[Message] = (), now_ms: int = 0) -> None:
+        """Rebuild the log, bloom filter, incoming buffer and Lamport clock from persisted
+        entries (restart). Own messages are tracked again, so peers' bloom filters re-arm any
+        a peer lacks."""
+        for m in entries:
+            if m.message_id in self.log or m.lamport_timestamp is None:
+                continue
+            self._insert(m)
+            self._bloom_add(m.message_id)
+            if m.sender_id == self.me:
+                self.own[m.message_id] = OwnTrack(m.message_id, last_sent_ms=0)
+        for m in held:
+            mid = m.message_id
+            if mid not in self.log and mid not in self.incoming and m.lamport_timestamp:
+                self._hold(m, self._missing(m), now_ms)
+                self._bloom_add(mid)
+        top = max((k[0] for k in self.log_keys), default=0)
+        self.lamport = max(self.lamport, wall_ms, top)
+
+    # ---- sending ------------------------------------------------------------------------
+
+    def _tick_lamport(self, wall_ms: int) -> int:
+        self.lamport = max(wall_ms, self.lamport + 1)
+        return self.lamport
+
+    def _history(self) -> tuple[HistoryEntry, ...]:
+        n = self.opt.history_size
+        keys = self.log_keys[-n:] if n > 0 else []
+        return tuple(HistoryEntry(mid, sender_id=self.log[mid].sender_id) for _, mid in keys)
+
+    def _repair_requests(self, now_ms: int) -> tuple[HistoryEntry, ...]:
+        """Up to ``max_repair_requests`` due entries, lowest T_req first; each is rescheduled
+        (a lost request or response is asked again after a fresh backoff)."""
+        if not self.opt.repair or not self.repair_out:
+            return ()
+        due = sorted((t, mid) for mid, (t, _) in self.repair_out.items() if t <= now_ms)
+        out = []
+        for _, mid in due[: self.opt.max_repair_requests]:
+            _, entry = self.repair_out[mid]
+            self.repair_out[mid] = (self._t_req(now_ms, mid), entry)
+            out.append(entry)
+        if out:
+            self.c.repair_requests_sent += 1
+        return tuple(out)
+
+    def _t_req(self, now_ms: int, mid: str) -> int:
+        return repair.t_req(now_ms, self.me, mid, self.opt.t_min_ms, self.opt.t_max_ms)
+
+    def _stamp(self, mid: str, content: bytes | None, now_ms: int, wall_ms: int
+               ) -> tuple[Message, list[Effect]]:
+        lamport = self._tick_lamport(wall_ms)
+        reqs = self._repair_requests(now_ms)
+        msg = Message(sender_id=self.me, message_id=mid, channel_id=self.opt.channel_id,
+                      lamport_timestamp=lamport, causal_history=self._history(),
+                      bloom_filter=self.bloom.to_bytes(), repair_request=reqs, content=content)
+        fx: list[Effect] = []
+        if reqs:
+            fx.append(Note("repair-request", {"ids": [r.message_id for r in reqs],
+                                              "via": "content" if content else "sync"}))
+        return msg, fx
+
+    def send(self, content: bytes, now_ms: int, wall_ms: int) -> tuple[Message, list[Effect]]:
+        """Broadcast a content message; idempotent for content already in the log."""
+        if not content:
+            raise ValueError("a content message needs non-empty content (empty is a sync)")
+        mid = content_id(content)
+        if mid in self.log:
+            return self.log[mid], []
+        msg, fx = self._stamp(mid, content, now_ms, wall_ms)
+        data = encode(msg)
+        self._insert(msg.stripped())
+        self._bloom_add(mid)
+        self.outgoing[mid] = Outgoing(msg, data, last_sent_ms=now_ms)
+        self.own[mid] = OwnTrack(mid, last_sent_ms=now_ms)
+        self.c.sent += 1
+        fx[:0] = [Delivered(msg.stripped(), own=True)]
+        fx.append(self._broadcast(data, msg, "send"))
+        return msg, fx
+
+    def send_ephemeral(self, content: bytes) -> list[Effect]:
+        """An ephemeral message: no Lamport time, history or bloom; never buffered or logged."""
+        msg = Message(self.me, "eph:" + content_id(content), self.opt.channel_id, content=content)
+        return [self._broadcast(encode(msg), msg, "ephemeral")]
+
+    def _broadcast(self, data: bytes, msg: Message, reason: str,
+                   to: tuple[str, ...] | None = None) -> Broadcast:
+        self.c.broadcasts += 1
+        if reason != "repair":
+            self._broadcast_since_sync = True
+        return Broadcast(data, msg.message_id, msg.lamport_timestamp, reason, to)
+
+    # ---- receiving ----------------------------------------------------------------------
+
+    def receive(self, data: bytes, now_ms: int) -> list[Effect]:
+        """One datagram from the network; malformed bytes are counted and dropped."""
+        try:
+            msg = decode(data)
+        except WireError as e:
+            self.c.wire_errors += 1
+            return [Note("wire-error", {"error": str(e)[:200]})] if self.c.wire_errors <= 20 else []
+        return self.receive_message(msg, now_ms)
+
+    def receive_message(self, msg: Message, now_ms: int) -> list[Effect]:
+        if msg.channel_id != self.opt.channel_id or msg.sender_id == self.me:
+            return []
+        self.c.received += 1
+        kind = msg.kind
+        if kind is Kind.EPHEMERAL:
+            self.c.ephemeral_received += 1
+            return [EphemeralDelivered(msg)]
+        fx: list[Effect] = []
+        mid = msg.message_id
+        if kind is Kind.CONTENT:  # SDS-R: this id needs no repair, and nobody else to repair it
+            self.repair_out.pop(mid, None)
+            self.repair_in.pop(mid, None)
+        self._review_acks(msg, now_ms, fx)
+        if self.opt.repair:
+            self._on_repair_requests(msg, now_ms)
+        if kind is Kind.SYNC:
+            self.c.syncs_received += 1
+            self._want_repairs(msg.causal_history, now_ms)
+            return fx
+        if mid in self.log or mid in self.incoming:
+            self.c.duplicates += 1
+            return fx
+        self._bloom_add(mid)  # spec: a received content message's id goes into our filter
+        missing = [] if "deliver-without-deps" in self.bugs else self._missing(msg)
+        if missing:
+            self._hold(msg, missing, now_ms)
+            self.c.buffered += 1
+            fx.append(Held(msg.stripped()))
+            fx.append(Note("buffered", {"id": mid, "missing": missing}))
+            self._want_repairs(msg.causal_history, now_ms)
+            return fx
+        self._deliver(msg, fx)
+        self._drain_incoming(fx, [mid])
+        return fx
+
+    def _hold(self, msg: Message, missing: list[str], now_ms: int) -> None:
+        self.incoming[msg.message_id] = Buffered(msg, now_ms)
+        for d in missing:
+            self.waiting.setdefault(d, set()).add(msg.message_id)
+
+    def _missing(self, msg: Message) -> list[str]:
+        return [d for d in msg.deps if d not in self.log]
+
+    def _want_repairs(self, entries: Iterable[HistoryEntry], now_ms: int) -> None:
+        """SDS-R: unmet dependencies go to the outgoing repair request buffer."""
+        if not self.opt.repair:
+            return
+        for e in entries:
+            mid = e.message_id
+            if mid in self.log or mid in self.incoming or mid in self.repair_out:
+                continue
+            self.repair_out[mid] = (self._t_req(now_ms, mid), e)
+
+    def _on_repair_requests(self, msg: Message, now_ms: int) -> None:
+        for e in msg.repair_request:
+            mid = e.message_id
+            self.c.repair_requests_received += 1
+            self.repair_out.pop(mid, None)  # someone asked already: we need not ask too
+            have = self.log.get(mid)
+            if have is None or mid in self.repair_in:
+                continue
+            sender = e.sender_id or have.sender_id
+            if repair.in_response_group(self.me, sender, mid, self.groups):
+                self.repair_in[mid] = (repair.t_resp(now_ms, self.me, sender, mid,
+                                                     self.opt.t_max_ms), e)
+
+    def _review_acks(self, msg: Message, now_ms: int, fx: list[Effect]) -> None:
+        """Causal history acknowledges at once; the bloom filter is kept as the peer's latest
+        and reviewed at the next tick (`_review_blooms`): one pass per peer per tick instead
+        of one per datagram, which is what keeps a busy node from drowning in hashing."""
+        peer = msg.sender_id
+        for mid in msg.deps:
+            track = self.own.get(mid)
+            if track is not None:
+                track.confirmed_by.add(peer)
+            if mid in self.outgoing:
+                self._acked(mid, "causal", peer, fx)
+        bloom = msg.bloom_filter
+        if bloom and len(bloom) == self._bloom_size:  # absent, or not our filter's shape
+            self.peer_blooms[peer] = PeerBloom(bloom, now_ms)
+
+    def _review_blooms(self, now_ms: int, fx: list[Effect]) -> None:
+        """Review ACK status against each peer's newest bloom filter; then re-arm own
+        messages a filter proves missing (see the module docstring)."""
+        need = max(1, min(self.opt.possible_acks_threshold, len(self.peers)))
+        grace = self.opt.resend_unacked_ms
+        rearm = self.opt.rearm and "no-resend" not in self.bugs
+        for peer, pb in self.peer_blooms.items():
+            if pb.checked:
+                continue
+            pb.checked = True
+            for mid, o in list(self.outgoing.items()):
+                if peer in o.possibly_by or not contains_at(pb.data, o.bits):
+                    continue
+                o.possibly_by.add(peer)
+                if len(o.possibly_by) >= need:
+                    self._acked(mid, "bloom", peer, fx)
+                elif o.state is AckState.UNACKNOWLEDGED:
+                    o.state = AckState.POSSIBLY_ACKNOWLEDGED
+            for mid, track in list(self.own.items()):
+                if peer in track.confirmed_by:
+                    continue
+                if contains_at(pb.data, track.bits):
+                    track.confirmed_by.add(peer)
+                    if track.confirmed_by.issuperset(self.peers):
+                        del self.own[mid]
+                elif rearm and mid in self.log and pb.received_ms - track.last_sent_ms > grace:
+                    o = self.outgoing.get(mid)
+                    if o is None:
+                        msg = self.log[mid]
+                        self.outgoing[mid] = Outgoing(msg, encode(msg), last_sent_ms=0,
+                                                      to={peer})
+                    elif o.to is not None and peer not in o.to:
+                        o.to.add(peer)
+                    else:
+                        continue
+                    self.c.rearms += 1
+                    fx.append(Note("rearm", {"id": mid, "missing_at": peer}))
+
+    def _acked(self, mid: str, how: str, peer: str, fx: list[Effect]) -> None:
+        self.outgoing.pop(mid)
+        if how == "causal":
+            self.c.acked_causal += 1
+        else:
+            self.c.acked_bloom += 1
+        fx.append(Note("ack", {"id": mid, "how": how, "by": peer}))
+
+    # ---- delivery -----------------------------------------------------------------------
+
+    def _insert(self, msg: Message) -> None:
+        assert msg.lamport_timestamp is not None
+        key = (msg.lamport_timestamp, msg.message_id)
+        if "order-by-arrival" in self.bugs:
+            self.log_keys.append(key)
+        else:  # spec: ordered by Lamport timestamp, ties by ascending message id
+            bisect.insort(self.log_keys, key)
+        self.log[msg.message_id] = msg
+
+    def _deliver(self, msg: Message, fx: list[Effect]) -> None:
+        assert msg.lamport_timestamp is not None
+        if msg.lamport_timestamp > self.lamport:
+            self.lamport = msg.lamport_timestamp
+        stripped = msg.stripped()
+        self._insert(stripped)
+        self.repair_out.pop(msg.message_id, None)
+        self.c.delivered += 1
+        fx.append(Delivered(stripped, own=False))
+
+    def _drain_incoming(self, fx: list[Effect], ready: Iterable[str] | None = None) -> None:
+        """Deliver every buffered message whose dependencies are now met, transitively.
+
+        ``ready``: ids just delivered (only their waiters are looked at); ``None`` sweeps the
+        whole buffer (the periodic incoming-buffer sweep)."""
+        if not self.incoming:
+            self.waiting.clear()
+            return
+        if ready is None:
+            cand = set(self.incoming)
+        else:
+            cand = set()
+            for r in ready:
+                cand |= self.waiting.pop(r, set())
+        while cand:
+            now_ready = sorted((self.incoming[m].msg.lamport_timestamp or 0, m) for m in cand
+                               if m in self.incoming and not self._missing(self.incoming[m].msg))
+            cand = set()
+            for _, mid in now_ready:
+                b = self.incoming.pop(mid)
+                self._deliver(b.msg, fx)
+                cand |= self.waiting.pop(mid, set())
+
+    def _bloom_add(self, mid: str) -> None:
+        if self.bloom.full:  # spec: roll over at capacity; keep the newer half of the log
+            keep = [k[1] for k in self.log_keys[-self.bloom.capacity // 2:]]
+            self.bloom = self.bloom.rebuilt(keep)
+            self.c.bloom_rollovers += 1
+        self.bloom.add(mid)
+
+    # ---- timers -------------------------------------------------------------------------
+
+    def tick(self, now_ms: int, wall_ms: int) -> list[Effect]:
+        """Periodic work: incoming sweep, re-arm, outgoing resends, repairs, sync."""
+        fx: list[Effect] = []
+        self._drain_incoming(fx)
+        for b in self.incoming.values():
+            self._want_repairs(b.msg.causal_history, now_ms)
+        self._review_blooms(now_ms, fx)
+        if "no-resend" not in self.bugs:
+            self._resend(now_ms, wall_ms, fx)
+        if self.opt.repair:
+            self._respond(now_ms, fx)
+        self._maybe_sync(now_ms, wall_ms, fx)
+        return fx
+
+    def _resend(self, now_ms: int, wall_ms: int, fx: list[Effect]) -> None:
+        """Rebroadcast what is due, oldest Lamport time first (dependencies before dependents)
+        and at most ``max_resends_per_tick`` a tick: after a partition heals a node may have
+        thousands due, and one burst would overflow socket buffers along the way."""
+        due = []
+        for mid, o in self.outgoing.items():
+            period = (self.opt.resend_unacked_ms if o.state is AckState.UNACKNOWLEDGED
+                      else self.opt.resend_possibly_ms)
+            if now_ms - o.last_sent_ms >= period:
+                due.append((o.msg.lamport_timestamp or 0, mid))
+        due.sort()
+        for _, mid in due[: self.opt.max_resends_per_tick]:
+            o = self.outgoing[mid]
+            if "resend-new-lamport" in self.bugs:  # the bug: same id, fresh Lamport time
+                msg, _ = self._stamp(mid, o.msg.content, now_ms, wall_ms)
+                o.msg, o.data = msg, encode(msg)
+            o.last_sent_ms = now_ms
+            o.resends += 1
+            track = self.own.get(mid)
+            if track is not None:
+                track.last_sent_ms = now_ms
+            self.c.resends += 1
+            fx.append(Note("resend", {"id": mid, "lamport": o.msg.lamport_timestamp,
+                                      "state": o.state.value, "n": o.resends}))
+            fx.append(self._broadcast(o.data, o.msg, "resend",
+                                      tuple(sorted(o.to)) if o.to is not None else None))
+
+    def _respond(self, now_ms: int, fx: list[Effect]) -> None:
+        for mid, (t, _) in list(self.repair_in.items()):
+            if t > now_ms:
+                continue
+            del self.repair_in[mid]
+            msg = self.log.get(mid)
+            if msg is None:
+                continue
+            self.c.repair_responses_sent += 1
+            fx.append(Note("repair-response", {"id": mid, "sender": msg.sender_id}))
+            fx.append(self._broadcast(encode(msg), msg, "repair"))
+
+    def _maybe_sync(self, now_ms: int, wall_ms: int, fx: list[Effect]) -> None:
+        if self._next_sync_ms is None:
+            self._next_sync_ms = now_ms + self._sync_gap()
+        if now_ms < self._next_sync_ms:
+            return
+        self._next_sync_ms = now_ms + self._sync_gap()
+        repairs_due = self.opt.repair and any(t <= now_ms for t, _ in self.repair_out.values())
+        if self._broadcast_since_sync and not repairs_due:
+            self._broadcast_since_sync = False
+            return
+        self._broadcast_since_sync = False
+        mid = hashlib.sha256(f"sync:{self.me}:{self.lamport + 1}".encode()).hexdigest()
+        msg, more = self._stamp(mid, None, now_ms, wall_ms)
+        fx.extend(more)
+        self.c.syncs_sent += 1
+        fx.append(self._broadcast(encode(msg), msg, "sync"))
+        self._broadcast_since_sync = False
+
+    def _sync_gap(self) -> int:
+        return int(self.opt.sync_interval_ms * self.rng.uniform(0.75, 1.25))
+
+    # ---- inspection ---------------------------------------------------------------------
+
+    def ack_state(self, mid: str) -> AckState | None:
+        """Our own message's state; ``None`` if it is not ours."""
+        if mid in self.outgoing:
+            return self.outgoing[mid].state
+        if mid in self.log and self.log[mid].sender_id == self.me:
+            return AckState.ACKNOWLEDGED
+        return None
+
+    def ordered_log(self) -> list[Message]:
+        return [self.log[mid] for _, mid in self.log_keys]
+
+    def snapshot(self, now_ms: int) -> dict[str, Any]:
+        """The protocol part of ``/admin/state`` (docs/sds.md)."""
+        def entry(m: Message) -> dict[str, Any]:
+            return {"id": m.message_id, "lamport": m.lamport_timestamp, "sender": m.sender_id,
+                    "deps": m.deps,
+                    "payload": (m.content or b"").decode("utf-8", "replace")}
+
+        return {
+            "lamport": self.lamport,
+            "log": [entry(m) for m in self.ordered_log()],
+            "incoming_buffer": [{"id": mid, "lamport": b.msg.lamport_timestamp,
+                                 "sender": b.msg.sender_id, "missing": self._missing(b.msg),
+                                 "age_ms": now_ms - b.since_ms}
+                                for mid, b in self.incoming.items()],
+            "outgoing_buffer": [{"id": mid, "lamport": o.msg.lamport_timestamp,
+                                 "state": o.state.value, "possibly_by": sorted(o.possibly_by),
+                                 "resends": o.resends} for mid, o in self.outgoing.items()],
+            "own_unconfirmed": {mid: sorted(set(self.peers) - t.confirmed_by)
+                                for mid, t in self.own.items()},
+            "bloom": {"bits": self.bloom.bits, "hashes": self.bloom.hashes,
+                      "capacity": self.bloom.capacity, "count": self.bloom.count,
+                      "fill_ratio": round(self.bloom.fill_ratio(), 6),
+                      "rollovers": self.c.bloom_rollovers},
+            "repair": {
+                "outgoing": [{"id": mid, "sender": e.sender_id, "t_req_in_ms": t - now_ms}
+                             for mid, (t, e) in sorted(self.repair_out.items(),
+                                                       key=lambda kv: kv[1][0])],
+                "incoming": [{"id": mid, "sender": e.sender_id, "t_resp_in_ms": t - now_ms}
+                             for mid, (t, e) in sorted(self.repair_in.items(),
+                                                       key=lambda kv: kv[1][0])],
+                "response_groups": self.groups,
+            },
+            "counters": dict(vars(self.c)),
+        }
+
+
+__all__ = ["BUGS", "AckState", "Broadcast", "Delivered", "Effect", "Held",
+           "EphemeralDelivered", "Note", "SdsCore", "SdsOptions", "content_id"]

@@ -1,0 +1,288 @@
+"""The sans-IO core under simulated time: Lamport clock, ordering, buffering, acks, resends,
+sync and ephemeral messages, SDS-R repair, restart, convergence under loss, and bug modes."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from nodes.sds.core import (
+    AckState,
+    Broadcast,
+    Delivered,
+    EphemeralDelivered,
+    SdsCore,
+    SdsOptions,
+    content_id,
+)
+from nodes.sds.sim import EPOCH_MS, SimNet
+from nodes.sds.wire import HistoryEntry, Message, decode, encode
+
+FAST = SdsOptions(resend_unacked_ms=500, resend_possibly_ms=1500, sync_interval_ms=500,
+                  t_min_ms=200, t_max_ms=2000)
+
+
+def core(me: str = "a", peers: tuple[str, ...] = ("a", "b", "c"), **kw) -> SdsCore:
+    return SdsCore(me, peers, kw.pop("options", FAST), rng=random.Random(1),
+                   wall_ms=EPOCH_MS, **kw)
+
+
+def msg(sender: str, content: str, lamport: int, deps: tuple[str, ...] = ()) -> Message:
+    return Message(sender, content_id(content.encode()), "0", lamport,
+                   tuple(HistoryEntry(d) for d in deps), None, (), content.encode())
+
+
+def broadcasts(fx) -> list[Broadcast]:
+    return [e for e in fx if isinstance(e, Broadcast)]
+
+
+def test_lamport_is_max_of_now_and_previous_plus_one() -> None:
+    c = core()
+    m1, _ = c.send(b"x", 0, EPOCH_MS + 10)
+    assert m1.lamport_timestamp == EPOCH_MS + 10
+    m2, _ = c.send(b"y", 0, EPOCH_MS + 5)  # the clock went back: still increasing
+    assert m2.lamport_timestamp == EPOCH_MS + 11
+    c.receive_message(msg("b", "z", EPOCH_MS + 500), 0)
+    assert c.lamport == EPOCH_MS + 500  # deliver raises the local clock
+    m3, _ = c.send(b"w", 0, EPOCH_MS)
+    assert m3.lamport_timestamp == EPOCH_MS + 501
+
+
+def test_send_carries_history_bloom_and_is_idempotent() -> None:
+    c = core()
+    c.send(b"1", 0, EPOCH_MS)
+    c.send(b"2", 0, EPOCH_MS)
+    m, fx = c.send(b"3", 0, EPOCH_MS)
+    assert m.deps == [content_id(b"1"), content_id(b"2")]
+    assert all(h.sender_id == "a" for h in m.causal_history)  # SDS-R sender ids
+    assert m.bloom_filter and len(m.bloom_filter) == 18_752
+    assert [type(e) for e in fx] == [Delivered, Broadcast]
+    assert decode(broadcasts(fx)[0].data) == m
+    again, fx2 = c.send(b"3", 0, EPOCH_MS)
+    assert again.message_id == m.message_id and fx2 == []
+    assert c.ack_state(m.message_id) is AckState.UNACKNOWLEDGED
+
+
+def test_total_order_by_lamport_then_id_whatever_the_arrival_order() -> None:
+    ms = [msg("b", "p", 5), msg("c", "q", 5), msg("b", "r", 3), msg("c", "s", 9)]
+    want = sorted(ms, key=lambda m: (m.lamport_timestamp, m.message_id))
+    for perm in (ms, ms[::-1], ms[1:] + ms[:1]):
+        c = core()
+        for m in perm:
+            c.receive_message(m, 0)
+        assert [m.message_id for m in c.ordered_log()] == [m.message_id for m in want]
+
+
+def test_missing_dependencies_are_buffered_then_delivered() -> None:
+    c = core()
+    m1 = msg("b", "one", 10)
+    m2 = msg("b", "two", 11, (m1.message_id,))
+    m3 = msg("c", "three", 12, (m2.message_id,))
+    fx = c.receive_message(m3, 0) + c.receive_message(m2, 0)
+    assert not [e for e in fx if isinstance(e, Delivered)]
+    assert set(c.incoming) == {m2.message_id, m3.message_id}
+    fx = c.receive_message(m1, 0)
+    assert [e.msg.message_id for e in fx if isinstance(e, Delivered)] == [
+        m1.message_id, m2.message_id, m3.message_id]
+    assert not c.incoming
+    assert c.receive_message(m1, 0) == [] or c.c.duplicates == 1  # dedup
+
+
+def test_ack_states_causal_bloom_and_threshold() -> None:
+    a = core("a", ("a", "b", "c", "d"))
+    m, _ = a.send(b"hello", 0, EPOCH_MS)
+    b = core("b", ("a", "b", "c", "d"))
+    b.receive_message(m, 0)
+    # b's sync-like message with only a bloom -> possibly acknowledged
+    sync_b, _ = b._stamp("s1", None, 0, EPOCH_MS)
+    sync_b = Message(sync_b.sender_id, sync_b.message_id, "0", sync_b.lamport_timestamp, (),
+                     sync_b.bloom_filter)
+    a.receive_message(sync_b, 0)
+    a.tick(0, EPOCH_MS)  # bloom filters are reviewed at the next tick
+    assert a.ack_state(m.message_id) is AckState.POSSIBLY_ACKNOWLEDGED
+    # a second participant's bloom -> acknowledged (threshold 2)
+    c = core("c", ("a", "b", "c", "d"))
+    c.receive_message(m, 0)
+    sc, _ = c._stamp("s2", None, 0, EPOCH_MS)
+    a.receive_message(Message("c", "s2", "0", sc.lamport_timestamp, (), sc.bloom_filter), 0)
+    a.tick(0, EPOCH_MS)
+    assert a.ack_state(m.message_id) is AckState.ACKNOWLEDGED
+    # causal history alone acknowledges at once
+    m2, _ = a.send(b"again", 0, EPOCH_MS)
+    a.receive_message(msg("d", "reply", EPOCH_MS + 5, (m2.message_id,)), 0)
+    assert a.ack_state(m2.message_id) is AckState.ACKNOWLEDGED
+
+
+def test_unacknowledged_messages_are_resent_after_the_period() -> None:
+    c = core()
+    m, _ = c.send(b"x", 0, EPOCH_MS)
+    assert not [b for b in broadcasts(c.tick(100, EPOCH_MS)) if b.reason == "resend"]
+    again = [b for b in broadcasts(c.tick(600, EPOCH_MS)) if b.reason == "resend"]
+    assert [decode(b.data) for b in again] == [m]  # same bytes: same id, same Lamport time
+
+
+def test_sync_and_ephemeral_messages_are_never_logged() -> None:
+    c = core()
+    c.tick(0, EPOCH_MS)  # the first tick schedules the first sync
+    fx = c.tick(10_000, EPOCH_MS)
+    syncs = [b for b in broadcasts(fx) if b.reason == "sync"]
+    assert len(syncs) == 1
+    s = decode(syncs[0].data)
+    assert s.content is None and s.lamport_timestamp and s.bloom_filter
+    d = core("b")
+    d.receive(syncs[0].data, 0)
+    assert not d.log and s.message_id not in d.bloom and not d.outgoing
+    e = broadcasts(c.send_ephemeral(b"typing"))[0]
+    em = decode(e.data)
+    assert em.lamport_timestamp is None and em.bloom_filter is None and not em.causal_history
+    fx = d.receive(e.data, 0)
+    assert isinstance(fx[0], EphemeralDelivered) and not d.log and not d.incoming
+
+
+def test_sync_is_skipped_after_other_broadcasts() -> None:
+    c = core()
+    c.tick(0, EPOCH_MS)
+    c.send(b"x", 0, EPOCH_MS)
+    assert not [b for b in broadcasts(c.tick(10_000, EPOCH_MS)) if b.reason == "sync"]
+
+
+def test_bad_bytes_are_counted_not_raised() -> None:
+    c = core()
+    assert c.receive(b"\xff\x00garbage", 0)[0].type == "wire-error"
+    assert c.c.wire_errors == 1
+
+
+def test_sds_r_repairs_a_gap_no_resend_could_fill() -> None:
+    """b and c hold m1; a missed it and its sender is gone: only a repair brings it back."""
+    net = SimNet(["a", "b", "c"], FAST, seed=3)
+    net.cut |= {("b", "a")}
+    net.down.add("a")
+    m1 = net.send("b", "first")
+    net.run(100)
+    net.down.discard("a")
+    net.cut.clear()
+    net.cores["b"].outgoing.clear()  # b believes m1 acknowledged (c had it)
+    net.cores["b"].opt = SdsOptions(**{**vars(FAST), "rearm": False})
+    net.send("c", "second")  # depends on m1
+    net.run(200)
+    assert m1 in net.cores["a"].repair_out and net.cores["a"].incoming
+    net.run(4_000)
+    assert m1 in net.cores["a"].log and not net.cores["a"].incoming
+    notes = {(n, x.type) for n, x in net.notes}
+    assert ("a", "repair-request") in notes
+    assert {("b", "repair-response"), ("c", "repair-response")} & notes
+
+
+def test_repair_request_removes_the_entry_from_others_buffers() -> None:
+    c = core("c")
+    c.repair_out["x"] = (10**9, HistoryEntry("x", "b"))
+    req = Message("a", "s", "0", EPOCH_MS, (), None, (HistoryEntry("x", "b"),))
+    c.receive_message(req, 0)
+    assert "x" not in c.repair_out
+
+
+def test_responder_schedules_and_cancels_when_someone_else_answers() -> None:
+    c = core("c")
+    m = msg("b", "m", EPOCH_MS)
+    c.receive_message(m, 0)
+    c.receive_message(Message("a", "s", "0", EPOCH_MS, (), None,
+                              (HistoryEntry(m.message_id, "b"),)), 0)
+    assert m.message_id in c.repair_in
+    c.receive_message(m, 1)  # someone rebroadcast it first
+    assert m.message_id not in c.repair_in
+
+
+def test_restart_restores_log_bloom_and_lamport() -> None:
+    c = core()
+    c.send(b"mine", 0, EPOCH_MS + 100)
+    c.receive_message(msg("b", "theirs", EPOCH_MS + 200), 0)
+    saved = [encode(m) for m in c.ordered_log()]
+    r = core()
+    r.restore([decode(x) for x in saved], EPOCH_MS)
+    assert [m.message_id for m in r.ordered_log()] == [m.message_id for m in c.ordered_log()]
+    assert content_id(b"theirs") in r.bloom and r.lamport == EPOCH_MS + 200
+    assert content_id(b"mine") in r.own
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("n,loss", [(3, 0.1), (5, 0.3), (9, 0.1)])
+def test_converges_under_loss_duplication_and_reordering(seed: int, n: int, loss: float) -> None:
+    names = [f"n{i}" for i in range(n)]
+    net = SimNet(names, FAST, seed=seed, loss=loss, dup=0.1, jitter_ms=40)
+    for i in range(60):
+        net.send(names[i % n], f"{names[i % n]}:{i}:x")
+        net.run(15)
+    net.run(15_000)
+    logs = net.logs()
+    first = logs[names[0]]
+    assert len(first) == 60 and all(v == first for v in logs.values())
+    for delivered in net.delivered.values():
+        assert len(delivered) == len(set(delivered)) == 60
+    c = net.cores[names[0]]
+    assert [m.message_id for m in c.ordered_log()] == [
+        k[1] for k in sorted((m.lamport_timestamp, m.message_id) for m in c.ordered_log())]
+
+
+def test_partition_then_heal_converges() -> None:
+    net = SimNet(["a", "b", "c", "d", "e"], FAST, seed=7, loss=0.05)
+    net.partition(["a", "b"], ["c", "d", "e"])
+    for i in range(30):
+        net.send("abcde"[i % 5], f"p{i}")
+        net.run(30)
+    net.heal()
+    net.run(15_000)
+    logs = list(net.logs().values())
+    assert len(logs[0]) == 30 and all(v == logs[0] for v in logs)
+
+
+# ---- bug modes: each visibly breaks a property ---------------------------------------------
+
+
+def test_bug_deliver_without_deps() -> None:
+    c = core(bugs=["deliver-without-deps"])
+    m1 = msg("b", "one", 10)
+    fx = c.receive_message(msg("b", "two", 11, (m1.message_id,)), 0)
+    assert [e for e in fx if isinstance(e, Delivered)] and not c.incoming
+
+
+def test_bug_order_by_arrival() -> None:
+    c = core(bugs=["order-by-arrival"])
+    c.receive_message(msg("b", "late", 9), 0)
+    c.receive_message(msg("b", "early", 3), 0)
+    assert [m.lamport_timestamp for m in c.ordered_log()] == [9, 3]
+
+
+def test_bug_no_resend() -> None:
+    c = core(bugs=["no-resend"])
+    c.send(b"x", 0, EPOCH_MS)
+    assert not [b for b in broadcasts(c.tick(10_000, EPOCH_MS)) if b.reason == "resend"]
+
+
+def test_bug_resend_new_lamport() -> None:
+    c = core(bugs=["resend-new-lamport"])
+    m, _ = c.send(b"x", 0, EPOCH_MS)
+    again = [decode(b.data) for b in broadcasts(c.tick(10_000, EPOCH_MS + 50))
+             if b.reason == "resend"]
+    assert again[0].message_id == m.message_id
+    assert again[0].lamport_timestamp != m.lamport_timestamp
+
+
+def test_unknown_bug_is_an_error() -> None:
+    with pytest.raises(ValueError, match="unknown SDS bug"):
+        core(bugs=["nope"])
+
+
+def test_restart_restores_the_incoming_buffer() -> None:
+    c = core()
+    m1 = msg("b", "one", 10)
+    m2 = msg("b", "two", 11, (m1.message_id,))
+    fx = c.receive_message(m2, 0)
+    held = [e.msg for e in fx if type(e).__name__ == "Held"]
+    assert [m.message_id for m in held] == [m2.message_id]
+    r = core()
+    r.restore([], EPOCH_MS, held, 0)
+    assert m2.message_id in r.incoming and m2.message_id in r.bloom
+    fx = r.receive_message(m1, 5)
+    assert [e.msg.message_id for e in fx if isinstance(e, Delivered)] == [m1.message_id,
+                                                                           m2.message_id]
