@@ -1,0 +1,707 @@
+"""The SWIM membership protocol as a sans-IO state machine.
+
+`SwimCore` takes datagrams (already decoded) and the time, and returns effects: datagrams to
+send to a member *by NodeID* (`Send`), broadcast announcements (`Announce`) and journal
+events (`Emit`). It owns no socket, no clock and no randomness but the `random.Random` it is
+given, so tests drive it with simulated time and a deterministic simulator can run many.
+
+Members are named by NodeID, never by address: behind the harness's UDP relay every node
+reaches the same peer at a different address (docs/swim.md, "Addressing"), so the runtime
+maps addresses to NodeIDs and back from the node's config.
+
+What it does (spec ../shared/specs/swim.md, SWIM paper, memberlist's incarnation rules):
+
+* join through seeds: JoinReq, answered by JoinAck (+ a sample of members), JoinNak (a token
+  expected, or refused), JoinRedirect (at capacity: "ask that member"), or silence;
+* one probe per protocol period, round-robin over a shuffled member list; after
+  ``probe_timeout_s`` without an answer, ``indirect_k`` helpers relay the probe (ttl 1); no
+  answer by the period's end -> the member is suspected;
+* suspicion expires into death after ``suspicion_mult * max(1, log10(n)) * period_s``
+  (timed only by members whose own probe failed), unless the member refutes it with a
+  higher generation; the accuser nudges the suspect every period;
+* updates (alive/joined, suspect, dead, left) are piggy-backed on pings, join answers and
+  join requests, each sent ``retransmit_mult * ceil(log10(n + 1))`` times; deaths and
+  leaves are also flooded at once; every ping names its sender (cheap anti-entropy);
+* a member we believe suspect or dead is told so whenever we talk to it ("notice"), so it can
+  refute; dead members get a reconnecting JoinReq every ``reconnect_periods`` periods, which
+  is how two sides of a healed partition find each other again;
+* voluntary leave (Leave to every member, then silence), peer capacity, broadcast seeds.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from nodes.swim import codec as c
+from nodes.swim.codec import NodeInfo, Update, UpdateKind
+
+#: named bug modes (docs/swim.md): off unless listed in the node config's ``bugs``
+BUGS = ("no-indirect-probes", "no-refutation", "no-gossip-retransmit", "ignore-capacity")
+
+DOMAIN = c.domain_tag("swim")
+NAK_TOKEN_EXPECTED = 7115  # the spec's example session
+NAK_REFUSED = 7116
+NAK_FULL = 7117
+REDIRECT_AT_CAPACITY = 7118
+
+
+class State(enum.StrEnum):
+    ALIVE = "alive"
+    SUSPECT = "suspect"
+    DEAD = "dead"
+    LEFT = "left"
+
+
+LIVE_STATES = (State.ALIVE, State.SUSPECT)
+
+
+@dataclass(frozen=True)
+class Send:
+    to: int
+    msg: c.Message
+
+
+@dataclass(frozen=True)
+class Announce:
+    """A broadcast datagram (seed announcement); the runtime decides where broadcast goes."""
+
+    msg: c.Broadcast
+
+
+@dataclass(frozen=True)
+class Emit:
+    """A journal event (docs/swim.md lists the types)."""
+
+    type: str
+    fields: dict[str, Any]
+
+
+Effect = Send | Announce | Emit
+
+
+@dataclass(frozen=True)
+class Options:
+    """Protocol knobs, from the node config's ``options`` (unknown keys are ignored)."""
+
+    period_s: float = 1.0
+    probe_timeout_s: float = 0.5
+    indirect_k: int = 3
+    suspicion_mult: float = 4.0
+    capacity: int = 0  # 0: no limit
+    retransmit_mult: int = 4
+    retransmits: int = 0  # 0: retransmit_mult * ceil(log10(n + 1))
+    max_piggyback: int = 8
+    sample_size: int = 0  # JoinAck sample; 0: every alive member (the joiner's full view)
+    reconnect_periods: int = 5
+    announce_periods: int = 0  # 0: never broadcast
+    join_token: str = ""  # non-empty: joiners must present it (JoinNak 7115 tells them)
+    accept_joins: bool = True  # False: ignore JoinReq
+    refuse_joins: bool = False  # True: JoinNak 7116 every JoinReq
+    discover: bool = False  # with no seeds: wait for a Broadcast instead of founding a group
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Options:
+        known = {f.name: f.type for f in fields(cls)}
+        kw: dict[str, Any] = {}
+        for k, v in d.items():
+            if k in known:
+                default = getattr(cls, k)
+                kw[k] = type(default)(v)
+        opts = cls(**kw)
+        if opts.period_s <= 0 or not 0 < opts.probe_timeout_s <= opts.period_s:
+            raise ValueError("need period_s > 0 and 0 < probe_timeout_s <= period_s")
+        return opts
+
+
+@dataclass
+class Member:
+    id: int
+    gen: int
+    state: State
+    since: float
+    suspect_deadline: float | None = None
+    suspected_by: int | None = None
+
+    def info(self) -> NodeInfo:
+        return NodeInfo(self.id, self.gen)
+
+
+@dataclass
+class _Probe:
+    target: int
+    seq: int
+    direct_deadline: float
+    acked: bool = False
+    indirect: bool = False
+
+
+@dataclass
+class _Gossip:
+    update: Update
+    left: int
+    sent: int = 0
+
+
+@dataclass
+class Counters:
+    sent: dict[str, int] = field(default_factory=dict)
+    received: dict[str, int] = field(default_factory=dict)
+    probes: int = 0
+    probes_failed: int = 0
+    indirect_probes: int = 0
+    forwarded: int = 0
+
+
+class SwimCore:
+    """One member's protocol state. Call ``start`` once, then ``on_message``/``poll``."""
+
+    def __init__(self, me: int, gen: int, addresses: Mapping[int, tuple[str, int]],
+                 seeds: Iterable[int], options: Options, rng: random.Random,
+                 bugs: Iterable[str] = ()) -> None:
+        unknown = set(bugs) - set(BUGS)
+        if unknown:
+            raise ValueError(f"unknown bug modes {sorted(unknown)}; known: {list(BUGS)}")
+        self.me = me
+        self.gen = gen
+        self.addresses = dict(addresses)
+        self.seeds = [s for s in seeds if s != me]
+        self.opts = options
+        self.rng = rng
+        self.bugs = frozenset(bugs)
+        self.members: dict[int, Member] = {}
+        self.joined = False
+        self.left = False
+        self.period = 0
+        self.counters = Counters()
+        self._next_period: float = 0.0
+        self._probe: _Probe | None = None
+        self._order: list[int] = []
+        self._seq = 0
+        self._gossip: dict[int, _Gossip] = {}
+        self._seed_i = 0
+        self._join_target: int | None = None
+        self._token = b""
+        self._redirected: set[int] = set()
+        self._out: list[Effect] = []
+        self._now = 0.0
+
+    # ---------------------------------------------------------------- public surface
+
+    def start(self, now: float) -> list[Effect]:
+        """Begin: the first period starts now (a founder with no seeds is joined at once)."""
+        self._now = now
+        self._next_period = now
+        return self.poll(now)
+
+    def next_wakeup(self) -> float:
+        """The earliest time ``poll`` has work to do."""
+        t = self._next_period
+        p = self._probe
+        if p is not None and not p.acked and not p.indirect:
+            t = min(t, p.direct_deadline)
+        for m in self.members.values():
+            if m.state is State.SUSPECT and m.suspect_deadline is not None:
+                t = min(t, m.suspect_deadline)
+        return t
+
+    def poll(self, now: float) -> list[Effect]:
+        """Run every timer due at ``now``."""
+        self._now = now
+        p = self._probe
+        if p is not None and not p.acked and not p.indirect and now >= p.direct_deadline:
+            self._indirect(p)
+        for m in list(self.members.values()):
+            if (m.state is State.SUSPECT and m.suspect_deadline is not None
+                    and now >= m.suspect_deadline):
+                self._declare_dead(m)
+        while now >= self._next_period:
+            self._period()
+            self._next_period += self.opts.period_s
+            if self._next_period <= now:  # a stall (paused process): do not replay periods
+                self._next_period = now + self.opts.period_s
+        return self._flush()
+
+    def on_message(self, msg: c.Message, now: float, from_id: int | None = None
+                   ) -> list[Effect]:
+        """Handle one decoded datagram; ``from_id`` is the sender as the address book says."""
+        self._now = now
+        name = type(msg).__name__
+        self.counters.received[name] = self.counters.received.get(name, 0) + 1
+        if self.left:
+            return []
+        match msg:
+            case c.PingRequest():
+                self._on_ping(msg)
+            case c.PingResponse():
+                self._on_pong(msg)
+            case c.JoinReq():
+                self._on_join_req(msg, from_id)
+            case c.JoinAck():
+                self._on_join_ack(msg)
+            case c.JoinNak():
+                self._on_join_nak(msg, from_id)
+            case c.JoinRedirect():
+                self._on_redirect(msg, from_id)
+            case c.Leave():
+                self._apply(Update(UpdateKind.LEFT, msg.src, msg.src.id))
+            case c.Broadcast():
+                self._on_broadcast(msg)
+        return self._flush()
+
+    def leave(self, now: float) -> list[Effect]:
+        """Leave voluntarily: tell every member, then fall silent."""
+        self._now = now
+        if self.left:
+            return []
+        for m in self._live():
+            self._send(m.id, c.Leave(NodeInfo(self.me, self.gen)))
+        self._emit("leave", gen=self.gen)
+        self.left = True
+        self.joined = False
+        self._probe = None
+        return self._flush()
+
+    def rejoin(self, now: float) -> list[Effect]:
+        """Join again after ``leave``, with a higher generation, through the seeds."""
+        self._now = now
+        if not self.left:
+            return []
+        self.left = False
+        self.gen += 1
+        self.members.clear()
+        self._gossip.clear()
+        self._emit("rejoin", gen=self.gen)
+        self._next_period = now
+        return self.poll(now)
+
+    def view(self) -> list[dict[str, Any]]:
+        return [{"id": m.id, "gen": m.gen, "state": m.state.value, "since": round(m.since, 6)}
+                for m in sorted(self.members.values(), key=lambda m: m.id)]
+
+    @property
+    def n(self) -> int:
+        """Group size as this member sees it (itself included)."""
+        return 1 + sum(1 for m in self.members.values() if m.state in LIVE_STATES)
+
+    def suspicion_timeout(self) -> float:
+        return self.opts.suspicion_mult * max(1.0, math.log10(self.n)) * self.opts.period_s
+
+    def retransmit_limit(self) -> int:
+        if "no-gossip-retransmit" in self.bugs:
+            return 1
+        if self.opts.retransmits > 0:
+            return self.opts.retransmits
+        return self.opts.retransmit_mult * max(1, math.ceil(math.log10(self.n + 1)))
+
+    # ---------------------------------------------------------------- periods and probes
+
+    def _period(self) -> None:
+        self.period += 1
+        p = self._probe
+        if p is not None and not p.acked:
+            self._probe_failed(p)
+        self._probe = None
+        if not self.joined:
+            self._try_join()
+        else:
+            if not self._live() and self.seeds and self.period % 2 == 0:
+                # joined but alone (peers dropped or died): knock at a seed again
+                to = self.seeds[self._seed_i % len(self.seeds)]
+                self._seed_i += 1
+                self._send(to, c.JoinReq(NodeInfo(self.me, self.gen), self._token, b"",
+                                         self._payload(to, 0)))
+            self._probe_next()
+            self._nudge_suspects()
+            if self.opts.reconnect_periods > 0 and self.period % self.opts.reconnect_periods == 0:
+                self._reconnect()
+        if self.opts.announce_periods > 0 and (self.period - 1) % self.opts.announce_periods == 0:
+            self._out.append(Announce(c.Broadcast(NodeInfo(self.me, self.gen))))
+            self._count_sent("Broadcast")
+
+    def _probe_next(self) -> None:
+        target = self._next_target()
+        if target is None:
+            return
+        self._seq = (self._seq + 1) & c.MAX_U32 or 1
+        self._probe = _Probe(target, self._seq, self._now + self.opts.probe_timeout_s)
+        self.counters.probes += 1
+        self._send(target, c.PingRequest(self.me, target, 0, self._payload(target, self._seq)))
+
+    def _nudge_suspects(self) -> None:
+        """Ping each member whose suspicion we are timing, every period: the ping carries the
+        notice and the answer carries the refutation, so a live member gets several direct
+        chances to clear itself before we declare it dead (a lossy link's false positive)."""
+        for m in self.members.values():
+            if m.state is State.SUSPECT and m.suspect_deadline is not None:
+                self._seq = (self._seq + 1) & c.MAX_U32 or 1  # non-zero: answer with gossip
+                self._send(m.id, c.PingRequest(self.me, m.id, 0, self._payload(m.id, self._seq)))
+
+    def _next_target(self) -> int | None:
+        for _ in range(2):
+            while self._order:
+                t = self._order.pop()
+                m = self.members.get(t)
+                if m is not None and m.state in LIVE_STATES:
+                    return t
+            self._order = [m.id for m in self._live()]
+            self.rng.shuffle(self._order)
+        return None
+
+    def _indirect(self, p: _Probe) -> None:
+        p.indirect = True
+        if "no-indirect-probes" in self.bugs:
+            return
+        helpers = [m.id for m in self._live() if m.id != p.target and m.state is State.ALIVE]
+        for h in self.rng.sample(helpers, min(self.opts.indirect_k, len(helpers))):
+            self.counters.indirect_probes += 1
+            self._send(h, c.PingRequest(self.me, p.target, 1, self._payload(p.target, p.seq)))
+
+    def _probe_failed(self, p: _Probe) -> None:
+        self.counters.probes_failed += 1
+        m = self.members.get(p.target)
+        if m is None:
+            return
+        if m.state is State.ALIVE:
+            self._suspect(m, by=self.me, local=True)
+            self._enqueue(Update(UpdateKind.SUSPECT, m.info(), self.me))
+        elif m.state is State.SUSPECT and m.suspect_deadline is None:
+            # our own probe confirms a suspicion we only heard of: now we time it too
+            m.suspect_deadline = self._now + self.suspicion_timeout()
+            self._emit("suspect-confirmed", member=m.id, gen=m.gen, by=m.suspected_by)
+
+    def _suspect(self, m: Member, by: int, local: bool) -> None:
+        """Mark ``m`` suspect. Only a member whose *own* probe failed runs the timer that
+        turns suspicion into death: hearsay alone never kills, so a false suspicion needs to
+        be refuted to one member (its originator, who is told directly), not to all."""
+        m.state = State.SUSPECT
+        m.since = self._now
+        m.suspect_deadline = self._now + self.suspicion_timeout() if local else None
+        m.suspected_by = by
+        self._emit("suspect", member=m.id, gen=m.gen, by=by, local=local)
+
+    def _declare_dead(self, m: Member) -> None:
+        m.state = State.DEAD
+        m.since = self._now
+        m.suspect_deadline = None
+        self._emit("dead", member=m.id, gen=m.gen, by=self.me, local=True,
+                   suspected_by=m.suspected_by)
+        u = Update(UpdateKind.DEAD, m.info(), self.me)
+        self._enqueue(u)
+        self._fan_out(u)
+
+    # ---------------------------------------------------------------- pings
+
+    def _on_ping(self, msg: c.PingRequest) -> None:
+        if msg.target != self.me:
+            # a relayed probe: forward toward the target if we may and can
+            if msg.ttl >= 1 and msg.target in self.addresses:
+                self.counters.forwarded += 1
+                self._send(msg.target, c.PingRequest(msg.src, msg.target, msg.ttl - 1,
+                                                     msg.payload))
+            return
+        self._take(msg.payload, msg.src)
+        if msg.src in self.addresses:
+            # seq 0 marks a one-way gossip ping (fan-out, refutation): answered, but without
+            # piggy-back, so a flood does not burn every member's retransmission budget
+            seq = msg.payload.seq
+            self._send(msg.src, c.PingResponse(msg.src, self.me, msg.ttl,
+                                               self._payload(msg.src, seq, gossip=seq != 0)))
+            self._check_symmetry(msg.src)
+
+    def _check_symmetry(self, src: int) -> None:
+        """With a peer capacity, "connections are symmetrical" (the spec): a member that
+        probes us while we do not track it is told where to (re)join: here, if we have the
+        slot kept for direct joins, else some member of ours. Without a capacity every member
+        learns every other through gossip, and this stays out of the way."""
+        m = self.members.get(src)
+        if self.opts.capacity <= 0 or not self.joined or (m is not None
+                                                          and m.state in LIVE_STATES):
+            return
+        if self._full(direct=True):
+            others = [x.id for x in self._live() if x.id != src and x.state is State.ALIVE]
+            if not others:
+                return
+            to = self.rng.choice(others)
+        else:
+            to = self.me
+        host, port = self.addresses.get(to, ("0.0.0.0", 0))
+        self._send(src, c.JoinRedirect(c.Address.of(host, port), DOMAIN, REDIRECT_AT_CAPACITY,
+                                       f"node:{to}"))
+
+    def _on_pong(self, msg: c.PingResponse) -> None:
+        if msg.src != self.me:
+            return
+        self._take(msg.payload, msg.target)
+        p = self._probe
+        if p is not None and p.target == msg.target and p.seq == msg.payload.seq:
+            p.acked = True
+
+    # ---------------------------------------------------------------- joining
+
+    def _try_join(self) -> None:
+        if self._join_target is None:
+            if not self.seeds:
+                if self.opts.discover:
+                    return  # wait for a seed's Broadcast
+                self.joined = True  # a founder: a group of one that others join
+                self._emit("join-ok", seed=None, gen=self.gen)
+                self._probe_next()
+                return
+            self._join_target = self.seeds[self._seed_i % len(self.seeds)]
+            self._seed_i += 1
+        target, self._join_target = self._join_target, None
+        self._send(target, c.JoinReq(NodeInfo(self.me, self.gen), self._token, b"",
+                                     self._payload(target, 0)))
+
+    def _on_join_req(self, msg: c.JoinReq, from_id: int | None) -> None:
+        src = msg.src
+        if not self.joined or not self.opts.accept_joins or src.id == self.me:
+            return  # ignore: not a member (yet), or told to ignore
+        if self.opts.refuse_joins:
+            self._send(src.id, c.JoinNak(DOMAIN, NAK_REFUSED, "refused"))
+            return
+        if self.opts.join_token and msg.token != self.opts.join_token.encode():
+            self._send(src.id, c.JoinNak(DOMAIN, NAK_TOKEN_EXPECTED, self.opts.join_token))
+            return
+        self._take(msg.payload, src.id)
+        cur = self.members.get(src.id)
+        if (cur is None or cur.state not in LIVE_STATES) and self._full():
+            others = [m.id for m in self._live() if m.state is State.ALIVE]
+            if not others:
+                self._send(src.id, c.JoinNak(DOMAIN, NAK_FULL, "at capacity"))
+                return
+            if src.id in self._redirected:
+                # asked again after a redirect: the group may be saturated (every member
+                # full), so make room: drop one of ours, who will find a new home the
+                # same way (it probes us, we no longer track it, we redirect it)
+                self._redirected.discard(src.id)
+                victim = self.rng.choice(others)
+                del self.members[victim]
+                self._emit("evicted", member=victim, for_member=src.id)
+                self._apply(Update(UpdateKind.ALIVE, src, self.me), direct=True)
+                self._ack(src)
+                return
+            self._redirected.add(src.id)
+            to = self.rng.choice(others)
+            host, port = self.addresses.get(to, ("0.0.0.0", 0))
+            self._send(src.id, c.JoinRedirect(c.Address.of(host, port), DOMAIN,
+                                              REDIRECT_AT_CAPACITY, f"node:{to}"))
+            self._emit("join-redirected", member=src.id, to=to)
+            return
+        self._apply(Update(UpdateKind.ALIVE, src, self.me), direct=True)
+        self._ack(src)
+
+    def _ack(self, src: NodeInfo) -> None:
+        sample = [m.info() for m in self._live() if m.id != src.id and m.state is State.ALIVE]
+        self.rng.shuffle(sample)
+        payload = self._payload(src.id, 0, sample=sample[: self.opts.sample_size or 255])
+        self._send(src.id, c.JoinAck(NodeInfo(self.me, self.gen), payload))
+
+    def _on_join_ack(self, msg: c.JoinAck) -> None:
+        if not self.joined:
+            self.joined = True
+            self._token = b""
+            self._emit("join-ok", seed=msg.desc.id, gen=self.gen)
+        # the acker first: it may take the slot kept for direct joins, the rest may not
+        self._apply(Update(UpdateKind.ALIVE, msg.desc, msg.desc.id), direct=True)
+        self._take(msg.payload, msg.desc.id)
+
+    def _on_join_nak(self, msg: c.JoinNak, from_id: int | None) -> None:
+        self._emit("join-refused", seed=from_id, code=msg.code, etag=msg.etag)
+        if self.joined:
+            return
+        if msg.domain == DOMAIN and msg.code == NAK_TOKEN_EXPECTED and msg.etag and from_id:
+            self._token = msg.etag.encode()  # the spec's example: the etag hints the token
+            self._join_target = from_id
+            self._try_join()
+
+    def _on_redirect(self, msg: c.JoinRedirect, from_id: int | None) -> None:
+        to: int | None = None
+        if msg.etag.startswith("node:"):
+            try:
+                to = int(msg.etag[5:])
+            except ValueError:
+                to = None
+        self._emit("join-redirect", seed=from_id, to=to)
+        if to is None or to not in self.addresses or to == self.me:
+            return
+        if self.joined:
+            # a member does not track us: drop it too (symmetry) and ask where it says
+            if from_id is not None and from_id != to and from_id in self.members:
+                del self.members[from_id]
+                self._emit("dropped", member=from_id)
+            self._send(to, c.JoinReq(NodeInfo(self.me, self.gen), b"", b"",
+                                     self._payload(to, 0)))
+            return
+        self._join_target = to  # asked at the next period: redirects cannot ping-pong fast
+
+    def _on_broadcast(self, msg: c.Broadcast) -> None:
+        sid = msg.self_info.id
+        if sid == self.me or sid not in self.addresses:
+            return
+        if sid not in self.seeds:
+            self.seeds.append(sid)
+            self._emit("seed-discovered", seed=sid)
+        if not self.joined:
+            self._join_target = sid
+            self._try_join()
+
+    def _reconnect(self) -> None:
+        dead = [m for m in self.members.values() if m.state is State.DEAD]
+        if not dead:
+            return
+        m = self.rng.choice(dead)
+        self._send(m.id, c.JoinReq(NodeInfo(self.me, self.gen), b"", b"",
+                                   self._payload(m.id, 0)))
+
+    # ---------------------------------------------------------------- gossip
+
+    def _take(self, p: c.Payload, sender: int) -> None:
+        """Merge a payload: its updates, then its sample as alive members (a JoinAck's
+        view; on pings, the sender itself)."""
+        for u in p.updates:
+            self._apply(u)
+        for info in p.sample:
+            if info.id != self.me and info.id in self.addresses:
+                self._apply(Update(UpdateKind.ALIVE, info, sender))
+
+    def _apply(self, u: Update, direct: bool = False) -> bool:
+        """Merge one update by the incarnation rules; re-gossip it if it changed our view.
+
+        ``direct``: the member itself is talking to us (its JoinReq, our JoinAck), so it may
+        take the slot kept for direct joins."""
+        x, g = u.node.id, u.node.gen
+        if x == self.me:
+            return self._about_me(u)
+        cur = self.members.get(x)
+        k = u.kind
+        changed = False
+        if k is UpdateKind.ALIVE:
+            if cur is None:
+                if x not in self.addresses or self._full(direct):
+                    return False
+                self.members[x] = Member(x, g, State.ALIVE, self._now)
+                self._emit("joined", member=x, gen=g, via=u.origin)
+                changed = True
+            elif g > cur.gen:
+                prev = cur.state
+                if prev not in LIVE_STATES and self._full(direct):
+                    return False
+                cur.gen, cur.state, cur.since, cur.suspect_deadline = g, State.ALIVE, self._now, None
+                self._emit("alive", member=x, gen=g, prev=prev.value, via=u.origin)
+                changed = True
+        elif cur is None:
+            return False  # news of an unknown member's failure: nothing to update
+        elif k is UpdateKind.SUSPECT:
+            if (cur.state is State.ALIVE and g >= cur.gen) or (
+                    cur.state is State.SUSPECT and g > cur.gen):
+                cur.gen = g
+                self._suspect(cur, by=u.origin, local=False)
+                changed = True
+        elif k is UpdateKind.DEAD:
+            if (cur.state in LIVE_STATES and g >= cur.gen) or (
+                    cur.state in (State.DEAD, State.LEFT) and g > cur.gen):
+                cur.gen, cur.state, cur.since, cur.suspect_deadline = g, State.DEAD, self._now, None
+                self._emit("dead", member=x, gen=g, by=u.origin, local=False)
+                changed = True
+        elif k is UpdateKind.LEFT:
+            if (cur.state is not State.LEFT and g >= cur.gen) or g > cur.gen:
+                cur.gen, cur.state, cur.since, cur.suspect_deadline = g, State.LEFT, self._now, None
+                self._emit("left", member=x, gen=g)
+                changed = True
+        if changed:
+            self._enqueue(u)
+            if k in (UpdateKind.DEAD, UpdateKind.LEFT):
+                self._fan_out(u)  # whoever learns a death first passes it on at once
+        return changed
+
+    def _fan_out(self, u: Update) -> None:
+        """Spread a death or leave at once: a ping (seq 0, answer ignored) carrying just
+        ``u`` to ``indirect_k`` random members, outside the piggy-back budget. Every member
+        that learns it does the same, so the news floods the group in a few round trips;
+        the piggy-backed copies still reach anyone the flood missed."""
+        skip = {u.node.id, u.origin}
+        peers = [m.id for m in self._live() if m.id not in skip and m.state is State.ALIVE]
+        for to in self.rng.sample(peers, min(self.opts.indirect_k, len(peers))):
+            self._send(to, c.PingRequest(self.me, to, 0, c.Payload(
+                0, (u,), (NodeInfo(self.me, self.gen),))))
+
+    def _about_me(self, u: Update) -> bool:
+        if u.kind is UpdateKind.ALIVE:
+            return False
+        if u.node.gen < self.gen:
+            # someone still holds an old suspicion: our refutation missed it, say it again
+            if u.node.id not in self._gossip:
+                self._enqueue(Update(UpdateKind.ALIVE, NodeInfo(self.me, self.gen), self.me))
+            return False
+        if "no-refutation" in self.bugs:
+            return False
+        was = u.kind.name.lower()
+        self.gen = u.node.gen + 1
+        self._emit("refute", gen=self.gen, was=was, by=u.origin)
+        self._enqueue(Update(UpdateKind.ALIVE, NodeInfo(self.me, self.gen), self.me))
+        if u.origin != self.me and u.origin in self.addresses and self.joined:
+            # tell the accuser at once (a ping carrying the refutation), not only by gossip
+            self._send(u.origin, c.PingRequest(self.me, u.origin, 0, self._payload(u.origin, 0)))
+        return True
+
+    def _enqueue(self, u: Update) -> None:
+        self._gossip[u.node.id] = _Gossip(u, self.retransmit_limit())
+
+    def _payload(self, to: int, seq: int, sample: list[NodeInfo] | None = None,
+                 gossip: bool = True) -> c.Payload:
+        updates: list[Update] = []
+        m = self.members.get(to)
+        if m is not None and m.state in (State.SUSPECT, State.DEAD):
+            kind = UpdateKind.SUSPECT if m.state is State.SUSPECT else UpdateKind.DEAD
+            # the notice (refute if you can), naming the accuser so the refutation goes there
+            updates.append(Update(kind, m.info(), m.suspected_by or self.me))
+        picks = sorted(self._gossip.values(), key=lambda gsp: gsp.sent) if gossip else []
+        for gsp in picks:
+            if len(updates) >= self.opts.max_piggyback:
+                break
+            if gsp.update.node.id == to and updates:
+                continue
+            updates.append(gsp.update)
+            gsp.sent += 1
+            gsp.left -= 1
+            if gsp.left <= 0:
+                del self._gossip[gsp.update.node.id]
+        if sample is None:
+            # every message names its sender's incarnation: a member that missed a join's
+            # gossip learns the joiner at its first probe (anti-entropy at 8 bytes a message)
+            sample = [NodeInfo(self.me, self.gen)]
+        return c.Payload(seq, tuple(updates), tuple(sample))
+
+    # ---------------------------------------------------------------- helpers
+
+    def _live(self) -> list[Member]:
+        return [m for m in self.members.values() if m.state in LIVE_STATES]
+
+    def _full(self, direct: bool = True) -> bool:
+        """At capacity? Members learned second-hand (gossip, samples) may fill all but one
+        slot: the last is kept for a direct join, so a full group can still admit joiners."""
+        cap = self.opts.capacity
+        if cap <= 0 or "ignore-capacity" in self.bugs:
+            return False
+        live = sum(1 for m in self.members.values() if m.state in LIVE_STATES)
+        return live >= (cap if direct else max(cap - 1, 0))
+
+    def _send(self, to: int, msg: c.Message) -> None:
+        self._count_sent(type(msg).__name__)
+        self._out.append(Send(to, msg))
+
+    def _count_sent(self, name: str) -> None:
+        self.counters.sent[name] = self.counters.sent.get(name, 0) + 1
+
+    def _emit(self, type_: str, **fields: Any) -> None:
+        self._out.append(Emit(type_, {**fields, "period": self.period}))
+
+    def _flush(self) -> list[Effect]:
+        out, self._out = self._out, []
+        return out

@@ -1,0 +1,104 @@
+"""How the harness runs SWIM: `PROTOCOL` (a ProtocolDef over the UDP relay) and its workload.
+
+SWIM has no client operations in the KV sense. The ``membership`` workload's client ops are:
+
+* ``clock-sync`` (once, thread 0, at the start): completes with the harness's
+  ``{"wall": time.time(), "mono": time.monotonic()}``, which lets the checker place node
+  journal events (stamped with the node's ``mono``, the same system-wide CLOCK_MONOTONIC) on
+  the history's time axis, immune to clock-skew faults (docs/swim.md, "Time alignment");
+* ``leave`` / ``join`` on one node, planned by ``test.options["swim_plan"]`` as
+  ``[[at_s, "leave"|"join", "n3"], ...]``: the op goes to the node's own ``/swim/*`` route.
+
+Thread ``i`` serves node ``node_ids[i % n]`` (use ``concurrency >= nodes`` to plan ops on every
+node). After its plan a thread idles until the time limit, so the nemesis has the whole run.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from checkers.membership import check_membership
+from harness.generators import Context, Pending
+from harness.spec import NodeAddr, ProtocolDef, TestSpec, Workload
+from nodes.swim.core import BUGS
+
+Op = dict[str, Any]
+
+
+class SwimClient:
+    """Talks to one node's HTTP routes (the admin port: the client port's relay is UDP)."""
+
+    def __init__(self, addr: NodeAddr | None, process: int) -> None:
+        self.node = addr.node if addr else None
+        self.url = addr.admin_url if addr else ""
+        self._s: aiohttp.ClientSession | None = None
+
+    async def invoke(self, op: Op) -> Op:
+        f = op["f"]
+        if f == "clock-sync":
+            return {"type": "ok", "value": {"wall": time.time(), "mono": time.monotonic()}}
+        if f in ("leave", "join"):
+            if self._s is None:
+                self._s = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3))
+            async with self._s.post(f"{self.url}/swim/{f}") as r:
+                r.raise_for_status()
+                body = await r.json()
+            return {"type": "ok", "value": {"node": self.node, "gen": body.get("gen"),
+                                            "left": body.get("left")}}
+        raise ValueError(f"unknown swim op {f!r}")
+
+    async def close(self) -> None:
+        if self._s is not None:
+            await self._s.close()
+
+
+@dataclass
+class MembershipGen:
+    """clock-sync once, then each thread's planned leave/join ops, then idle."""
+
+    nodes: list[str]
+    plan: list[tuple[float, str, str]]
+    _synced: bool = False
+    _done: set[int] = field(default_factory=set)
+
+    def op(self, ctx: Context) -> Op | Pending | None:
+        if not self._synced:
+            self._synced = True
+            return {"f": "clock-sync", "value": None}
+        thread = int(ctx.thread)
+        node = self.nodes[thread % len(self.nodes)] if self.nodes else None
+        for i, (at, f, n) in enumerate(self.plan):
+            if i in self._done or n != node:
+                continue
+            if ctx.time >= at:
+                self._done.add(i)
+                return {"f": f, "value": n}
+            return Pending(at)
+        return Pending(1e12)  # idle: the time limit ends us
+
+
+def membership_generator(spec: TestSpec) -> MembershipGen:
+    raw = spec.options.get("swim_plan", [])
+    plan = sorted((float(a), str(f), str(n)) for a, f, n in raw)
+    return MembershipGen(spec.node_ids, plan)
+
+
+def membership_workload() -> Workload:
+    return Workload(client=SwimClient, generator=membership_generator,
+                    checkers={"membership": check_membership})
+
+
+PROTOCOL = ProtocolDef(
+    name="swim",
+    module="nodes.swim",
+    workloads={"membership": membership_workload},
+    bugs=BUGS,
+    transport="udp",
+    default_options={"period_s": 0.5, "probe_timeout_s": 0.25, "indirect_k": 3,
+                     "suspicion_mult": 4},
+    default_workload="membership",
+)

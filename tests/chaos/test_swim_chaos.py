@@ -1,0 +1,183 @@
+"""SWIM chaos tests: real node processes on loopback, every datagram through the UDP relay.
+
+Two are also ``smoke`` (bounded, run on every submission): a correct 5-node group under a
+kill and 10% loss, and the ``no-refutation`` bug caught by the convergence check. The rest
+are nightly (``pytest -m chaos``): 10- and 30-node groups, pauses, 30% loss, partitions and
+heals, a member leaving, a member joining during a partition, capacity, each bug mode.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from faults import schedules as sch
+from harness.nemeses import from_schedule
+from harness.spec import TestSpec
+from nodes.swim.harness import PROTOCOL
+
+FAST = {"period_s": 0.2, "probe_timeout_s": 0.1, "suspicion_mult": 4}
+
+
+def swim_spec(name: str, nodes: int, steps: list[tuple[float, dict[str, Any]]], *,
+              time_limit: float, options: dict[str, Any] | None = None,
+              bugs: list[str] | None = None, quiesce_s: float = 3.0) -> TestSpec:
+    return TestSpec(name=name, protocol=PROTOCOL, nodes=nodes, concurrency=nodes,
+                    nemesis=from_schedule(sch.explicit(steps)) if steps else None,
+                    nemesis_desc=",".join(o["f"] for _, o in steps) or "none",
+                    time_limit=time_limit, quiesce_s=quiesce_s, bugs=list(bugs or []),
+                    options={**FAST, **(options or {})})
+
+
+def op(f: str, value: Any = None) -> dict[str, Any]:
+    return sch.op(f, value)
+
+
+def figures(res: Any) -> dict[str, Any]:
+    m = next(c for c in res.result.children if c.checker == "membership")
+    return {c.checker: c.stats for c in m.children}
+
+
+# ----------------------------------------------------------------------------- smoke
+
+
+@pytest.mark.chaos
+@pytest.mark.smoke
+def test_swim_smoke_kill_and_loss(chaos_run: Any) -> None:
+    spec = swim_spec("swim-smoke", 5, [
+        (2.0, op("kill", {"node": "n3"})), (4.0, op("restart", {"node": "n3"})),
+        (1.0, op("start-loss", {"p": 0.1})), (4.0, op("stop-loss")),
+    ], time_limit=12, options={"swim_max_first_detection_periods": 4.0,
+                               "swim_max_all_dead_s": 3.0})
+    res = chaos_run(spec)
+    f = figures(res)
+    assert f["completeness"]["judged"] == 1
+    assert f["accuracy"]["false_positives"] == 0
+
+
+@pytest.mark.chaos
+@pytest.mark.smoke
+def test_swim_smoke_bug_no_refutation(chaos_run: Any) -> None:
+    spec = swim_spec("swim-smoke-bug", 5, [
+        (2.0, op("pause", {"node": "n4"})), (0.7, op("resume", {"node": "n4"})),
+    ], time_limit=7, bugs=["no-refutation"])
+    chaos_run(spec, expect="membership.convergence")
+
+
+# ----------------------------------------------------------------------------- nightly
+
+
+@pytest.mark.chaos
+def test_swim_10_nodes_kills_pauses_partitions(chaos_run: Any) -> None:
+    spec = swim_spec("swim-10", 10, [
+        (2.0, op("kill", {"node": "n4"})), (5.0, op("restart", {"node": "n4"})),
+        (2.0, op("pause", {"node": "n7"})), (0.6, op("resume", {"node": "n7"})),
+        (2.0, op("start-partition", {"shape": "halves"})), (5.0, op("stop-partition")),
+        (2.0, op("pause", {"node": "n2"})), (5.0, op("resume", {"node": "n2"})),
+    ], time_limit=30, quiesce_s=5, options={"swim_max_first_detection_periods": 4.0})
+    chaos_run(spec)
+
+
+@pytest.mark.chaos
+def test_swim_30_nodes_kill_and_loss(chaos_run: Any) -> None:
+    spec = swim_spec("swim-30", 30, [
+        (3.0, op("kill", {"node": ["n5", "n17"]})), (8.0, op("restart")),
+        (2.0, op("start-loss", {"p": 0.1})), (8.0, op("stop-loss")),
+    ], time_limit=30, quiesce_s=6, options={"period_s": 0.5, "probe_timeout_s": 0.25,
+                                            "swim_max_first_detection_periods": 4.0})
+    chaos_run(spec)
+
+
+@pytest.mark.chaos
+def test_swim_heavy_loss_stays_accurate(chaos_run: Any) -> None:
+    # 30% loss on every link: a round trip fails half the time. Indirect probes, the
+    # accuser's nudges and direct refutation keep false deaths rare; the figure is reported.
+    spec = swim_spec("swim-loss30", 5, [(2.0, op("start-loss", {"p": 0.3})),
+                                        (20.0, op("stop-loss"))],
+                     time_limit=24, options={"swim_max_fp_per_member_hour": 400})
+    res = chaos_run(spec)
+    assert figures(res)["accuracy"]["false_suspicions"] > 0  # the fault really bit
+
+
+@pytest.mark.chaos
+def test_swim_leave_and_join_during_partition(chaos_run: Any) -> None:
+    spec = swim_spec("swim-leave-join", 6, [
+        (4.0, op("start-partition", {"shape": "explicit",
+                                     "groups": [["n1", "n2", "n3"], ["n4", "n5", "n6"]]})),
+        (6.0, op("stop-partition")),
+    ], time_limit=18, quiesce_s=5,
+        options={"swim_plan": [[2.0, "leave", "n6"], [3.0, "leave", "n5"],
+                               [7.0, "join", "n5"]]})
+    res = chaos_run(spec)
+    assert figures(res)["convergence"]["live"] == ["n1", "n2", "n3", "n4", "n5"]
+
+
+@pytest.mark.chaos
+def test_swim_capacity_respected(chaos_run: Any) -> None:
+    spec = swim_spec("swim-capacity", 6, [(3.0, op("kill", {"node": "n6"})),
+                                          (4.0, op("restart", {"node": "n6"}))],
+                     time_limit=12, quiesce_s=4, options={"capacity": 3})
+    chaos_run(spec)
+
+
+@pytest.mark.chaos
+def test_swim_bug_no_indirect_probes_caught(chaos_run: Any) -> None:
+    spec = swim_spec("swim-bug-indirect", 5, [(2.0, op("start-loss", {"p": 0.1})),
+                                              (15.0, op("stop-loss"))],
+                     time_limit=18, bugs=["no-indirect-probes"],
+                     options={"swim_max_false_suspicions_per_member_hour": 1000})
+    chaos_run(spec, expect="membership.accuracy")
+
+
+@pytest.mark.chaos
+def test_swim_correct_under_same_loss_passes_that_threshold(chaos_run: Any) -> None:
+    spec = swim_spec("swim-indirect-ok", 5, [(2.0, op("start-loss", {"p": 0.1})),
+                                             (15.0, op("stop-loss"))],
+                     time_limit=18,
+                     options={"swim_max_false_suspicions_per_member_hour": 1000})
+    chaos_run(spec)
+
+
+@pytest.mark.chaos
+def test_swim_bug_no_gossip_retransmit_caught(chaos_run: Any) -> None:
+    # members still learn a joiner when it probes them (every message names its sender), so
+    # the group converges; what the bug breaks is speed: a join takes ~n periods, not ~log n
+    spec = swim_spec("swim-bug-gossip", 10, [], time_limit=12, bugs=["no-gossip-retransmit"],
+                     options={"period_s": 0.5, "probe_timeout_s": 0.25,
+                              "swim_max_dissemination_periods": 5.0})
+    chaos_run(spec, expect="membership.dissemination")
+
+
+@pytest.mark.chaos
+def test_swim_correct_joins_spread_fast(chaos_run: Any) -> None:
+    spec = swim_spec("swim-joins", 10, [], time_limit=12,
+                     options={"period_s": 0.5, "probe_timeout_s": 0.25,
+                              "swim_max_dissemination_periods": 5.0})
+    chaos_run(spec)
+
+
+@pytest.mark.chaos
+def test_swim_bug_ignore_capacity_caught(chaos_run: Any) -> None:
+    spec = swim_spec("swim-bug-capacity", 6, [], time_limit=8, bugs=["ignore-capacity"],
+                     options={"capacity": 2})
+    chaos_run(spec, expect="membership.convergence")
+
+
+@pytest.mark.chaos
+def test_swim_bug_no_refutation_caught_under_loss(chaos_run: Any) -> None:
+    spec = swim_spec("swim-bug-refute-loss", 5, [(2.0, op("start-loss", {"p": 0.2})),
+                                                 (10.0, op("stop-loss"))],
+                     time_limit=14, bugs=["no-refutation"])
+    chaos_run(spec, expect="membership")
+
+
+@pytest.mark.chaos
+def test_swim_fault_free_ten_minutes_no_false_positive(chaos_run: Any) -> None:
+    # the issue's accuracy target: 10 members, memberlist's settings, 10 minutes, no faults
+    spec = swim_spec("swim-quiet-10min", 10, [], time_limit=600, quiesce_s=5,
+                     options={"period_s": 1.0, "probe_timeout_s": 0.5,
+                              "swim_max_fp_per_member_hour": 0,
+                              "swim_max_false_suspicions_per_member_hour": 0})
+    res = chaos_run(spec)
+    assert figures(res)["accuracy"]["member_hours"] > 1.6

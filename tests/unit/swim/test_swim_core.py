@@ -1,0 +1,240 @@
+"""The sans-IO SWIM core driven with simulated time (tests/unit/swim/swim_sim.py)."""
+
+from __future__ import annotations
+
+import random
+import statistics
+
+import pytest
+
+from nodes.swim import codec as c
+from nodes.swim.core import (
+    NAK_TOKEN_EXPECTED,
+    REDIRECT_AT_CAPACITY,
+    Emit,
+    Options,
+    Send,
+    SwimCore,
+)
+from tests.unit.swim.swim_sim import Sim
+
+FAST = Options(period_s=1.0, probe_timeout_s=0.5, suspicion_mult=4)
+
+
+def test_group_forms_through_one_seed() -> None:
+    s = Sim(5, FAST, seed=1)
+    s.run_for(8)
+    assert s.converged()
+    assert len(s.of("join-ok")) == 5
+
+
+def test_killed_member_is_detected_and_declared_dead_everywhere() -> None:
+    firsts, alls = [], []
+    for seed in range(12):
+        s = Sim(5, FAST, seed=seed)
+        s.run_for(8)
+        victim = 2 + seed % 4
+        s.kill(victim)
+        t0 = s.now + random.Random(seed).uniform(0, 1)
+        s.run_until(t0)
+        s.run_for(12)
+        sus = [e.t for e in s.of("suspect", member=victim)]
+        dead_by = {e.node: e.t for e in reversed(s.of("dead", member=victim))}
+        assert set(dead_by) == set(s.ids) - {victim}
+        firsts.append(min(sus) - t0)
+        alls.append(max(dead_by.values()) - t0)
+    assert statistics.mean(firsts) < 2.0  # periods (1 s)
+    assert max(alls) < 7.1  # memberlist's figure for 5 members with the same settings
+
+
+def test_refutation_saves_a_briefly_paused_member() -> None:
+    s = Sim(5, FAST, seed=3)
+    s.run_for(8)
+    s.pause(4)
+    s.run_for(2.5)  # long enough to be suspected, shorter than the suspicion timeout
+    assert s.of("suspect", member=4)
+    s.resume(4)
+    s.run_for(10)
+    assert s.converged()
+    assert s.cores[4].gen >= 1 and s.of("refute")
+
+
+def test_without_refutation_a_paused_member_stays_dead() -> None:
+    s = Sim(5, FAST, seed=3, bugs=("no-refutation",))
+    s.run_for(8)
+    s.pause(4)
+    s.run_for(2.5)
+    s.resume(4)
+    s.run_for(20)
+    assert not s.converged()
+    assert any(s.states(i)[4] == "dead" for i in (1, 2, 3, 5))
+
+
+def test_indirect_probe_bridges_a_one_way_cut() -> None:
+    s = Sim(5, FAST, seed=4)
+    s.run_for(8)
+    s.cut |= {(1, 2)}  # 1 cannot reach 2; 2's replies to 1 still pass
+    s.run_for(30)
+    assert not s.of("suspect", member=2, by=1)
+    bug = Sim(5, FAST, seed=4, bugs=("no-indirect-probes",))
+    bug.run_for(8)
+    bug.cut |= {(1, 2)}
+    bug.run_for(30)
+    assert bug.of("suspect", member=2, by=1)
+
+
+def test_loss_false_suspicions_with_and_without_indirect_probes() -> None:
+    def suspicions(bugs: tuple[str, ...]) -> int:
+        s = Sim(5, FAST, seed=5, bugs=bugs)
+        s.run_for(8)
+        s.loss = 0.2
+        s.run_for(120)
+        return len(s.of("suspect", local=True))
+
+    good, bad = suspicions(()), suspicions(("no-indirect-probes",))
+    assert bad > 3 * max(good, 1)
+
+
+def test_partition_heals_back_to_one_group() -> None:
+    s = Sim(6, FAST, seed=6)
+    s.run_for(8)
+    s.partition([1, 2, 3], [4, 5, 6])
+    s.run_for(15)
+    assert s.alive_view(1) == {2, 3} and s.alive_view(5) == {4, 6}
+    s.cut.clear()
+    s.run_for(40)
+    assert s.converged()
+
+
+def test_restart_with_higher_generation_rejoins() -> None:
+    s = Sim(5, FAST, seed=7)
+    s.run_for(8)
+    s.kill(3)
+    s.run_for(10)
+    s.restart(3)
+    s.run_for(10)
+    assert s.converged()
+    assert all(m["gen"] == 1 for i in (1, 2, 4, 5) for m in s.cores[i].view() if m["id"] == 3)
+
+
+def test_voluntary_leave() -> None:
+    s = Sim(5, FAST, seed=8)
+    s.run_for(8)
+    s.cores[5].leave(s.now)
+    s._effects(5, s.cores[5].leave(s.now))  # idempotent: a second leave sends nothing
+    s.run_for(0.1)
+    s._effects(5, [])
+    # the Leave datagrams were produced by the first call: replay them through the network
+    s2 = Sim(5, FAST, seed=8)
+    s2.run_for(8)
+    s2._effects(5, s2.cores[5].leave(s2.now))
+    s2.run_for(5)
+    assert all(s2.states(i)[5] == "left" for i in (1, 2, 3, 4))
+    assert not s2.of("dead", member=5)
+    s2._effects(5, s2.cores[5].rejoin(s2.now))
+    s2.run_for(8)
+    assert s2.converged()
+
+
+def test_capacity_redirects_and_bounds_views() -> None:
+    cap = Options(period_s=1.0, probe_timeout_s=0.5, capacity=2)
+    s = Sim(6, cap, seed=9)
+    s.run_for(20)
+    assert all(len(s.alive_view(i)) <= 2 for i in s.ids)
+    assert s.of("join-redirect")
+    # every member is known by at least one other (the spec's membership rule)
+    assert all(any(i in s.alive_view(j) for j in s.ids if j != i) for i in s.ids)
+    bug = Sim(6, cap, seed=9, bugs=("ignore-capacity",))
+    bug.run_for(20)
+    assert any(len(bug.alive_view(i)) > 2 for i in bug.ids)
+
+
+def test_gossip_without_retransmission_spreads_joins_slowly() -> None:
+    # correct: joins reach everyone by gossip in a few periods; with each update sent once,
+    # members only learn a joiner when it probes them (the senders' self-samples), ~n periods
+    for seed in range(3):
+        good = Sim(10, FAST, seed=seed)
+        good.run_for(7)
+        assert good.converged()
+        bad = Sim(10, FAST, seed=seed, bugs=("no-gossip-retransmit",))
+        bad.run_for(7)
+        assert not bad.converged()
+
+
+def test_token_join_as_in_the_spec_session() -> None:
+    seed = SwimCore(1, 2, {321: ("10.3.2.1", 1)}, [], Options(join_token="0x1232173fdsaf"),
+                    random.Random(0))
+    seed.start(0.0)
+    new = SwimCore(321, 0, {1: ("10.3.2.17", 1)}, [1], Options(), random.Random(1))
+    (req,) = [e for e in new.start(0.0) if isinstance(e, Send)]
+    assert isinstance(req.msg, c.JoinReq) and req.msg.token == b""
+    (nak,) = [e for e in seed.on_message(req.msg, 0.1, 321) if isinstance(e, Send)]
+    assert nak.msg == c.JoinNak(c.domain_tag("swim"), NAK_TOKEN_EXPECTED, "0x1232173fdsaf")
+    (req2,) = [e for e in new.on_message(nak.msg, 0.2, 1) if isinstance(e, Send)]
+    assert req2.msg.token == b"0x1232173fdsaf"
+    (ack,) = [e for e in seed.on_message(req2.msg, 0.3, 321) if isinstance(e, Send)]
+    assert isinstance(ack.msg, c.JoinAck) and ack.msg.desc == c.NodeInfo(1, 2)
+    effects = new.on_message(ack.msg, 0.4, 1)
+    assert new.joined and any(isinstance(e, Emit) and e.type == "join-ok" for e in effects)
+    assert {m["id"]: m["state"] for m in seed.view()} == {321: "alive"}
+
+
+def test_ignore_and_refuse_joins() -> None:
+    for opts, want in ((Options(accept_joins=False), None), (Options(refuse_joins=True), c.JoinNak)):
+        seed = SwimCore(1, 0, {2: ("127.0.0.1", 2)}, [], opts, random.Random(0))
+        seed.start(0.0)
+        out = [e for e in seed.on_message(c.JoinReq(c.NodeInfo(2, 0)), 0.1, 2)
+               if isinstance(e, Send)]
+        assert (type(out[0].msg) if out else None) is want
+
+
+def test_redirect_names_the_member_to_ask() -> None:
+    seed = SwimCore(1, 0, {2: ("127.0.0.1", 2), 3: ("127.0.0.1", 3)}, [],
+                    Options(capacity=1), random.Random(0))
+    seed.start(0.0)
+    seed.on_message(c.JoinReq(c.NodeInfo(2, 0)), 0.1, 2)
+    (red,) = [e for e in seed.on_message(c.JoinReq(c.NodeInfo(3, 0)), 0.2, 3)
+              if isinstance(e, Send)]
+    assert isinstance(red.msg, c.JoinRedirect)
+    assert red.msg.code == REDIRECT_AT_CAPACITY and red.msg.etag == "node:2"
+    assert red.msg.address.to_tuple() == ("127.0.0.1", 2)
+
+
+def test_broadcast_discovery() -> None:
+    opts = Options(period_s=1.0, probe_timeout_s=0.5)
+    s = Sim(3, opts, seed=11, seeds_of=lambda i: [],
+            opts_of=lambda i: Options(period_s=1.0, probe_timeout_s=0.5, announce_periods=2)
+            if i == 1 else Options(period_s=1.0, probe_timeout_s=0.5, discover=True))
+    s.run_for(10)
+    assert s.of("seed-discovered") and s.converged()
+
+
+def test_relayed_ping_is_forwarded_once_and_answered_to_the_requester() -> None:
+    helper = SwimCore(2, 0, {1: ("h", 1), 3: ("h", 3)}, [], Options(), random.Random(0))
+    helper.start(0.0)
+    out = helper.on_message(c.PingRequest(1, 3, 1, c.Payload(seq=9)), 0.1, 1)
+    assert [e.to for e in out if isinstance(e, Send)] == [3]
+    assert helper.on_message(c.PingRequest(1, 3, 0, c.Payload(seq=9)), 0.1, 1) == []
+    target = SwimCore(3, 0, {1: ("t", 1), 2: ("t", 2)}, [], Options(), random.Random(0))
+    target.start(0.0)
+    (resp,) = [e for e in target.on_message(out[0].msg, 0.2, 2) if isinstance(e, Send)]
+    assert resp.to == 1 and isinstance(resp.msg, c.PingResponse)
+    assert (resp.msg.src, resp.msg.target, resp.msg.payload.seq) == (1, 3, 9)
+
+
+def test_unknown_bug_is_an_error() -> None:
+    with pytest.raises(ValueError, match="unknown bug"):
+        SwimCore(1, 0, {}, [], Options(), random.Random(0), bugs=("nope",))
+
+
+def test_saturated_capacity_group_still_admits_everyone() -> None:
+    cap = Options(period_s=0.2, probe_timeout_s=0.1, capacity=3)
+    for seed in range(15):
+        s = Sim(6, cap, seed=seed)
+        s.run_for(3)
+        s.kill(6)
+        s.run_for(4)
+        s.restart(6)
+        s.run_for(6)
+        assert all(len(s.alive_view(i)) <= 3 for i in s.ids)
+        assert all(any(i in s.alive_view(j) for j in s.ids if j != i) for i in s.ids), seed
