@@ -1,0 +1,214 @@
+"""The Spark engine: the same ingest and checkers, driven by Spark; aggregates in Spark SQL.
+
+Where the time goes, and why the job is shaped this way (see DESIGN.md, Reports):
+
+- Ingest maps over *runs* (a small DataFrame of run slices, each ~64 MB of history sharing
+  one protocol and date) with ``mapInArrow``; each task writes one Parquet file of whole runs
+  in (run, index) order under ``protocol=/date=`` with pyarrow (Spark's row-based writer
+  was most of the ingest time). No shuffle, no directory per run.
+- Reading back, every file is its own task (``openCostInBytes`` = ``maxPartitionBytes``), so
+  a run is never split across tasks and the Python checkers are a plain ``mapInArrow`` over
+  contiguous runs: no ``groupBy``, no shuffle, one Arrow transfer of only the needed columns.
+- Every aggregate, and the join-shaped ``phantom-read`` checker, is Spark SQL's own
+  operators (partial aggregation before the exchange, so only small states move; the
+  phantom check groups by a 64-bit hash so its exchange is ~10 bytes a value).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from reports import aggregate as agg
+from reports.checks import CHECK_COLUMNS, PY_CHECKERS, PipelineChecker, check_batches
+from reports.discover import RunInfo
+from reports.ingest import ingest_slices, run_info_from_dict, write_slice
+from reports.local_engine import SMALL_COLUMNS
+from reports.pipeline import Analysis, finish_analysis, status_rows
+from reports.schema import EVENTS_DDL, RESULTS_DDL
+
+PCTS = (0.5, 0.95, 0.99)
+
+
+def default_master() -> str:
+    """local[n] sized for this machine: every core, since the job is CPU-bound Python + JVM."""
+    return f"local[{max(1, os.cpu_count() or 1)}]"
+
+
+def session(master: str | None = None, conf: dict[str, str] | None = None,
+            app: str = "harness-report") -> Any:
+    """One Spark session per pipeline run; ``conf`` takes the usual ``spark.*`` settings."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    root = str(Path(__file__).resolve().parent.parent)
+    pp = os.environ.get("PYTHONPATH", "")
+    if root not in pp.split(os.pathsep):  # workers import reports/, checkers/, harness/
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, pp) if p)
+    import warnings
+
+    from pyspark.sql import SparkSession
+
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+
+    b = (SparkSession.builder.appName(app).master(master or default_master())
+         .config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.shuffle.partitions", str(2 * (os.cpu_count() or 2)))
+         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "65536")
+         .config("spark.driver.memory", "3g")
+         .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
+         .config("spark.python.worker.reuse", "true"))
+    for k, v in (conf or {}).items():
+        b = b.config(k, v)
+    s = b.getOrCreate()
+    s.sparkContext.setLogLevel("ERROR")
+    return s
+
+
+class SparkEngine:
+    name = "spark"
+
+    def __init__(self, master: str | None = None, conf: dict[str, str] | None = None,
+                 recovery_window_ns: int | None = None, spark: Any = None) -> None:
+        self._own = spark is None
+        self.spark = spark or session(master, conf)
+        self.recovery_window_ns = recovery_window_ns
+
+    def close(self) -> None:
+        if self._own:
+            self.spark.stop()
+
+    # --- ingest ----------------------------------------------------------------------
+    def ingest(self, runs: list[RunInfo], events_dir: Path, append: bool) -> None:
+        """History -> events: one Spark task per slice of runs sharing a (protocol, date).
+
+        Each task reads its runs' histories and writes one Parquet file of whole runs with
+        pyarrow (``ingest.write_slice``); only a one-line summary per file comes back. On a
+        cluster the store must be on a filesystem every executor sees (it already must be:
+        the executors read the histories).
+        """
+        par = self.spark.sparkContext.defaultParallelism
+        slices = ingest_slices(runs, par)
+        if not slices:
+            return
+        rw = self.recovery_window_ns
+        out = str(events_dir)
+        payload = [json.dumps([r.__dict__ for r in sl], default=repr) for sl in slices]
+        df = self.spark.sparkContext.parallelize(payload, len(payload)) \
+            .map(lambda s: (s,)).toDF("runs string")
+
+        def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            kw = {} if rw is None else {"recovery_window_ns": rw}
+            for b in batches:
+                for s in b.column(0).to_pylist():
+                    rs = [run_info_from_dict(d) for d in json.loads(s)]
+                    w = write_slice(rs, out, **kw)
+                    yield pa.RecordBatch.from_pylist([w])
+
+        written = df.mapInArrow(write, "file string, rows bigint, runs bigint").collect()
+        if sum(r["runs"] for r in written) != len(runs):
+            raise RuntimeError(f"ingest wrote {sum(r['runs'] for r in written)} of {len(runs)} "
+                               "runs; rerun `harness report` (the manifest was not updated)")
+
+    # --- analysis --------------------------------------------------------------------
+    def _events(self, runs: list[RunInfo], events_dir: Path) -> Any:
+        from pyspark.sql import functions as F
+
+        big = str(1 << 40)
+        self.spark.conf.set("spark.sql.files.maxPartitionBytes", big)
+        self.spark.conf.set("spark.sql.files.openCostInBytes", big)
+        ev = self.spark.read.schema(EVENTS_DDL).parquet(str(events_dir))
+        ids = [r.run_id for r in runs]
+        protos = sorted({r.protocol for r in runs})
+        dates = sorted({r.date for r in runs})
+        # partition pruning first, then the run filter (a broadcast semi-join when many)
+        ev = ev.where(F.col("protocol").isin(protos) & F.col("date").isin(dates))
+        if len(ids) <= 2000:
+            return ev.where(F.col("run_id").isin(ids))
+        sel = self.spark.createDataFrame([(i,) for i in ids], "run_id string")
+        return ev.join(F.broadcast(sel), "run_id", "left_semi")
+
+    def analyse(self, runs: list[RunInfo], events_dir: Path) -> Analysis:
+        """Status, Python checkers, SQL checkers and aggregates: one Spark job after another.
+
+        (Submitting them concurrently from threads was measured slower on 2 cores: the
+        Python checker job and the JVM aggregates then fight for the same cores.)
+        """
+        ev = self._events(runs, events_dir)
+        small = ev.where("rec <> 'op'").select(*SMALL_COLUMNS).toPandas()
+        results = [self.py_check(ev, chk) for chk in PY_CHECKERS]
+        res = pd.concat(results, ignore_index=True) if results else pd.DataFrame()
+        tables = self.aggregates(ev)
+        tables["recovery"] = agg.recovery(small[small["rec"] == "fault"], tables.pop("first_ok"))
+        stats = tables["run_stats"]
+        kv_ids = sorted(stats.loc[stats.pop("kv_reads") > 0, "run_id"])
+        phantoms = agg.first_phantoms(self.phantom_reads(ev))
+        status = status_rows(small[small["rec"] == "run"])
+        return finish_analysis(status, res, phantoms, kv_ids, tables)
+
+    def py_check(self, ev: Any, chk: PipelineChecker) -> pd.DataFrame:
+        """A Python checker over contiguous runs: mapInArrow, no shuffle."""
+        rows = ev.where(chk.sql_filter()).select(*CHECK_COLUMNS)
+        out = rows.mapInArrow(lambda it: check_batches(it, chk), RESULTS_DDL)
+        return out.toPandas()
+
+    def aggregates(self, ev: Any) -> dict[str, pd.DataFrame]:
+        from pyspark.sql import functions as F
+
+        c = ev.where("rec = 'op' AND latency_ns IS NOT NULL")
+        # one pass for latency and availability: both group by (protocol, phase, fault)
+        la = (c.withColumn("fault", F.coalesce("fault", F.lit("none")))
+              .groupBy("protocol", "phase", "fault")
+              .agg(F.percentile_approx("latency_ns", list(PCTS), 10000).alias("q"),
+                   F.count("*").alias("count"),
+                   F.sum((F.col("type") == "ok").cast("long")).alias("ok"))).toPandas()
+        for i, p in enumerate(PCTS):
+            la[f"p{int(p * 100)}_ms"] = la["q"].map(lambda q, i=i: q[i] / 1e6)
+        lat = la[["protocol", "phase", "fault", *[f"p{int(p * 100)}_ms" for p in PCTS], "count"]]
+        avail = la[["protocol", "phase", "fault", "ok", "count"]].copy()
+        avail["availability"] = avail["ok"] / avail["count"]
+        first = (c.where("phase <> 'fault' AND type = 'ok' AND since_heal_ns IS NOT NULL")
+                 .groupBy("run_id", "fault_id").agg(F.min("since_heal_ns").alias("recovery_ns")))
+        stats = (c.groupBy("run_id")
+                 .agg(F.count("*").alias("completions"),
+                      F.sum((F.col("type") == "ok").cast("long")).alias("ok"),
+                      F.percentile_approx("latency_ns", [0.5, 0.99], 10000).alias("q"),
+                      F.sum(F.expr("CAST(f = 'read' AND key IS NOT NULL AS BIGINT)"))
+                      .alias("kv_reads"))
+                 .select("run_id", "completions", "ok", (F.col("q")[0] / 1e6).alias("p50_ms"),
+                         (F.col("q")[1] / 1e6).alias("p99_ms"), "kv_reads"))
+        return {"latency": lat, "availability": avail, "first_ok": first.toPandas(),
+                "run_stats": stats.toPandas()}
+
+    def phantom_reads(self, ev: Any) -> pd.DataFrame:
+        """The join-shaped checker in Spark SQL, shaped so the exchange is small.
+
+        Phase 1 groups by a 64-bit hash of (run, key, value) and keeps only flags: the
+        exchange moves ~10 bytes per distinct value after partial aggregation. Phase 2
+        broadcast-joins the (rare) phantom hashes back to the reads for the witnesses, with
+        an exact re-check of (run, key, value), so a hash collision can only hide a phantom
+        with probability ~n^2/2^64, never invent one.
+        """
+        from pyspark.sql import functions as F
+
+        ops = ev.where("rec = 'op' AND key IS NOT NULL AND val IS NOT NULL")
+        h = F.xxhash64("run_id", "key", "val")
+        is_w = F.expr("type = 'invoke' AND f IN ('write', 'cas') "
+                      "AND (outcome IS NULL OR outcome <> 'fail')")
+        is_r = F.expr("type = 'ok' AND f = 'read'")
+        flags = (ops.select(h.alias("h"), is_w.alias("w"), is_r.alias("r"))
+                 .where("w OR r").groupBy("h")
+                 .agg(F.max("w").alias("written"), F.max("r").alias("read"))
+                 .where("read AND NOT written").select("h"))
+        reads = ops.where(is_r).select(h.alias("h"), "run_id", "key", "val", "index", "time",
+                                       "process", "node")
+        ph = reads.join(F.broadcast(flags.limit(100_000)), "h", "left_semi").drop("h")
+        return ph.toPandas()
