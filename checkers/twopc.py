@@ -277,7 +277,9 @@ def check(test: dict[str, Any], history: list[Op], observations: dict[str, Any])
     gaps = evidence_gaps(observations, state=True, event_types=EVENT_TYPES)
     gaps += [f"{n}: ended {nodes[n]['state'].get('state')}, not active: excluded from agreement"
              for n in not_active]
-    return verdict("2pc", anomalies, stats, gaps)
+    # a run in which nothing committed proves nothing about 2PC safety: say so, never pass it
+    idle = "no update committed, so there was nothing to judge" if updates and not committed else ""
+    return verdict("2pc", anomalies, stats, gaps, unknown_note=idle)
 
 
 def _sync_skipped(node: str, cause: dict[str, Any], ev: dict[str, Any]) -> Anomaly:

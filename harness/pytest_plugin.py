@@ -15,6 +15,7 @@ default test command's unit + bounded smoke set.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -93,7 +94,9 @@ def chaos_run(chaos_options: ChaosOptions, tmp_path_factory: pytest.TempPathFact
                 pytest.fail(f"no checker {expect!r} in the result\n{where}", pytrace=False)
             elif sub.valid is not False:
                 pytest.fail(f"expected {expect if isinstance(expect, str) else 'the run'} to be invalid, "
-                            f"got valid={sub.valid}\n{res.result.explain()}\n{where}", pytrace=False)
+                            f"got valid={sub.valid}\n{res.result.explain()}\n"
+                            f"{sub.checker} stats: {json.dumps(sub.stats, default=str)[:2000]}\n{where}",
+                            pytrace=False)
         return res
 
     return _run

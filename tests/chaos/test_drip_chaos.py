@@ -88,8 +88,13 @@ def test_correct_ring5_hot_keys(chaos_run) -> None:
 
 @pytest.mark.smoke
 def test_bug_forget_in_progress_is_caught(chaos_run) -> None:
-    chaos_run(spec("drip-bug-forget", 5, ring, time_limit=12.0, bugs=["forget-in-progress"],
-                   options={"keys": 1, "rate": 40, "read_ratio": 0.0}), expect="2pc")
+    """One hot key and slowed links: every update is in flight for several hundred ms, so
+    concurrent updates of the key always overlap at some voter (on a fast machine without the
+    latency they could happen to run one after another and the run would prove nothing)."""
+    slow = sch.explicit([(0.2, sch.op("start-latency", {"ms": 40, "jitter_ms": 10}))])
+    chaos_run(spec("drip-bug-forget", 5, ring, time_limit=10.0, bugs=["forget-in-progress"],
+                   schedule=slow, options={"keys": 1, "rate": 40, "read_ratio": 0.0}),
+              expect="2pc")
 
 
 def test_bug_commit_partial_vote_is_caught(chaos_run) -> None:

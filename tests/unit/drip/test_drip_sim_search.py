@@ -70,7 +70,9 @@ def play(bugs: frozenset[str], acts: list[tuple[Any, ...]]) -> tuple[Sim, list[d
 def test_correct_core_survives_any_schedule(acts: list[tuple[Any, ...]]) -> None:
     sim, history = play(frozenset(), acts)
     r = check({}, history, sim.observations())
-    assert r.valid is True, r.explain()
+    # a schedule in which nothing committed is "unknown" (nothing to judge), never a pass
+    idle = r.valid == "unknown" and r.stats["committed"] == 0
+    assert r.valid is True or idle, r.explain()
 
 
 def test_the_search_finds_the_forget_in_progress_bug() -> None:

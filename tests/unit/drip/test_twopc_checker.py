@@ -128,3 +128,16 @@ def test_missing_evidence_is_unknown_not_valid() -> None:
     obs["nodes"]["n2"] = {"events": [], "state": None,
                           "missing": [{"what": "state", "type": None, "detail": "no state.json"}]}
     assert check({}, [], obs).valid == "unknown"
+
+
+def test_a_run_in_which_nothing_committed_is_unknown_not_valid() -> None:
+    """No violation, but no evidence of safety either: the verdict must not be a pass."""
+    sim = Sim(RING4)
+    sim.run(until=5)
+    h = [{"index": 0, "process": 0, "type": "invoke", "f": "update", "value": ["k", 1, "u1"],
+          "node": "n1"},
+         {"index": 1, "process": 0, "type": "fail", "f": "update", "value": ["k", 1, "u1"],
+          "node": "n1", "error": "aborted: no vote from ['n4']"}]
+    r = check({}, h, sim.observations())
+    assert r.stats["committed"] == 0
+    assert r.valid == "unknown" and "nothing to judge" in r.note, r.explain()
