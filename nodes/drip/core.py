@@ -598,6 +598,8 @@ class DripCore:
         self.store.save_counters(self._counter_rows(b.source))
         s = self.sync
         out: list[Effect] = []
+        if changed:
+            out += self._learned_by_sync(hop)
         if s is not None and s.source == hop:
             s.batches += 1
             s.changed += changed
@@ -608,6 +610,27 @@ class DripCore:
                                           "elapsed_s": round(now - s.started, 4)}))
             if self.state == "sync":
                 out += self._set_state("active", f"sync from {hop} complete")
+        return out
+
+    def _learned_by_sync(self, source: str) -> list[Effect]:
+        """Commits that reached us only through a sync go no further by themselves (their
+        sender dropped what it had queued for us while we were down). Owe every other peer a
+        sync so they travel on, hop by hop, and let go of votes whose update is now here."""
+        out: list[Effect] = []
+        others = [p for p in self.peers if p != source]
+        if others:
+            self.store.owe(others)
+            for p in others:
+                self.owed_gen[p] = self.owed_gen.get(p, 0) + 1
+            out += [Emit("owe-sync", {"peer": p, "dropped": 0,
+                                      "why": f"learned commits by sync from {source}"})
+                    for p in others]
+        for key, uid in sorted(self.locks.items()):
+            it = self.store.get(key)
+            if it is not None and it.uid == uid:
+                del self.locks[key]
+                self.store.del_lock(key, uid)
+                out.append(Emit("release", {"uid": uid, "key": key, "why": "committed (sync)"}))
         return out
 
     def on_sync_failed(self, to: str, now: float) -> list[Effect]:

@@ -174,6 +174,11 @@ class Store:
             return n
         return self._tx(fn)
 
+    def owe(self, peers: list[str]) -> None:
+        """Remember that ``peers`` are owed a sync (their queued commits stay queued)."""
+        self._tx(lambda cur: cur.executemany("INSERT OR IGNORE INTO owed VALUES (?)",
+                                             [(p,) for p in peers]))
+
     def owed(self) -> set[str]:
         return {r[0] for r in self.db.execute("SELECT peer FROM owed")}
 

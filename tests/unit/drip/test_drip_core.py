@@ -169,6 +169,25 @@ def test_dropped_commits_are_owed_and_recovered_by_sync() -> None:
     assert sim.value("n4", "k") == 1 and sim.cores["n4"].state == "active"
 
 
+def test_commits_learned_by_sync_travel_on_down_a_line() -> None:
+    """n1 commits, its link to n2 goes before the commit leaves: n2 learns it only by sync,
+    and must pass it on (n3, n4 are beyond n2; n1's dropped queue never reaches them)."""
+    sim = Sim(LINE4)
+    sim.update("n1", "k", 1, "u1")
+    while not sim.done:
+        sim.deliver_one()
+    sim.cut |= {("n1", "n2"), ("n2", "n1")}
+    sim.heartbeat_round()
+    sim.run(until=1)
+    assert [sim.value(n, "k") for n in ("n2", "n3", "n4")] == [None, None, None]
+    sim.cut.clear()
+    for i in range(6):
+        sim.heartbeat_round()
+        sim.run(until=2 + i)
+    assert [sim.value(n, "k") for n in ("n1", "n2", "n3", "n4")] == [1, 1, 1, 1]
+    assert any("learned commits by sync" in e["why"] for e in types(sim, "n2", "owe-sync"))
+
+
 def test_restart_keeps_committed_data_and_syncs_before_going_active(tmp_path: Path) -> None:
     sim = Sim(LINE4, root=tmp_path)
     sim.update("n1", "k", 1, "u1")
