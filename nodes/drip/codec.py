@@ -14,7 +14,8 @@ Header rules (spec section 4.3):
 
 Paths (ours where the spec is silent are marked): ``POST /node/{id}/active|inactive``,
 ``GET /state``, ``POST /voting``, ``POST /voting/peernode/{id}/response/{yes|no}``,
-``POST /commit`` (update and sync), ``PUT|POST /sync/node/{id}``, ``POST /heartbeat/node/{id}``.
+``POST /commit`` (update and sync), ``PUT|POST /sync/node/{id}``, ``POST /heartbeat/node/{id}``,
+and ``POST /abort`` (ours: the spec has no abort message).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ H_NODE = "DRiP-Node-ID"
 H_COUNTER = "DRiP-Node-Counter"
 H_RESET = "DRiP-Node-Counter-reset"
 H_TTYPE = "DRiP-Transaction-Type"
+H_BUDGET = "DRiP-Vote-Budget-Ms"  # ours; absent from the spec, ignored by those who do not know it
 H_SYNC_COMPLETE = "DRiP-Sync-Complete"
 H_AUTH = "Authorization"
 
@@ -185,6 +187,9 @@ class Voting:
     reset: bool
     update: Update
     auth: str | None = field(default=None, compare=False)
+    #: ours (header DRiP-Vote-Budget-Ms, optional): how long the sender will still wait for
+    #: this subtree's answer, so a forwarder answers in time even when a link below it hangs
+    budget_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -216,6 +221,20 @@ class Commit:
     reset: bool
     update: Update
     version: int
+    auth: str | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Abort:
+    """POST /abort (our extension; the spec has no abort message): the initiator decided not to
+    commit ``uid``, so voters may let go of its key at once instead of after their lock TTL.
+    Flooded like a vote request, deduplicated by (initiator, counter); best effort."""
+
+    initiator: str
+    counter: int
+    reset: bool
+    uid: str
+    key: str
     auth: str | None = field(default=None, compare=False)
 
 
@@ -256,7 +275,8 @@ class SyncRequest:
     requester: str
 
 
-Message = Voting | VoteResponse | Commit | SyncBatch | Heartbeat | NodeNotice | SyncRequest
+Message = (Voting | VoteResponse | Commit | Abort | SyncBatch | Heartbeat | NodeNotice
+           | SyncRequest)
 
 
 @dataclass(frozen=True)
@@ -277,9 +297,10 @@ def _prop_headers(node: str, counter: int, reset: bool, ttype: str) -> dict[str,
 def encode(msg: Message) -> HttpRequest:
     """The HTTP request for a message (Authorization is the runtime's job)."""
     if isinstance(msg, Voting):
-        return HttpRequest("POST", "/voting",
-                           _prop_headers(msg.initiator, msg.counter, msg.reset, "update"),
-                           msg.update.to_json())
+        h = _prop_headers(msg.initiator, msg.counter, msg.reset, "update")
+        if msg.budget_ms is not None:
+            h[H_BUDGET] = str(msg.budget_ms)
+        return HttpRequest("POST", "/voting", h, msg.update.to_json())
     if isinstance(msg, VoteResponse):
         return HttpRequest(
             "POST", f"/voting/peernode/{msg.responder}/response/{'yes' if msg.yes else 'no'}",
@@ -291,6 +312,10 @@ def encode(msg: Message) -> HttpRequest:
         return HttpRequest("POST", "/commit",
                            _prop_headers(msg.initiator, msg.counter, msg.reset, "update"),
                            {**msg.update.to_json(), "version": msg.version})
+    if isinstance(msg, Abort):
+        return HttpRequest("POST", "/abort",
+                           _prop_headers(msg.initiator, msg.counter, msg.reset, "update"),
+                           {"id": msg.uid, "key": msg.key})
     if isinstance(msg, SyncBatch):
         h = _prop_headers(msg.source, msg.counter, msg.reset, "sync")
         h[H_SYNC_COMPLETE] = fmt_bool(msg.complete)
@@ -328,9 +353,13 @@ def decode(method: str, path: str, headers: Any, body: bytes,
         ttype = parse_ttype(headers.get(H_TTYPE))
         if ttype != "update":
             raise CodecError(f"/voting carries updates only, not {H_TTYPE}: {ttype}")
+        budget = headers.get(H_BUDGET)
+        if budget is not None and not (budget.isdigit() and len(budget) <= 9):
+            raise CodecError(f"{H_BUDGET}: {budget!r} must be a whole number of milliseconds")
         return Voting(sender, parse_counter(headers.get(H_COUNTER)),
                       parse_bool(headers.get(H_RESET), H_RESET),
-                      Update.from_json(decode_json(body)), auth)
+                      Update.from_json(decode_json(body)), auth,
+                      int(budget) if budget is not None else None)
     if method == "POST" and len(parts) == 5 and parts[:2] == ["voting", "peernode"] \
             and parts[3] == "response":
         _path_id(parts[2], sender)
@@ -349,6 +378,15 @@ def decode(method: str, path: str, headers: Any, body: bytes,
                             "body.initiator"), _int(d, "counter"), uid, _ids(d, "voters"),
                             _ids(d, "no_voters"), _int(d, "version") if "version" in d else 0,
                             dup)
+    if method == "POST" and parts == ["abort"]:
+        d = decode_json(body)
+        if not isinstance(d, dict):
+            raise CodecError("abort body: expected a JSON object {id, key}")
+        uid, key = d.get("id"), d.get("key")
+        if not isinstance(uid, str) or not uid or not isinstance(key, str) or not key:
+            raise CodecError("abort body: expected non-empty strings id and key")
+        return Abort(sender, parse_counter(headers.get(H_COUNTER)),
+                     parse_bool(headers.get(H_RESET), H_RESET), uid, key, auth)
     if method == "POST" and parts == ["commit"]:
         ttype = parse_ttype(headers.get(H_TTYPE))
         counter = parse_counter(headers.get(H_COUNTER))

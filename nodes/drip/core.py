@@ -30,10 +30,11 @@ and the peer is *owed* a sync: the next heartbeat tells it so and it pulls our w
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nodes.drip.codec import (
+    Abort,
     Commit,
     Heartbeat,
     Item,
@@ -118,6 +119,8 @@ class CoreConfig:
     sync_timeout_s: float = 5.0
     sync_batch: int = 1000
     bugs: frozenset[str] = frozenset()
+    #: how much sooner than its sender a forwarder answers (see DRiP-Vote-Budget-Ms)
+    relay_margin_s: float = 0.2
 
 
 # --------------------------------------------------------------------------- state
@@ -286,10 +289,29 @@ class DripCore:
             out.append(Emit("release", {"uid": replaced, "key": up.key, "why": "replaced"}))
         if not pending:
             return out + self._decide(t, now, "no active peer to ask")
-        msg = Voting(self.me, counter, reset, up)
+        msg = Voting(self.me, counter, reset, up, budget_ms=int(self.cfg.vote_timeout_s * 1000))
         out += [Send(p, msg) for p in sorted(pending)]
         out.append(SetTimer(("vote", up.uid), now + self.cfg.vote_timeout_s))
         return out
+
+    # ---- one entry point for peer messages ---------------------------------------------------
+    def receive(self, hop: str, msg: Message, now: float) -> list[Effect]:
+        """Route one decoded peer message (heartbeats have their own reply: on_heartbeat)."""
+        if isinstance(msg, Voting):
+            return self.on_voting(hop, msg, now)
+        if isinstance(msg, VoteResponse):
+            return self.on_vote_response(hop, msg, now)
+        if isinstance(msg, Commit):
+            return self.on_commit(hop, msg, now)
+        if isinstance(msg, Abort):
+            return self.on_abort(hop, msg, now)
+        if isinstance(msg, SyncBatch):
+            return self.on_sync_batch(hop, msg, now)
+        if isinstance(msg, SyncRequest):
+            return self.on_sync_request(hop, now)
+        if isinstance(msg, NodeNotice):
+            return self.on_node_notice(hop, msg, now)
+        raise TypeError(f"no handler for {type(msg).__name__}")
 
     # ---- voting ---------------------------------------------------------------------------
     def _own_vote(self, up: Update, initiator: str) -> str | None:
@@ -331,8 +353,14 @@ class DripCore:
         if not downstream:
             return out + [self._respond(t)]
         self.tallies[up.uid] = t
-        out += [Send(p, msg) for p in sorted(downstream)]
-        out.append(SetTimer(("relay", up.uid), now + self.cfg.vote_timeout_s))
+        # answer our sender a hop's margin before it gives up, and give those below us less
+        # time again, so partial answers climb back in time when a link below hangs
+        budget = (msg.budget_ms / 1000 if msg.budget_ms is not None
+                  else self.cfg.vote_timeout_s / 2)
+        wait = max(self.cfg.relay_margin_s / 2, budget - self.cfg.relay_margin_s)
+        fwd = replace(msg, budget_ms=int(wait * 1000))
+        out += [Send(p, fwd) for p in sorted(downstream)]
+        out.append(SetTimer(("relay", up.uid), now + wait))
         return out
 
     def _respond(self, t: Tally) -> Send:
@@ -393,11 +421,36 @@ class DripCore:
         self.store.del_lock(up.key, up.uid)
         if self.locks.get(up.key) == up.uid:
             del self.locks[up.key]
-        return [Emit("decide", {"uid": up.uid, "key": up.key, "outcome": "abort", "reason": why,
-                                "voters": sorted(t.voters), "no_voters": sorted(t.no_voters),
-                                "missing": missing, "elapsed_s": round(now - t.started, 4)}),
-                Emit("release", {"uid": up.uid, "key": up.key, "why": "abort"}),
-                ClientDone(up.uid, False, {"error": "aborted: " + str(why)})]
+        out: list[Effect] = [
+            Emit("decide", {"uid": up.uid, "key": up.key, "outcome": "abort", "reason": why,
+                            "voters": sorted(t.voters), "no_voters": sorted(t.no_voters),
+                            "missing": missing, "elapsed_s": round(now - t.started, 4)}),
+            Emit("release", {"uid": up.uid, "key": up.key, "why": "abort"}),
+            ClientDone(up.uid, False, {"error": "aborted: " + str(why)})]
+        if self.peers:  # anyone the request reached may hold the key for it: tell them now
+            counter, reset = self._next_counter()
+            abort = Abort(self.me, counter, reset, up.uid, up.key)
+            out += [Send(p, abort) for p in self.active_peers()]
+        return out
+
+    def on_abort(self, hop: str, msg: Abort, now: float) -> list[Effect]:
+        """The initiator will never commit ``msg.uid``: release its key and pass the word on.
+        Safe because only the initiator decides, and it decided abort."""
+        if self.state == "inactive":
+            raise Unavailable(f"node {self.me} is inactive")
+        if self._seen(msg.initiator, msg.counter, msg.reset):
+            return []
+        out: list[Effect] = []
+        t = self.tallies.get(msg.uid)
+        if t is not None and t.upstream is not None:  # a relay still gathering: nobody waits
+            t.decided = True
+            del self.tallies[msg.uid]
+        if self.locks.get(msg.key) == msg.uid:
+            del self.locks[msg.key]
+            self.store.del_lock(msg.key, msg.uid)
+            out.append(Emit("release", {"uid": msg.uid, "key": msg.key,
+                                        "why": f"aborted by {msg.initiator}"}))
+        return out + [Send(p, msg) for p in self.active_peers(exclude=hop)]
 
     def _commit(self, t: Tally, now: float, missing: list[str]) -> list[Effect]:
         up = t.update

@@ -34,7 +34,7 @@ from nodes.common.config import ConfigError, NodeConfig
 from nodes.common.journal import Journal
 from nodes.drip import codec
 from nodes.drip.auth import AuthError, Signer, Verifier, load_auth
-from nodes.drip.codec import CodecError, Commit, Heartbeat, Message, Update, Voting
+from nodes.drip.codec import CodecError, Heartbeat, Message, Update
 from nodes.drip.core import (
     ClientDone,
     CoreConfig,
@@ -345,18 +345,7 @@ class DripNode:
                 reply, effects = core.on_heartbeat(ident, msg, now)
                 self.perform(effects)
                 return web.json_response(reply)
-            if isinstance(msg, Voting):
-                effects = core.on_voting(ident, msg, now)
-            elif isinstance(msg, codec.VoteResponse):
-                effects = core.on_vote_response(ident, msg, now)
-            elif isinstance(msg, Commit):
-                effects = core.on_commit(ident, msg, now)
-            elif isinstance(msg, codec.SyncBatch):
-                effects = core.on_sync_batch(ident, msg, now)
-            elif isinstance(msg, codec.SyncRequest):
-                effects = core.on_sync_request(ident, now)
-            else:
-                effects = core.on_node_notice(ident, msg, now)
+            effects = core.receive(ident, msg, now)
         except Unavailable as e:
             return _err(503, str(e))
         self.perform(effects)

@@ -17,8 +17,10 @@ updates = st.builds(Update, ids, st.text(min_size=1, max_size=20), json_values, 
 counters = st.integers(0, U64_MAX)
 
 messages = st.one_of(
-    st.builds(codec.Voting, ids, counters, st.booleans(), updates),
+    st.builds(codec.Voting, ids, counters, st.booleans(), updates,
+              budget_ms=st.none() | st.integers(0, 10**9 - 1)),
     st.builds(codec.Commit, ids, counters, st.booleans(), updates, st.integers(0, 2**40)),
+    st.builds(codec.Abort, ids, counters, st.booleans(), ids, st.text(min_size=1, max_size=20)),
     st.builds(codec.VoteResponse, ids, st.booleans(), ids, counters, ids,
               st.lists(ids, max_size=4).map(lambda x: tuple(sorted(set(x)))),
               st.lists(ids, max_size=4).map(lambda x: tuple(sorted(set(x)))),
@@ -110,3 +112,22 @@ def test_unknown_endpoint_is_404() -> None:
     with pytest.raises(CodecError) as e:
         codec.decode("POST", "/nope", {codec.H_NODE: "n1"}, b"")
     assert e.value.status == 404
+
+
+@pytest.mark.parametrize("body,match", [
+    (b"[]", "expected a JSON object"),
+    (b'{"id":"u"}', "non-empty strings id and key"),
+    (b'{"id":"","key":"k"}', "non-empty strings id and key"),
+])
+def test_malformed_aborts_are_rejected(body: bytes, match: str) -> None:
+    h = dict(codec.encode(codec.Abort("n1", 1, False, "u", "k")).headers)
+    with pytest.raises(CodecError, match=match):
+        codec.decode("POST", "/abort", h, body)
+
+
+@pytest.mark.parametrize("raw", ["-1", "1.5", "", " 5", "1000000000"])
+def test_a_bad_vote_budget_is_rejected(raw: str) -> None:
+    h = _voting_headers()
+    h[codec.H_BUDGET] = raw
+    with pytest.raises(CodecError, match="Budget"):
+        codec.decode("POST", "/voting", h, b'{"id":"u","key":"k","value":1}')

@@ -51,6 +51,36 @@ def test_concurrent_updates_of_one_key_never_both_commit() -> None:
         any(e["vote"] == "no" for n in sim.ids for e in types(sim, n, "vote"))
 
 
+def test_an_abort_frees_the_voters_locks_at_once() -> None:
+    """Without the abort message a voter holds the key until its lock TTL (3 s): every update
+    of a hot key in that window is refused."""
+    sim = Sim(RING4)
+    sim.update("n1", "k", "a", "ua")
+    sim.update("n3", "k", "b", "ub")
+    sim.run(until=1)  # well within lock_ttl_s
+    aborted = [u for u in ("ua", "ub") if not sim.done[u].committed]
+    assert aborted
+    assert all(c.locks.get("k") not in aborted for c in sim.cores.values())
+    assert any(str(e["why"]).startswith("aborted by") for n in sim.ids
+               for e in types(sim, n, "release"))
+    sim.update("n2", "k", "c", "uc")  # the key is free again everywhere
+    sim.run(until=2)
+    assert sim.done["uc"].committed
+
+
+def test_forwarders_answer_before_the_initiator_gives_up_when_a_link_below_hangs() -> None:
+    """Ring n1..n5, the n1-n5 link swallows requests: n4's vote reaches everyone by other
+    paths, but n1 and n5 each wait on the other. They must answer their senders before n4's
+    timeout (DRiP-Vote-Budget-Ms), or every update aborts while the link hangs."""
+    ring5 = [("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n4", "n5"), ("n5", "n1")]
+    sim = Sim(ring5)
+    sim.hang |= {("n1", "n5"), ("n5", "n1")}
+    sim.update("n4", "k", "v", "u1")
+    sim.run(until=5)
+    assert sim.done["u1"].committed, sim.done["u1"]
+    assert all(sim.value(n, "k") == "v" for n in ("n2", "n3", "n4"))
+
+
 def test_forget_in_progress_bug_lets_both_commit() -> None:
     sim = Sim(RING4, bugs=frozenset({"forget-in-progress"}))
     sim.update("n1", "k", "a", "ua")
