@@ -13,15 +13,40 @@ What it does (spec ../shared/specs/swim.md, SWIM paper, memberlist's incarnation
 
 * join through seeds: JoinReq, answered by JoinAck (+ a sample of members), JoinNak (a token
   expected, or refused), JoinRedirect (at capacity: "ask that member"), or silence;
-* one probe per protocol period, round-robin over a shuffled member list; after
-  ``probe_timeout_s`` without an answer, ``indirect_k`` helpers relay the probe (ttl 1); no
-  answer by the period's end -> the member is suspected;
-* suspicion expires into death after ``suspicion_mult * max(1, log10(n)) * period_s``
-  (timed only by members whose own probe failed), unless the member refutes it with a
-  higher generation; the accuser nudges the suspect every period;
+* one probe per protocol period, to the *stalest* member (neither heard from nor probed for
+  longest; ``probe_order: round-robin`` restores the paper's shuffled round-robin), a member
+  we heard suspected first; after ``probe_timeout_s`` without an answer, ``indirect_k``
+  helpers relay the probe (ttl 1); no answer by the period's end -> the member is suspected,
+  and ``indirect_k`` members are told at once;
+* suspicion is Lifeguard's (Dadgar et al. 2018; memberlist's suspicion.go), decided as
+  follows. Only members whose own probe failed run a timer (hearsay never kills). A *lone*
+  suspicion waits the maximum, ``suspicion_mult * max(1, log10 n)`` periods: the timeout
+  this node always used, whose false-positive record (none in a 10-member, 10-minute
+  fault-free run) is what we keep. Each member whose own probe of the suspect also failed
+  gossips the suspicion with *itself* as origin; every distinct origin is one independent
+  confirmation, and c confirmations shrink the timer to
+  ``max(min, max - (max - min) * log(c + 1) / log(k + 1))`` with ``min =
+  suspicion_min_mult * max(1, log10 n)`` periods (default 2: half the maximum, half of
+  memberlist's minimum, which is our maximum) and ``k = suspicion_k`` (2) capped at
+  ``n - 2``. A member that hears of a suspicion probes the suspect first thing next
+  period, so a dead member collects its confirmations within about a period. Why a
+  minimum below memberlist's is safe: it needs k + 1 members whose direct *and* indirect
+  probes all failed, a live member keeps being nudged (each nudge carries the notice it
+  refutes) for min periods, and the accuser's own local stalls never count (next point).
+  A refutation (a higher generation) cancels the suspicion and its confirmations;
+* local health (Lifeguard's concern, without its nacks: the spec's relayed ping is
+  answered by the target straight to the requester, so helpers never learn the outcome):
+  a timer firing more than a probe timeout late means *this* process was stopped or
+  starved; the probe then in flight proves nothing (no suspicion), and suspicions that
+  expired meanwhile get one more probe timeout for buffered refutations to be read;
+* the member that declares a death sends the verdict at once to every live member (and
+  every member that learns it fans it out to ``indirect_k`` more); the accuser nudges the
+  suspect every period;
 * updates (alive/joined, suspect, dead, left) are piggy-backed on pings, join answers and
   join requests, each sent ``retransmit_mult * ceil(log10(n + 1))`` times; deaths and
   leaves are also flooded at once; every ping names its sender (cheap anti-entropy);
+  no new gossip item: a confirmation is an ordinary suspect entry whose ``origin`` is the
+  confirming member (docs/swim.md, "Wire");
 * a member we believe suspect or dead is told so whenever we talk to it ("notice"), so it can
   refute; dead members get a reconnecting JoinReq every ``reconnect_periods`` periods, which
   is how two sides of a healed partition find each other again;
@@ -91,7 +116,10 @@ class Options:
     period_s: float = 1.0
     probe_timeout_s: float = 0.5
     indirect_k: int = 3
-    suspicion_mult: float = 4.0
+    suspicion_mult: float = 4.0  # a lone suspicion: mult * max(1, log10 n) periods
+    suspicion_min_mult: float = 2.0  # floor with k confirmations (= suspicion_mult: off)
+    suspicion_k: int = 2  # confirmations expected (memberlist: suspicion_mult - 2)
+    probe_order: str = "stalest"  # or "round-robin" (shuffled, the SWIM paper's)
     capacity: int = 0  # 0: no limit
     retransmit_mult: int = 4
     retransmits: int = 0  # 0: retransmit_mult * ceil(log10(n + 1))
@@ -115,6 +143,10 @@ class Options:
         opts = cls(**kw)
         if opts.period_s <= 0 or not 0 < opts.probe_timeout_s <= opts.period_s:
             raise ValueError("need period_s > 0 and 0 < probe_timeout_s <= period_s")
+        if not 0 < opts.suspicion_min_mult <= opts.suspicion_mult or opts.suspicion_k < 0:
+            raise ValueError("need 0 < suspicion_min_mult <= suspicion_mult, suspicion_k >= 0")
+        if opts.probe_order not in ("stalest", "round-robin"):
+            raise ValueError("probe_order: 'stalest' or 'round-robin'")
         return opts
 
 
@@ -124,8 +156,11 @@ class Member:
     gen: int
     state: State
     since: float
-    suspect_deadline: float | None = None
-    suspected_by: int | None = None
+    suspect_deadline: float | None = None  # set while *we* time its suspicion
+    suspected_by: int | None = None  # the first accuser we heard of (notices name it)
+    suspect_start: float | None = None  # when our own probe failed (our timer's start)
+    suspecters: set[int] = field(default_factory=set)  # distinct others who suspect it @gen
+    heard: float = 0.0  # last datagram from it, or our last probe of it (probe order)
 
     def info(self) -> NodeInfo:
         return NodeInfo(self.id, self.gen)
@@ -138,6 +173,7 @@ class _Probe:
     direct_deadline: float
     acked: bool = False
     indirect: bool = False
+    stalled: bool = False  # our own process stalled during it: a failure proves nothing
 
 
 @dataclass
@@ -155,6 +191,9 @@ class Counters:
     probes_failed: int = 0
     indirect_probes: int = 0
     forwarded: int = 0
+    probes_inconclusive: int = 0  # failed across a local stall: not held against the target
+    confirmations: int = 0  # independent suspicions counted toward a timer we run
+    stalls: int = 0
 
 
 class SwimCore:
@@ -181,6 +220,7 @@ class SwimCore:
         self._next_period: float = 0.0
         self._probe: _Probe | None = None
         self._order: list[int] = []
+        self._priority: list[int] = []  # hearsay suspects to probe first (confirmation)
         self._seq = 0
         self._gossip: dict[int, _Gossip] = {}
         self._seed_i = 0
@@ -212,6 +252,7 @@ class SwimCore:
     def poll(self, now: float) -> list[Effect]:
         """Run every timer due at ``now``."""
         self._now = now
+        self._check_stall(now)
         p = self._probe
         if p is not None and not p.acked and not p.indirect and now >= p.direct_deadline:
             self._indirect(p)
@@ -234,6 +275,14 @@ class SwimCore:
         self.counters.received[name] = self.counters.received.get(name, 0) + 1
         if self.left:
             return []
+        if from_id is not None and (m := self.members.get(from_id)) is not None and (
+                isinstance(msg, c.PingRequest | c.PingResponse) and msg.payload.seq != 0
+                and from_id == (msg.src if isinstance(msg, c.PingRequest) else msg.target)):
+            # its probe of us, or its answer to ours: it was alive just now, no need to probe
+            # it soon. Only probe traffic counts: one-way gossip pings (seq 0: a verdict sent
+            # to every member, floods, refutations) reach many members at once, and would
+            # make a member that dies right after sending them the freshest everywhere
+            m.heard = max(m.heard, now)
         match msg:
             case c.PingRequest():
                 self._on_ping(msg)
@@ -288,8 +337,29 @@ class SwimCore:
         """Group size as this member sees it (itself included)."""
         return 1 + sum(1 for m in self.members.values() if m.state in LIVE_STATES)
 
-    def suspicion_timeout(self) -> float:
-        return self.opts.suspicion_mult * max(1.0, math.log10(self.n)) * self.opts.period_s
+    def suspicion_timeout(self, confirmations: int = 0) -> float:
+        """Lifeguard's suspicion timeout (memberlist's suspicion.go): a lone suspicion waits
+        the maximum, ``suspicion_mult * max(1, log10 n)`` periods (the timeout this node
+        always used); each *independent* suspicion of the same member at the same
+        generation by another member shrinks it logarithmically, down to the minimum,
+        ``suspicion_min_mult * max(1, log10 n)`` periods, at ``k`` confirmations:
+        ``max(min, max - (max - min) * log(c + 1) / log(k + 1))``. ``k`` is
+        ``suspicion_k`` capped at ``n - 2`` (the members other than us and the suspect);
+        with nobody left to confirm (k = 0) it is the maximum (memberlist takes the
+        minimum there; we keep "a lone suspicion waits the full time")."""
+        scale = max(1.0, math.log10(self.n)) * self.opts.period_s
+        hi = self.opts.suspicion_mult * scale
+        lo = min(self.opts.suspicion_min_mult * scale, hi)
+        k = min(self.opts.suspicion_k, self.n - 2)
+        if k <= 0 or confirmations <= 0:
+            return hi
+        frac = math.log(min(confirmations, k) + 1) / math.log(k + 1)
+        return max(lo, hi - (hi - lo) * frac)
+
+    def _rearm(self, m: Member) -> None:
+        """Recompute the deadline of a suspicion we time from its confirmations so far."""
+        if m.suspect_start is not None and m.state is State.SUSPECT:
+            m.suspect_deadline = m.suspect_start + self.suspicion_timeout(len(m.suspecters))
 
     def retransmit_limit(self) -> int:
         if "no-gossip-retransmit" in self.bugs:
@@ -300,11 +370,35 @@ class SwimCore:
 
     # ---------------------------------------------------------------- periods and probes
 
+    def _check_stall(self, now: float) -> None:
+        """Local health (Lifeguard's point, without its nacks): a timer that fires more than
+        a probe timeout late means this process itself was stopped or starved (SIGSTOP, a
+        GC, an overloaded host). Answers may sit unread in the socket buffer, so the probe
+        in flight proves nothing about its target, and a suspicion that expired meanwhile
+        gets one more probe timeout for a buffered refutation to be read first."""
+        due = self._next_period
+        p = self._probe
+        if p is not None and not p.acked and not p.indirect:
+            due = min(due, p.direct_deadline)
+        late = now - due
+        if self.period == 0 or late <= self.opts.probe_timeout_s:
+            return
+        self.counters.stalls += 1
+        self._emit("stall", late=round(late, 3))
+        if p is not None:
+            p.stalled = True
+        for m in self.members.values():
+            if m.suspect_deadline is not None and m.suspect_deadline <= now:
+                m.suspect_deadline = now + self.opts.probe_timeout_s
+
     def _period(self) -> None:
         self.period += 1
         p = self._probe
         if p is not None and not p.acked:
-            self._probe_failed(p)
+            if p.stalled:
+                self.counters.probes_inconclusive += 1
+            else:
+                self._probe_failed(p)
         self._probe = None
         if not self.joined:
             self._try_join()
@@ -329,6 +423,9 @@ class SwimCore:
             return
         self._seq = (self._seq + 1) & c.MAX_U32 or 1
         self._probe = _Probe(target, self._seq, self._now + self.opts.probe_timeout_s)
+        m = self.members.get(target)
+        if m is not None:
+            m.heard = max(m.heard, self._now)
         self.counters.probes += 1
         self._send(target, c.PingRequest(self.me, target, 0, self._payload(target, self._seq)))
 
@@ -342,6 +439,27 @@ class SwimCore:
                 self._send(m.id, c.PingRequest(self.me, m.id, 0, self._payload(m.id, self._seq)))
 
     def _next_target(self) -> int | None:
+        """The member to probe this period: first a member we heard suspected and have not
+        probed since (our probe confirms or clears it: Lifeguard's confirmations), then, by
+        default, the *stalest* live member: the one we have neither heard from nor probed
+        for longest (ties at random). Any datagram from a member proves it alive, so
+        probing the ones we just heard from finds nothing; probing the stalest spreads the
+        group's probes over the members nobody has heard from, and a killed member, silent
+        everywhere, becomes the stalest at many members at once and is found sooner than
+        with independent round-robin orders (which probe some members twice in a period
+        and others not at all). Every member is still probed within n - 1 of our periods
+        (time-bounded completeness): probing one makes it the freshest."""
+        while self._priority:
+            t = self._priority.pop(0)
+            m = self.members.get(t)
+            if m is not None and m.state is State.SUSPECT and m.suspect_start is None:
+                return t
+        if self.opts.probe_order == "stalest":
+            live = self._live()
+            if not live:
+                return None
+            oldest = min(m.heard for m in live)
+            return self.rng.choice([m.id for m in live if m.heard <= oldest + 1e-9])
         for _ in range(2):
             while self._order:
                 t = self._order.pop()
@@ -366,13 +484,31 @@ class SwimCore:
         m = self.members.get(p.target)
         if m is None:
             return
+        u = Update(UpdateKind.SUSPECT, m.info(), self.me)
         if m.state is State.ALIVE:
             self._suspect(m, by=self.me, local=True)
-            self._enqueue(Update(UpdateKind.SUSPECT, m.info(), self.me))
-        elif m.state is State.SUSPECT and m.suspect_deadline is None:
-            # our own probe confirms a suspicion we only heard of: now we time it too
-            m.suspect_deadline = self._now + self.suspicion_timeout()
-            self._emit("suspect-confirmed", member=m.id, gen=m.gen, by=m.suspected_by)
+            self._enqueue(u)
+            # ask for confirmations now: tell indirect_k members directly (they probe it
+            # first thing in their next period); piggy-backed copies reach the rest
+            peers = [x.id for x in self._live() if x.id != m.id and x.state is State.ALIVE]
+            self._gossip_to(self.rng.sample(peers, min(self.opts.indirect_k, len(peers))), u)
+        elif m.state is State.SUSPECT and m.suspect_start is None:
+            # our own probe confirms a suspicion we only heard of: now we time it too, and
+            # our suspicion (origin: us) is a confirmation for everyone timing it
+            m.suspect_start = self._now
+            self._rearm(m)
+            self._emit("suspect-confirmed", member=m.id, gen=m.gen, by=m.suspected_by,
+                       confirmations=len(m.suspecters))
+            self._enqueue(u)
+            self._gossip_to([x for x in sorted(m.suspecters)
+                             if (y := self.members.get(x)) is not None
+                             and y.state in LIVE_STATES], u)
+
+    def _gossip_to(self, targets: Iterable[int], u: Update) -> None:
+        """A one-way gossip ping (seq 0) carrying just ``u`` to each of ``targets``."""
+        for to in targets:
+            self._send(to, c.PingRequest(self.me, to, 0, c.Payload(
+                0, (u,), (NodeInfo(self.me, self.gen),))))
 
     def _suspect(self, m: Member, by: int, local: bool) -> None:
         """Mark ``m`` suspect. Only a member whose *own* probe failed runs the timer that
@@ -380,19 +516,39 @@ class SwimCore:
         be refuted to one member (its originator, who is told directly), not to all."""
         m.state = State.SUSPECT
         m.since = self._now
-        m.suspect_deadline = self._now + self.suspicion_timeout() if local else None
         m.suspected_by = by
+        m.suspecters = set() if by == self.me else {by}
+        m.suspect_start = self._now if local else None
+        m.suspect_deadline = None
+        self._rearm(m)
+        if not local and m.id not in self._priority:
+            self._priority.append(m.id)  # probe it next period: confirm or clear it
         self._emit("suspect", member=m.id, gen=m.gen, by=by, local=local)
+
+    def _confirm(self, m: Member, by: int) -> None:
+        """Another member independently suspects ``m`` at the generation we hold suspect:
+        one more confirmation (counted once per member), which shortens our timer."""
+        if by == self.me or by == m.id or by in m.suspecters:
+            return
+        m.suspecters.add(by)
+        if m.suspect_start is not None:
+            self.counters.confirmations += 1
+            self._rearm(m)
+            self._emit("suspect-confirmation", member=m.id, gen=m.gen, by=by,
+                       confirmations=len(m.suspecters))
 
     def _declare_dead(self, m: Member) -> None:
         m.state = State.DEAD
         m.since = self._now
-        m.suspect_deadline = None
+        m.suspect_deadline = m.suspect_start = None
         self._emit("dead", member=m.id, gen=m.gen, by=self.me, local=True,
-                   suspected_by=m.suspected_by)
+                   suspected_by=m.suspected_by, confirmations=len(m.suspecters))
         u = Update(UpdateKind.DEAD, m.info(), self.me)
         self._enqueue(u)
-        self._fan_out(u)
+        # the verdict goes to every live member at once (one datagram each, once per death):
+        # "all survivors know" is then one hop after the first verdict, not an epidemic's
+        # few rounds; receivers still fan it out (_apply), covering datagrams lost on the way
+        self._gossip_to([x.id for x in self._live() if x.state is State.ALIVE], u)
 
     # ---------------------------------------------------------------- pings
 
@@ -585,7 +741,7 @@ class SwimCore:
             if cur is None:
                 if x not in self.addresses or self._full(direct):
                     return False
-                self.members[x] = Member(x, g, State.ALIVE, self._now)
+                self.members[x] = Member(x, g, State.ALIVE, self._now, heard=self._now)
                 self._emit("joined", member=x, gen=g, via=u.origin)
                 changed = True
             elif g > cur.gen:
@@ -593,6 +749,8 @@ class SwimCore:
                 if prev not in LIVE_STATES and self._full(direct):
                     return False
                 cur.gen, cur.state, cur.since, cur.suspect_deadline = g, State.ALIVE, self._now, None
+                cur.suspect_start, cur.heard = None, max(cur.heard, self._now)
+                cur.suspecters = set()
                 self._emit("alive", member=x, gen=g, prev=prev.value, via=u.origin)
                 changed = True
         elif cur is None:
@@ -603,15 +761,19 @@ class SwimCore:
                 cur.gen = g
                 self._suspect(cur, by=u.origin, local=False)
                 changed = True
+            elif cur.state is State.SUSPECT and g == cur.gen:
+                self._confirm(cur, u.origin)
         elif k is UpdateKind.DEAD:
             if (cur.state in LIVE_STATES and g >= cur.gen) or (
                     cur.state in (State.DEAD, State.LEFT) and g > cur.gen):
                 cur.gen, cur.state, cur.since, cur.suspect_deadline = g, State.DEAD, self._now, None
+                cur.suspect_start = None
                 self._emit("dead", member=x, gen=g, by=u.origin, local=False)
                 changed = True
         elif k is UpdateKind.LEFT:
             if (cur.state is not State.LEFT and g >= cur.gen) or g > cur.gen:
                 cur.gen, cur.state, cur.since, cur.suspect_deadline = g, State.LEFT, self._now, None
+                cur.suspect_start = None
                 self._emit("left", member=x, gen=g)
                 changed = True
         if changed:
@@ -627,9 +789,7 @@ class SwimCore:
         the piggy-backed copies still reach anyone the flood missed."""
         skip = {u.node.id, u.origin}
         peers = [m.id for m in self._live() if m.id not in skip and m.state is State.ALIVE]
-        for to in self.rng.sample(peers, min(self.opts.indirect_k, len(peers))):
-            self._send(to, c.PingRequest(self.me, to, 0, c.Payload(
-                0, (u,), (NodeInfo(self.me, self.gen),))))
+        self._gossip_to(self.rng.sample(peers, min(self.opts.indirect_k, len(peers))), u)
 
     def _about_me(self, u: Update) -> bool:
         if u.kind is UpdateKind.ALIVE:
