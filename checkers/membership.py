@@ -328,8 +328,9 @@ def _tracked(evs: list[dict[str, Any]], member: str, t: float) -> bool:
         if e["ht"] > t:
             break
         if e.get("member_name") == member and e.get("type") in (
-                "joined", "alive", "suspect", "dead", "left"):
+                "joined", "alive", "suspect", "dead", "left", "evicted", "dropped"):
             last = e["type"]
+    # "evicted" (made room, capacity) and "dropped" (it no longer tracks us) leave the view
     return last in ("joined", "alive", "suspect")
 
 

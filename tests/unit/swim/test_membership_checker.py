@@ -197,6 +197,10 @@ def test_with_capacity_only_members_that_tracked_the_victim_must_declare_it() ->
     e["n3"] = [ev(2, "joined", member=4, gen=0, via=1), ev(3, "left", member=4, gen=0)]
     res = check_membership(test_desc(capacity=2), h, obs(e))
     assert child(res, "completeness").valid is True, res.explain()
+    for gone in ("evicted", "dropped"):  # made room for another member / stopped tracking
+        e["n3"] = [ev(2, "joined", member=4, gen=0, via=1), ev(3, gone, member=4)]
+        res = check_membership(test_desc(capacity=2), h, obs(e))
+        assert child(res, "completeness").valid is True, (gone, res.explain())
     e["n3"] = [ev(2, "joined", member=4, gen=0, via=1)]  # n3 tracked it and never noticed
     res = check_membership(test_desc(capacity=2), h, obs(e))
     assert child(res, "completeness").valid is False
