@@ -10,6 +10,11 @@ partition and kill windows that fail or time out ops), then measures:
   the in-process engine, Spark local[1] and Spark local[2];
 - how the report's time grows with the store's size (fractions of the runs, Spark local[2]).
 
+Every report figure carries the pipeline's own step timings (``analyse.*``), the CPU time of
+the whole process tree (driver + JVM + Python workers: ``cpu_s``, and ``cores_used`` = CPU /
+wall) and the 1-minute load average before and after: on a shared 2-core machine a local[2]
+run only gets two cores when nobody else is using them, and these say whether it did.
+
 Run:  .venv/bin/python bench/bench_reports.py --runs 1000 --ops 10000 --store /tmp/bench-store
 Prints one JSON document (also written to --out). Ops/s = history ops checked per second.
 """
@@ -135,6 +140,32 @@ def make_store(store: Path, runs: int, ops: int) -> float:
     return time.perf_counter() - t0
 
 
+def tree_cpu_s(pid: int | None = None) -> float:
+    """CPU seconds (user + sys) of this process and every descendant, live or reaped: the
+    driver, its JVM and the Python workers. CPU / wall = the cores a phase really used."""
+    tck = os.sysconf("SC_CLK_TCK")
+    kids: dict[int, list[tuple[int, list[str]]]] = {}
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            s = Path(f"/proc/{p}/stat").read_text()
+        except OSError:
+            continue
+        f = s[s.rfind(")") + 2:].split()
+        kids.setdefault(int(f[1]), []).append((int(p), f))
+    root = pid or os.getpid()
+    s = Path(f"/proc/{root}/stat").read_text()
+    f = s[s.rfind(")") + 2:].split()
+    total = sum(int(x) for x in f[11:15])  # utime stime cutime cstime
+    stack = [root]
+    while stack:
+        for c, f in kids.get(stack.pop(), []):
+            total += sum(int(x) for x in f[11:15])
+            stack.append(c)
+    return total / tck
+
+
 def _timed(fn: Any) -> tuple[float, Any]:
     t0 = time.perf_counter()
     out = fn()
@@ -150,6 +181,8 @@ def main() -> None:
     ap.add_argument("--fractions", default="0.1", help="store sizes for the growth curve")
     ap.add_argument("--skip", default="", help="comma list of: local, spark1, growth")
     ap.add_argument("--generate-only", action="store_true")
+    ap.add_argument("--repeat", type=int, default=0,
+                    help="warm re-runs of the report per Spark engine (best one compared)")
     a = ap.parse_args()
     skip = set(filter(None, a.skip.split(",")))
     store = Path(a.store)
@@ -164,12 +197,19 @@ def main() -> None:
 
     from reports.spark_engine import SparkEngine
 
-    def report(engine: Any, rs: list[Any]) -> dict[str, float]:
-        """The whole report minus run pages: pipeline, index page, JUnit per run."""
+    def report(engine: Any, rs: list[Any]) -> dict[str, Any]:
+        """The whole report minus run pages: pipeline, index page, JUnit per run; with the
+        CPU time of the whole process tree and the load of the machine around it."""
+        load0 = os.getloadavg()[0]
+        c0 = tree_cpu_s()
         t0 = time.perf_counter()
         out = run_pipeline(store, rs, engine)
         write_report(store, out, rs, engine.name, pages="none")
-        return {**out.timings, "total_s": time.perf_counter() - t0,
+        wall = time.perf_counter() - t0
+        cpu = tree_cpu_s() - c0
+        return {**{k: round(v, 2) for k, v in out.timings.items()}, "total_s": wall,
+                "cpu_s": round(cpu, 1), "cores_used": round(cpu / wall, 2),
+                "load_1m": [round(load0, 2), round(os.getloadavg()[0], 2)],
                 "ops": int(out.runs["ops"].sum())}
 
     def emit() -> None:
@@ -188,7 +228,12 @@ def main() -> None:
     res["ingest_ops_per_s"] = total_ops / first["ingest_s"]
     res["report_spark2_s"] = first["total_s"] - first["ingest_s"]
     res["report_spark2_ops_per_s"] = total_ops / res["report_spark2_s"]
+    res["first_spark2"] = first
     emit()
+    for _i in range(a.repeat):
+        r = report(eng2, runs)
+        res.setdefault("report_spark2_warm", []).append(r)
+        emit()
     if "growth" not in skip:
         res["growth_spark2"] = {}
         for frac in [float(x) for x in a.fractions.split(",") if x]:
@@ -209,10 +254,20 @@ def main() -> None:
     if "spark1" not in skip:
         t, eng1 = _timed(lambda: SparkEngine("local[1]"))
         r = report(eng1, runs)
-        eng1.close()
         res["report_spark1_s"] = r["total_s"]
+        res["first_spark1"] = r
         res["speedup_local2_over_local1"] = res["report_spark1_s"] / res["report_spark2_s"]
         emit()
+        for _i in range(a.repeat):
+            r = report(eng1, runs)
+            res.setdefault("report_spark1_warm", []).append(r)
+            emit()
+        eng1.close()
+        if a.repeat:
+            w1 = min(x["total_s"] for x in res["report_spark1_warm"])
+            w2 = min(x["total_s"] for x in res["report_spark2_warm"])
+            res["speedup_warm_best_local2_over_local1"] = w1 / w2
+            emit()
 
 
 if __name__ == "__main__":

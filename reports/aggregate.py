@@ -127,12 +127,73 @@ def phantom_results(phantoms: pd.DataFrame, kv_run_ids: list[str]) -> list[tuple
     return out
 
 
-def run_table(info_rows: list[dict[str, Any]], results: pd.DataFrame) -> pd.DataFrame:
-    """One row per run: identity, read status, stored verdict, pipeline verdicts, overall."""
+#: agreement statuses; MISMATCH and NOT_RERUN are shown as problems, never folded away
+AGREE, MISMATCH, NOT_RERUN, NO_STORED = "agree", "MISMATCH", "not re-run", "no stored verdict"
+AGREEMENT_COLUMNS = ["run_id", "checker", "stored", "rerun_checker", "rerun", "status", "note"]
+
+
+def agreement(results: pd.DataFrame) -> pd.DataFrame:
+    """Stored verdicts (results.json, ``source == "harness"``) against the pipeline's re-run.
+
+    A stored checker pairs with the pipeline result of the same name (the registry re-run,
+    ``reports.rerun``) or with the pipeline checker that covers it (``PipelineChecker.covers``:
+    ``linearizable`` -> ``kv-linearizable``). Status: ``agree``; ``MISMATCH`` (the verdicts
+    differ, "unknown" included); ``not re-run`` (a stored checker the registry does not
+    have, e.g. a test's own); ``no stored verdict`` (a re-run with nothing stored to compare).
+    """
+    from reports.checks import covered
+
+    cov = covered()
+    if not len(results):
+        return pd.DataFrame(columns=AGREEMENT_COLUMNS)
+    stored = results[results["source"] == "harness"]
+    mine = results[results["source"] != "harness"]
+    by_key = {(r.run_id, r.checker): r for r in mine.itertuples()}
+    rows: list[dict[str, Any]] = []
+    paired: set[tuple[str, str]] = set()
+    for s in stored.itertuples():
+        name = s.checker if (s.run_id, s.checker) in by_key else cov.get(s.checker, s.checker)
+        m = by_key.get((s.run_id, name))
+        if m is None:
+            rows.append({"run_id": s.run_id, "checker": s.checker, "stored": s.valid,
+                         "rerun_checker": "", "rerun": "", "status": NOT_RERUN,
+                         "note": "no re-run of this checker (not in the protocol registry)"})
+            continue
+        paired.add((s.run_id, name))
+        ok = m.valid == s.valid
+        rows.append({"run_id": s.run_id, "checker": s.checker, "stored": s.valid,
+                     "rerun_checker": m.checker, "rerun": m.valid,
+                     "status": AGREE if ok else MISMATCH,
+                     "note": "" if ok else (m.note or s.note or "")[:300]})
+    for m in mine.itertuples():
+        if (m.run_id, m.checker) in paired or not _is_rerun(m.stats):
+            continue
+        rows.append({"run_id": m.run_id, "checker": m.checker, "stored": "",
+                     "rerun_checker": m.checker, "rerun": m.valid, "status": NO_STORED,
+                     "note": (m.note or "")[:300]})
+    return pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
+
+
+def _is_rerun(stats: str | None) -> bool:
+    try:
+        return bool(json.loads(stats or "{}").get("rerun"))
+    except (ValueError, AttributeError):
+        return False
+
+
+def run_table(info_rows: list[dict[str, Any]], results: pd.DataFrame,
+              agreement_df: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per run: identity, read status, stored verdict, pipeline verdicts, overall,
+    and the checkers whose stored and re-run verdicts disagree (``mismatch``)."""
     rows = []
     by_run: dict[str, list[dict[str, Any]]] = {}
     for r in results.to_dict("records"):
         by_run.setdefault(r["run_id"], []).append(r)
+    mismatch: dict[str, list[str]] = {}
+    if agreement_df is not None and len(agreement_df):
+        for a in agreement_df[agreement_df["status"] == MISMATCH].itertuples():
+            mismatch.setdefault(a.run_id, []).append(
+                f"{a.checker} (stored {a.stored}, re-run {a.rerun})")
     for st in info_rows:
         info = st["info"]
         stored = (info.get("stored") or {}).get("valid", None)
@@ -153,6 +214,7 @@ def run_table(info_rows: list[dict[str, Any]], results: pd.DataFrame) -> pd.Data
             "complete": st["complete"], "error": st["error"],
             "problems": json.dumps(st["problems"]),
             "stored_valid": "" if stored is None else validity_str(stored),
+            "mismatch": "; ".join(mismatch.get(info["run_id"], [])),
             "verdict": validity_str(verdict),
         })
     return pd.DataFrame(rows)

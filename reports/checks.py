@@ -42,6 +42,10 @@ class PipelineChecker:
     partition: Callable[[Op], Hashable] | str | None = None
     #: reads only kv-shaped ops (rows with a key): filtered before Python sees them
     kv_only: bool = False
+    #: names of protocol-registry checkers (``Workload.checkers`` keys) this one re-checks;
+    #: the registry re-run (:mod:`reports.rerun`) skips them and compares their stored
+    #: verdict with this checker's instead
+    covers: tuple[str, ...] = ()
 
     def sql_filter(self) -> str:
         """The rows this checker reads, as a Spark SQL predicate (pushed down to Parquet)."""
@@ -119,11 +123,14 @@ def _runs_of(t: pa.Table) -> Iterator[tuple[str, pa.Table]]:
             start = i
 
 
-def result_rows(run_id: str, results: Iterable[tuple[Result, int]]) -> dict[str, list[Any]]:
+def result_rows(run_id: str, results: Iterable[tuple[Result, int]], source: str = "pipeline"
+                ) -> dict[str, list[Any]]:
+    """RESULTS columns; ``source`` is "pipeline" (checked now) or "harness" (results.json)."""
     cols: dict[str, list[Any]] = {f.name: [] for f in RESULTS}
     for r, n in results:
         cols["run_id"].append(run_id)
         cols["checker"].append(r.checker)
+        cols["source"].append(source)
         cols["valid"].append(validity_str(r.valid))
         cols["note"].append(r.note)
         cols["anomalies"].append(json.dumps([a.to_json() for a in r.anomalies], default=repr))
@@ -199,7 +206,14 @@ def kv_linearizable(test: dict[str, Any], ops: list[Op], observations: dict[str,
 
 
 KV_LINEARIZABLE = PipelineChecker("kv-linearizable", kv_linearizable, partition="key",
-                                  kv_only=True)
+                                  kv_only=True, covers=("linearizable",))
 
-#: the Python checkers the pipeline runs (SQL checkers live in reports.sqlchecks)
+#: the Python checkers the pipeline runs over event rows (the join-shaped ``phantom-read`` is
+#: SQL: ``aggregate.phantom_reads`` / ``SparkEngine.phantom_reads``; the protocols' own
+#: node-evidence checkers are re-run from the registry by ``reports.rerun``)
 PY_CHECKERS: tuple[PipelineChecker, ...] = (KV_LINEARIZABLE,)
+
+
+def covered() -> dict[str, str]:
+    """Registry checker name -> the pipeline checker that re-checks it (per key)."""
+    return {name: chk.name for chk in PY_CHECKERS for name in chk.covers}

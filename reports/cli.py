@@ -43,6 +43,12 @@ def cmd_report(a: argparse.Namespace) -> int:
               + f"  ({res.output.timings['total_s']:.1f} s, {res.output.ingested} ingested)")
     for r in runs[runs["error"] != ""].itertuples():
         con.print(f"[red]{escape(r.run_id)}: {escape(r.error)}[/]")
+    mism = runs[runs["mismatch"] != ""] if "mismatch" in runs else runs.iloc[0:0]
+    if len(mism):
+        con.print(f"[red bold]{len(mism)} run(s) where a stored verdict (results.json) and the "
+                  "report's re-run disagree:[/]")
+        for r in mism.head(20).itertuples():
+            con.print(f"[red]  {escape(r.run_id)}: {escape(r.mismatch)}[/]")
     con.print(f"report: [bold]{escape(str(res.index))}[/]  "
               f"(JUnit: {escape(str(res.index.parent / 'junit.xml'))})")
     verdicts = set(runs["verdict"])

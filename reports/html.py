@@ -58,11 +58,17 @@ def write_report(store: Path, out: PipelineOutput, infos: Iterable[RunInfo], eng
     gen = time.strftime("%Y-%m-%d %H:%M:%S")
     want = select_pages(out.runs, pages)
     results = out.results
+    by_run = {k: g.to_dict("records") for k, g in results.groupby("run_id")} \
+        if len(results) else {}
+    agr = out.tables.get("agreement")
+    agr_by_run = {k: g.to_dict("records") for k, g in agr.groupby("run_id")} \
+        if agr is not None and len(agr) else {}
     rows = []
     suites = []
     for r in out.runs.to_dict("records"):
-        checks = results[results["run_id"] == r["run_id"]].to_dict("records")
-        suite = junit.suite(r, checks)
+        checks = by_run.get(r["run_id"], [])
+        agreement = agr_by_run.get(r["run_id"], [])
+        suite = junit.suite(r, checks, agreement)
         suites.append(suite)
         page = None
         info = by_id.get(r["run_id"])
@@ -70,37 +76,54 @@ def write_report(store: Path, out: PipelineOutput, infos: Iterable[RunInfo], eng
             rdir = Path(info.path) / "report"
             junit.write_suites(rdir / "junit.xml", [suite])
             if r["run_id"] in want:
-                p = _run_page(rdir, r, checks, info, idx_dir, gen, engine)
+                p = _run_page(rdir, r, checks, agreement, info, idx_dir, gen, engine)
                 page = os.path.relpath(p, idx_dir)
         failing = [c["checker"] for c in checks if c["valid"] != "true"]
         problems = json.loads(r.get("problems") or "[]")
         rows.append({**r, "page": page, "failing": ", ".join(failing),
                      "problems_text": "; ".join(problems)})
     junit.write_suites(idx_dir / "junit.xml", suites)
-    tables = {k: _table(v) for k, v in out.tables.items()}
+    tables = {k: _table(v) for k, v in out.tables.items() if k != "agreement"}
     for k in ("verdicts", "anomalies", "latency", "availability", "recovery_summary", "trends"):
         tables.setdefault(k, _table(None))
+    agree = _agreement_view(agr)
     trends_img = None
     tr = out.tables.get("trends")
     if tr is not None and len(tr) > 1:
         trends_img = plots.trends_plot(tr, idx_dir / "trends.png")
     html = _env.get_template("index.html.j2").render(
         title="Consistency report", runs=rows, tables=tables, trends_img=trends_img,
-        store=str(store), errors=sum(1 for r in rows if r["error"]), generated=gen, engine=engine)
+        store=str(store), errors=sum(1 for r in rows if r["error"]), generated=gen, engine=engine,
+        agree=agree)
     index = idx_dir / "index.html"
     index.write_text(html, encoding="utf-8")
     return index
 
 
+#: rows of the index's disagreement table shown at most (the JSON/Parquet outputs hold all)
+AGREEMENT_ROWS = 200
+
+
+def _agreement_view(agr: pd.DataFrame | None) -> dict[str, Any]:
+    """Counts by status, and the rows a person must look at (mismatches first)."""
+    if agr is None or not len(agr):
+        return {"counts": {}, "rows": [], "more": 0}
+    counts = agr["status"].value_counts().to_dict()
+    bad = agr[agr["status"] == "MISMATCH"]
+    rows = bad.head(AGREEMENT_ROWS).to_dict("records")
+    return {"counts": counts, "rows": rows, "more": max(0, len(bad) - len(rows))}
+
+
 def _source(c: dict[str, Any]) -> str:
-    try:
-        return json.loads(c.get("stats") or "{}").get("source", "pipeline")
-    except ValueError:
-        return "pipeline"
+    src = c.get("source")
+    if isinstance(src, str) and src:
+        return "stored (results.json)" if src == "harness" else "report"
+    return "report"
 
 
-def _run_page(rdir: Path, run: dict[str, Any], checks: list[dict[str, Any]], info: RunInfo,
-              idx_dir: Path, gen: str, engine: str) -> Path:
+def _run_page(rdir: Path, run: dict[str, Any], checks: list[dict[str, Any]],
+              agreement: list[dict[str, Any]], info: RunInfo, idx_dir: Path, gen: str,
+              engine: str) -> Path:
     rdir.mkdir(parents=True, exist_ok=True)
     checks_v = [{**c, "anomalies": json.loads(c["anomalies"]), "source": _source(c)}
                 for c in checks]
@@ -130,6 +153,7 @@ def _run_page(rdir: Path, run: dict[str, Any], checks: list[dict[str, Any]], inf
             plot_list.append(("Node event timelines", plots.node_events_plot(ne, rdir / "nodes.png")))
     html = _env.get_template("run.html.j2").render(
         title=f"run {run['run_id']}", run=run, checks=checks_v, anomalies=anomalies,
+        agreement=agreement,
         plots=plot_list, faults=faults, problems=json.loads(run.get("problems") or "[]"),
         index_href=os.path.relpath(idx_dir / "index.html", rdir), generated=gen, engine=engine)
     page = rdir / "index.html"

@@ -101,20 +101,29 @@ def _fast_read(path: str) -> History | None:
     return History(ops=ops)
 
 
+def load_history(path: str) -> History:
+    """A history file as the harness reads it (fast path first); raises ``HistoryError``
+    (an unreadable file included) exactly where ``harness.history.read_history`` would."""
+    h = _fast_read(path)
+    if h is not None:
+        return h
+    try:
+        return read_history(path)
+    except HistoryError:
+        raise
+    except (OSError, UnicodeDecodeError) as e:
+        raise HistoryError(f"{path} unreadable: {e}") from e
+
+
 def read_run(run: RunInfo) -> tuple[History | None, RunStatus]:
     """Read a run's history; never raises: a bad history becomes ``RunStatus.error``."""
     st = RunStatus(problems=list(run.problems))
     path = f"{run.path}/history.jsonl"
-    h = _fast_read(path)
-    if h is None:
-        try:
-            h = read_history(path)
-        except HistoryError as e:
-            st.complete, st.error = False, str(e)
-            return None, st
-        except (OSError, UnicodeDecodeError) as e:
-            st.complete, st.error = False, f"{path} unreadable: {e}"
-            return None, st
+    try:
+        h = load_history(path)
+    except HistoryError as e:
+        st.complete, st.error = False, str(e)
+        return None, st
     st.error = _validate(h)
     if st.error:
         st.complete = False
@@ -225,6 +234,11 @@ def runs_batches(runs: Iterable[RunInfo], recovery_window_ns: int = DEFAULT_RECO
 
 
 PARTITION_COLUMNS = ("protocol", "date")
+#: a row group closes after the run that takes it past this many rows: row groups hold
+#: whole runs, so Spark may split files anywhere between them (see spark_engine)
+ROW_GROUP_ROWS = 1 << 16
+#: the dataset layout; a dataset written with another is rebuilt (pipeline.plan_ingest)
+LAYOUT = 2
 _SAFE_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 
 
@@ -242,19 +256,39 @@ def write_slice(runs: list[RunInfo], events_dir: str,
 
     The file holds whole runs in (run, index) order, written by pyarrow from the Arrow
     tables directly: both engines call this, and Spark's row-based writer (the slow part of
-    an ingest through ``DataFrame.write``) is never involved.
+    an ingest through ``DataFrame.write``) is never involved. Each row group holds whole
+    runs (about ``ROW_GROUP_ROWS`` rows), which lets readers split the file between runs.
     """
     if len({(r.protocol, r.date) for r in runs}) > 1:
         raise ValueError("a slice must share one (protocol, date)")
-    tables = [run_table(r, recovery_window_ns) for r in runs]
-    table = pa.concat_tables(tables).drop_columns(list(PARTITION_COLUMNS))
     d = partition_dir(events_dir, runs[0].protocol, runs[0].date)
     os.makedirs(d, exist_ok=True)
     path = f"{d}/part-{uuid.uuid4().hex}.parquet"
     tmp = f"{d}/.{os.path.basename(path)}.tmp"
-    pq.write_table(table, tmp, row_group_size=1 << 22, compression="snappy")
+    schema = pa.schema([f for f in EVENTS if f.name not in PARTITION_COLUMNS])
+    rows = 0
+    group: list[pa.Table] = []
+    with pq.ParquetWriter(tmp, schema, compression="snappy") as w:
+
+        def flush() -> None:
+            if group:
+                t = pa.concat_tables(group)
+                # one row group, whatever its size: row groups never cut a run
+                w.write_table(t, row_group_size=max(1, t.num_rows))
+                group.clear()
+
+        pending = 0
+        for r in runs:
+            t = run_table(r, recovery_window_ns).drop_columns(list(PARTITION_COLUMNS))
+            group.append(t)
+            pending += t.num_rows
+            rows += t.num_rows
+            if pending >= ROW_GROUP_ROWS:
+                flush()
+                pending = 0
+        flush()
     os.replace(tmp, path)  # readers never see half a file
-    return {"file": path, "rows": table.num_rows, "runs": len(runs)}
+    return {"file": path, "rows": rows, "runs": len(runs)}
 
 
 def run_info_from_dict(d: dict[str, Any]) -> RunInfo:

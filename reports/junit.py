@@ -13,7 +13,10 @@ from pathlib import Path
 from typing import Any
 
 
-def suite(run: dict[str, Any], checks: Iterable[dict[str, Any]]) -> ET.Element:
+def suite(run: dict[str, Any], checks: Iterable[dict[str, Any]],
+          agreement: Iterable[dict[str, Any]] = ()) -> ET.Element:
+    """``agreement``: this run's ``aggregate.agreement`` rows; a MISMATCH between the stored
+    and the re-run verdict is an ``<error type="mismatch">`` case of its own."""
     s = ET.Element("testsuite", name=run["run_id"])
     cases = 0
     failures = errors = 0
@@ -23,7 +26,8 @@ def suite(run: dict[str, Any], checks: Iterable[dict[str, Any]]) -> ET.Element:
         cases, errors = 1, 1
     for c in checks:
         cases += 1
-        tc = ET.SubElement(s, "testcase", classname=run["run_id"], name=c["checker"],
+        name = c["checker"] + (" (stored)" if c.get("source") == "harness" else "")
+        tc = ET.SubElement(s, "testcase", classname=run["run_id"], name=name,
                            time=f"{float(c.get('elapsed_s') or 0):.3f}")
         anomalies = json.loads(c["anomalies"]) if isinstance(c["anomalies"], str) else c["anomalies"]
         body = "\n\n".join(f"[{a['kind']}] {a['message']}" for a in anomalies) or c.get("note", "")
@@ -35,6 +39,17 @@ def suite(run: dict[str, Any], checks: Iterable[dict[str, Any]]) -> ET.Element:
             errors += 1
             ET.SubElement(tc, "error", message=(first or "verdict unknown")[:500],
                           type="unknown").text = body
+    for a in agreement:
+        if a["status"] != "MISMATCH":
+            continue
+        cases += 1
+        errors += 1
+        tc = ET.SubElement(s, "testcase", classname=run["run_id"],
+                           name=f"stored-vs-rerun: {a['checker']}")
+        msg = (f"stored verdict {a['stored']} but the report's re-run ({a['rerun_checker']}) "
+               f"says {a['rerun']}")
+        ET.SubElement(tc, "error", message=msg, type="mismatch").text = \
+            msg + (f"\n\n{a['note']}" if a.get("note") else "")
     s.set("tests", str(cases))
     s.set("failures", str(failures))
     s.set("errors", str(errors))

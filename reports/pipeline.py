@@ -24,6 +24,7 @@ from checkers.result import Result
 from reports import aggregate as agg
 from reports.checks import result_rows
 from reports.discover import REPORT_DIR, RunInfo
+from reports.ingest import LAYOUT
 from reports.schema import RESULTS
 
 
@@ -34,6 +35,8 @@ class Analysis:
     status: list[dict[str, Any]]  # one dict per run: RunStatus fields + "info"
     results: pd.DataFrame  # RESULTS rows (pipeline checkers)
     tables: dict[str, pd.DataFrame]  # named aggregates
+    #: seconds per analysis step (engine-specific names), for the bench and the report
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -59,20 +62,40 @@ def data_dir(store: Path) -> Path:
     return store / REPORT_DIR / "data"
 
 
+#: the manifest key of the dataset layout (``ingest.LAYOUT``); run ids hold a "/"
+LAYOUT_KEY = "layout"
+
+
 def _manifest(d: Path) -> dict[str, list[Any]]:
+    """run id -> [history bytes, mtime, path] of what the dataset holds (layout key apart)."""
     try:
-        return json.loads((d / "manifest.json").read_text())
+        m = json.loads((d / "manifest.json").read_text())
     except (OSError, ValueError):
         return {}
+    m.pop(LAYOUT_KEY, None)
+    return m
+
+
+def _layout(d: Path) -> Any:
+    try:
+        return json.loads((d / "manifest.json").read_text()).get(LAYOUT_KEY)
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def plan_ingest(runs: list[RunInfo], d: Path) -> tuple[list[RunInfo], bool]:
-    """(runs to ingest, append?) given what the dataset already holds."""
+    """(runs to ingest, append?) given what the dataset already holds.
+
+    A dataset written with another layout (``ingest.LAYOUT``) is rebuilt: readers rely on
+    the layout (row groups of whole runs) for correctness, not only speed.
+    """
     have = _manifest(d)
     if not (d / "events").exists():
         have = {}
     stale = [r for r in runs if r.run_id in have
              and tuple(have[r.run_id][:2]) != (r.history_bytes, r.history_mtime)]
+    if have and _layout(d) != LAYOUT:
+        return list(runs) + [r for r in _known(have, runs)], False
     if stale:
         return list(runs) + [r for r in _known(have, runs)], False
     return [r for r in runs if r.run_id not in have], True
@@ -95,7 +118,7 @@ def _save_manifest(d: Path, ingested: list[RunInfo], append: bool) -> None:
     have = _manifest(d) if append else {}
     for r in ingested:
         have[r.run_id] = [r.history_bytes, r.history_mtime, r.path]
-    (d / "manifest.json").write_text(json.dumps(have, indent=1))
+    (d / "manifest.json").write_text(json.dumps({LAYOUT_KEY: LAYOUT, **have}, indent=1))
 
 
 def stored_results(runs: list[RunInfo]) -> pd.DataFrame:
@@ -109,8 +132,7 @@ def stored_results(runs: list[RunInfo]) -> pd.DataFrame:
         except (KeyError, TypeError):
             continue
         for c in top.children or [top]:
-            c.stats.setdefault("source", "harness")
-            for k, v in result_rows(r.run_id, [(c, 0)]).items():
+            for k, v in result_rows(r.run_id, [(c, 0)], source="harness").items():
                 cols[k].extend(v)
     return pd.DataFrame(cols)
 
@@ -131,24 +153,30 @@ def run_pipeline(store: Path, runs: list[RunInfo], engine: Engine) -> PipelineOu
     t1 = time.perf_counter()
     an = engine.analyse(runs, d / "events")
     timings["analyse_s"] = time.perf_counter() - t1
+    timings.update({f"analyse.{k}": v for k, v in an.timings.items()})
+    t2 = time.perf_counter()
     results = pd.concat([stored_results(runs), an.results], ignore_index=True)
-    run_df = agg.run_table(an.status, results)
+    agreement = agg.agreement(results)
+    run_df = agg.run_table(an.status, results, agreement)
     tables = dict(an.tables)
+    tables["agreement"] = agreement
     tables["verdicts"] = agg.verdict_matrix(run_df) if len(run_df) else pd.DataFrame()
     tables["anomalies"] = agg.anomaly_counts(results)
     if "run_stats" in tables and len(run_df):
         tables["trends"] = agg.trends(run_df, tables["run_stats"])
-    _write_outputs(d, run_df, results, tables)
+    timings["driver_s"] = time.perf_counter() - t2
+    _write_outputs(d, run_df, results, tables, timings)
     timings["total_s"] = time.perf_counter() - t0
     return PipelineOutput(run_df, results, tables, timings, ingested=len(todo))
 
 
 def _write_outputs(d: Path, runs: pd.DataFrame, results: pd.DataFrame,
-                   tables: dict[str, pd.DataFrame]) -> None:
+                   tables: dict[str, pd.DataFrame], timings: dict[str, float]) -> None:
     """Results and aggregates as Parquet (for tools) and JSON (for people and CI)."""
     results.to_parquet(d / "results.parquet", index=False)
     runs.to_parquet(d / "runs.parquet", index=False)
-    out = {"runs": json.loads(runs.to_json(orient="records")),
+    out = {"timings": {k: round(v, 3) for k, v in timings.items()},
+           "runs": json.loads(runs.to_json(orient="records")),
            "results": json.loads(results.to_json(orient="records")),
            "tables": {k: json.loads(v.to_json(orient="records")) for k, v in tables.items()}}
     (d / "report.json").write_text(json.dumps(out, indent=1))

@@ -49,6 +49,7 @@ EVENTS_DDL = ", ".join(
 RESULTS = pa.schema([
     ("run_id", pa.string()),
     ("checker", pa.string()),
+    ("source", pa.string()),       # "pipeline" (checked by the report) | "harness" (results.json)
     ("valid", pa.string()),        # "true" | "false" | "unknown"
     ("note", pa.string()),
     ("anomalies", pa.string()),    # JSON list of Anomaly.to_json()
@@ -58,8 +59,8 @@ RESULTS = pa.schema([
     ("elapsed_s", pa.float64()),
 ])
 
-RESULTS_DDL = ("run_id string, checker string, valid string, note string, anomalies string, "
-               "stats string, parts bigint, ops bigint, elapsed_s double")
+RESULTS_DDL = ("run_id string, checker string, source string, valid string, note string, "
+               "anomalies string, stats string, parts bigint, ops bigint, elapsed_s double")
 
 
 def validity_str(v: object) -> str:

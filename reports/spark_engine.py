@@ -6,9 +6,14 @@ Where the time goes, and why the job is shaped this way (see DESIGN.md, Reports)
   one protocol and date) with ``mapInArrow``; each task writes one Parquet file of whole runs
   in (run, index) order under ``protocol=/date=`` with pyarrow (Spark's row-based writer
   was most of the ingest time). No shuffle, no directory per run.
-- Reading back, every file is its own task (``openCostInBytes`` = ``maxPartitionBytes``), so
-  a run is never split across tasks and the Python checkers are a plain ``mapInArrow`` over
-  contiguous runs: no ``groupBy``, no shuffle, one Arrow transfer of only the needed columns.
+- Every Parquet row group holds whole runs (``ingest.write_slice``), and Spark gives a row
+  group to the one split holding its midpoint: so splits can be sized for parallelism (a few
+  tasks per core, ``TASKS_PER_CORE``) while a run is never split across tasks, and the Python
+  checkers are a plain ``mapInArrow`` over contiguous runs: no ``groupBy``, no shuffle, one
+  Arrow transfer of only the needed columns. (Before, one task per file: a store with few
+  dates made few, uneven tasks, and the slowest file bounded the stage.)
+- The protocols' node-evidence checkers (``reports.rerun``) are a ``mapInArrow`` over a small
+  DataFrame of run paths, runs dealt round-robin by size: each executor reads its runs' dirs.
 - Every aggregate, and the join-shaped ``phantom-read`` checker, is Spark SQL's own
   operators (partial aggregation before the exchange, so only small states move; the
   phantom check groups by a 64-bit hash so its exchange is ~10 bytes a value).
@@ -19,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,9 +38,12 @@ from reports.discover import RunInfo
 from reports.ingest import ingest_slices, run_info_from_dict, write_slice
 from reports.local_engine import SMALL_COLUMNS
 from reports.pipeline import Analysis, finish_analysis, status_rows
-from reports.schema import EVENTS_DDL, RESULTS_DDL
+from reports.rerun import RUN_COLUMN, rerun_batches, rerun_slices
+from reports.schema import EVENTS_DDL, RESULTS, RESULTS_DDL
 
 PCTS = (0.5, 0.95, 0.99)
+#: tasks per core for the scans and the re-run: enough for the scheduler to balance
+TASKS_PER_CORE = 3
 
 
 def default_master() -> str:
@@ -70,7 +79,40 @@ def session(master: str | None = None, conf: dict[str, str] | None = None,
         b = b.config(k, v)
     s = b.getOrCreate()
     s.sparkContext.setLogLevel("ERROR")
+    if not s.sparkContext.master.startswith("local"):
+        # a cluster's executors do not see this process's PYTHONPATH: ship the project
+        s.sparkContext.addPyFile(str(project_zip()))
     return s
+
+
+#: the project packages executors import (the registry pulls in nodes/ and harness/)
+SHIPPED_PACKAGES = ("reports", "checkers", "harness", "nodes", "faults")
+
+
+def project_zip(dest: Path | None = None) -> Path:
+    """A zip of the project's packages for ``SparkContext.addPyFile`` (sources only).
+
+    Executors put it first on their ``sys.path``; third-party libraries (pyarrow, pandas,
+    aiohttp, ...) must already be in the executors' Python, ``PYSPARK_PYTHON`` (by default
+    this interpreter: the same venv path on every worker).
+    """
+    import atexit
+    import shutil
+    import tempfile
+    import zipfile
+
+    root = Path(__file__).resolve().parent.parent
+    if dest is None:
+        tmp = tempfile.mkdtemp(prefix="harness-report-")
+        atexit.register(shutil.rmtree, tmp, True)
+        dest = Path(tmp) / "harness-pkgs.zip"
+    out = dest
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for pkg in SHIPPED_PACKAGES:
+            for f in sorted((root / pkg).rglob("*")):
+                if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
+                    z.write(f, f.relative_to(root).as_posix())
+    return out
 
 
 class SparkEngine:
@@ -79,6 +121,7 @@ class SparkEngine:
     def __init__(self, master: str | None = None, conf: dict[str, str] | None = None,
                  recovery_window_ns: int | None = None, spark: Any = None) -> None:
         self._own = spark is None
+        self._user_conf = set(conf or {})
         self.spark = spark or session(master, conf)
         self.recovery_window_ns = recovery_window_ns
 
@@ -122,9 +165,15 @@ class SparkEngine:
     def _events(self, runs: list[RunInfo], events_dir: Path) -> Any:
         from pyspark.sql import functions as F
 
-        big = str(1 << 40)
-        self.spark.conf.set("spark.sql.files.maxPartitionBytes", big)
-        self.spark.conf.set("spark.sql.files.openCostInBytes", big)
+        # Row groups hold whole runs (ingest.write_slice) and Spark hands a row group to the
+        # split holding its midpoint, so any split size keeps runs whole. Aim for a few
+        # tasks per core (the scheduler then balances uneven files); never below 4 MB.
+        par = self.spark.sparkContext.defaultParallelism
+        for k, v in (("spark.sql.files.minPartitionNum", str(TASKS_PER_CORE * par)),
+                     ("spark.sql.files.maxPartitionBytes", str(128 << 20)),
+                     ("spark.sql.files.openCostInBytes", str(4 << 20))):
+            if k not in self._user_conf:  # --conf wins
+                self.spark.conf.set(k, v)
         ev = self.spark.read.schema(EVENTS_DDL).parquet(str(events_dir))
         ids = [r.run_id for r in runs]
         protos = sorted({r.protocol for r in runs})
@@ -142,17 +191,40 @@ class SparkEngine:
         (Submitting them concurrently from threads was measured slower on 2 cores: the
         Python checker job and the JVM aggregates then fight for the same cores.)
         """
+        timings: dict[str, float] = {}
+
+        def timed(name: str, fn: Any) -> Any:
+            t0 = time.perf_counter()
+            out = fn()
+            timings[name] = round(time.perf_counter() - t0, 3)
+            return out
+
         ev = self._events(runs, events_dir)
-        small = ev.where("rec <> 'op'").select(*SMALL_COLUMNS).toPandas()
-        results = [self.py_check(ev, chk) for chk in PY_CHECKERS]
-        res = pd.concat(results, ignore_index=True) if results else pd.DataFrame()
-        tables = self.aggregates(ev)
+        small = timed("small_s", lambda: ev.where("rec <> 'op'").select(*SMALL_COLUMNS)
+                      .toPandas())
+        results = [timed(f"check_{chk.name}_s", lambda chk=chk: self.py_check(ev, chk))
+                   for chk in PY_CHECKERS]
+        results.append(timed("rerun_s", lambda: self.rerun(runs)))
+        res = pd.concat(results, ignore_index=True)
+        tables = timed("aggregates_s", lambda: self.aggregates(ev))
         tables["recovery"] = agg.recovery(small[small["rec"] == "fault"], tables.pop("first_ok"))
         stats = tables["run_stats"]
         kv_ids = sorted(stats.loc[stats.pop("kv_reads") > 0, "run_id"])
-        phantoms = agg.first_phantoms(self.phantom_reads(ev))
+        phantoms = agg.first_phantoms(timed("phantoms_s", lambda: self.phantom_reads(ev)))
         status = status_rows(small[small["rec"] == "run"])
-        return finish_analysis(status, res, phantoms, kv_ids, tables)
+        an = finish_analysis(status, res, phantoms, kv_ids, tables)
+        an.timings = timings
+        return an
+
+    def rerun(self, runs: list[RunInfo]) -> pd.DataFrame:
+        """The protocols' registry checkers per run (``reports.rerun``): one row per slice of
+        runs, several slices per core, each executor reading its runs' dirs by path."""
+        sc = self.spark.sparkContext
+        payload = rerun_slices(runs, TASKS_PER_CORE * sc.defaultParallelism)
+        if not payload:
+            return RESULTS.empty_table().to_pandas()
+        df = sc.parallelize(payload, len(payload)).map(lambda s: (s,)).toDF(f"{RUN_COLUMN} string")
+        return df.mapInArrow(rerun_batches, RESULTS_DDL).toPandas()
 
     def py_check(self, ev: Any, chk: PipelineChecker) -> pd.DataFrame:
         """A Python checker over contiguous runs: mapInArrow, no shuffle."""

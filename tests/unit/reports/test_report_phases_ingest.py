@@ -71,3 +71,32 @@ def test_find_runs_by_dir_glob_and_date(tmp_path: Path):
     assert len(find_runs(tmp_path, ["other/*"])) == 1
     assert [r.test for r in find_runs(tmp_path, since="2026-11-21")] == ["other"]
     assert len(find_runs(tmp_path, until="2026-11-20")) == 4
+
+
+def test_row_groups_hold_whole_runs_and_an_old_layout_is_rebuilt(tmp_path: Path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    import reports.ingest as ingest
+    from reports.pipeline import LAYOUT_KEY, plan_ingest
+
+    runs = [run_info(hand_run(tmp_path / "s", "t", f"20261120T00000{i}-00000{i}",
+                              nonlinearizable_ops())) for i in range(5)]
+    monkeypatch.setattr(ingest, "ROW_GROUP_ROWS", 12)  # 9 rows a run: a group closes at 2 runs
+    w = ingest.write_slice(runs, str(tmp_path / "events"))
+    pf = pq.ParquetFile(w["file"])
+    groups = [pf.read_row_group(i, columns=["run_id"]).column(0).to_pylist()
+              for i in range(pf.num_row_groups)]
+    assert [len(set(g)) for g in groups] == [2, 2, 1]
+    seen = [r for g in groups for r in dict.fromkeys(g)]
+    assert len(seen) == len(set(seen)) == 5  # no run in two row groups
+    # a dataset from before the layout (no layout key) is rebuilt, not appended to
+    d = tmp_path / "data"
+    (d / "events").mkdir(parents=True)
+    (d / "manifest.json").write_text(json.dumps(
+        {r.run_id: [r.history_bytes, r.history_mtime, r.path] for r in runs}))
+    todo, append = plan_ingest(runs, d)
+    assert not append and len(todo) == 5
+    (d / "manifest.json").write_text(json.dumps(
+        {LAYOUT_KEY: ingest.LAYOUT, **{r.run_id: [r.history_bytes, r.history_mtime, r.path]
+                                       for r in runs}}))
+    assert plan_ingest(runs, d) == ([], True)
