@@ -55,7 +55,8 @@ def latency_plot(comp: pd.DataFrame, windows: list[FaultWindow], t_end_s: float,
         if len(d):
             ax.scatter(d["invoke_time"] / 1e9, d["latency_ns"] / 1e6, s=4, c=color,
                        label=f"{typ} ({len(d)})", linewidths=0)
-    ax.set_yscale("log")
+    if (comp["latency_ns"] > 0).any():  # a log axis needs a positive value to show
+        ax.set_yscale("log")
     ax.set_xlabel("time since run start (s)")
     ax.set_ylabel("latency (ms)")
     ax.set_xlim(0, max(t_end_s, 1e-3))
