@@ -7,6 +7,8 @@ evidence was missing). ``unknown`` is never a silent pass: ``compose`` ranks it 
 
 from __future__ import annotations
 
+import time
+import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -93,3 +95,18 @@ def compose(name: str, results: Iterable[Result]) -> Result:
 
 #: A checker is a pure function of (test description, history ops, observations).
 Checker = Callable[[dict[str, Any], list[dict[str, Any]], dict[str, Any]], Result]
+
+
+def run_checker(name: str, chk: Checker, test: dict[str, Any], ops: list[dict[str, Any]],
+                observations: dict[str, Any]) -> Result:
+    """One checker on one history, timed; a crash is ``unknown`` with its traceback, never a
+    pass. The runner and the report's re-run both go through here, so they cannot disagree."""
+    t0 = time.perf_counter()
+    try:
+        r = chk(test, ops, observations)
+        r.checker = name
+    except Exception as e:
+        r = Result(checker=name, valid="unknown", note=f"checker crashed: {type(e).__name__}: {e}",
+                   stats={"traceback": traceback.format_exc(limit=8)})
+    r.stats.setdefault("elapsed_s", round(time.perf_counter() - t0, 4))
+    return r

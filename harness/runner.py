@@ -17,11 +17,10 @@ import contextlib
 import logging
 import random
 import time
-import traceback
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from checkers.result import Result, Validity, compose
+from checkers.result import Result, Validity, compose, run_checker
 from harness import store as store_mod
 from harness.generators import Context, Generator, Pending, time_limit
 from harness.history import NEMESIS, HistoryWriter, read_history
@@ -206,16 +205,7 @@ def run_checkers(spec_desc: dict[str, Any], checkers: dict[str, Any], run_dir: s
     observations = load_observations(run_dir)
     results = []
     for name, chk in checkers.items():
-        t0 = time.perf_counter()
-        try:
-            r = chk(spec_desc, history.ops, observations)
-            r.checker = name
-        except Exception as e:
-            r = Result(checker=name, valid="unknown",
-                       note=f"checker crashed: {type(e).__name__}: {e}",
-                       stats={"traceback": traceback.format_exc(limit=8)})
-        r.stats.setdefault("elapsed_s", round(time.perf_counter() - t0, 4))
-        results.append(r)
+        results.append(run_checker(name, chk, spec_desc, history.ops, observations))
     top = compose("all", results)
     if not history.complete:
         top.note = "history incomplete: " + "; ".join(history.problems)

@@ -25,15 +25,13 @@ results is reported as "not re-run" by ``aggregate.agreement``.
 from __future__ import annotations
 
 import json
-import time
-import traceback
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from checkers.result import Checker, Result
+from checkers.result import Checker, Result, run_checker
 from reports.checks import MAX_ANOMALIES, covered, result_rows
 from reports.schema import RESULTS, validity_str
 
@@ -102,16 +100,8 @@ def rerun_run(run_id: str, path: str) -> list[tuple[Result, int]]:
     observations["run_dir"] = str(root)
     out = []
     for name, chk in checkers.items():
-        t0 = time.perf_counter()
-        try:
-            r = chk(test, history.ops, observations)
-            r.checker = name
-        except Exception as e:
-            r = Result(name, "unknown", note=f"checker crashed: {type(e).__name__}: {e}",
-                       stats={"traceback": traceback.format_exc(limit=8)})
-        r = flatten(r)
+        r = flatten(run_checker(name, chk, test, history.ops, observations))
         r.stats["rerun"] = True
-        r.stats.setdefault("elapsed_s", round(time.perf_counter() - t0, 4))
         if not history.complete and r.valid is True:
             r.note = "history incomplete: " + "; ".join(history.problems)
         out.append((r, len(history.ops)))
