@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from nodes.common.effects import Emit, Send, SetTimer
 from nodes.drip.codec import (
     Abort,
     Commit,
@@ -62,14 +63,6 @@ class Unavailable(Exception):
 
 
 @dataclass(frozen=True)
-class Send:
-    """Send ``msg`` to peer ``to``; a failed /voting is reported back by ``on_send_failed``."""
-
-    to: str
-    msg: Message
-
-
-@dataclass(frozen=True)
 class SendSeq:
     """Send these in order to ``to``, stopping at the first failure (sync batches)."""
 
@@ -86,20 +79,6 @@ class ClientDone:
     uid: str
     committed: bool
     detail: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class SetTimer:
-    name: tuple[Any, ...]
-    at: float
-
-
-@dataclass(frozen=True)
-class Emit:
-    """A journal event (docs/drip.md lists the types)."""
-
-    type: str
-    fields: dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from nodes.common.effects import Emit, Send, SetTimer
 from nodes.garlicfarm.codec import (
     ClusterConfig,
     ClusterServer,
@@ -60,21 +61,9 @@ from nodes.garlicfarm.codec import (
 
 
 @dataclass(frozen=True)
-class Send:
-    to: int
-    msg: Request
-
-
-@dataclass(frozen=True)
 class Reply:
     token: Any
     msg: Response | None  # None: close without answering (outcome unknown)
-
-
-@dataclass(frozen=True)
-class SetTimer:
-    name: str
-    at: float
 
 
 @dataclass(frozen=True)
@@ -115,13 +104,7 @@ class InstallState:
     data: bytes
 
 
-@dataclass(frozen=True)
-class Event:
-    type: str
-    fields: dict[str, Any]
-
-
-Effect = Send | Reply | SetTimer | PersistState | PersistAppend | PersistTruncate | PersistSnapshot | Apply | InstallState | Event
+Effect = Send | Reply | SetTimer | PersistState | PersistAppend | PersistTruncate | PersistSnapshot | Apply | InstallState | Emit
 
 
 class Role(StrEnum):
@@ -291,7 +274,7 @@ class RaftCore:
         if key == self._last_role_event:
             return []
         self._last_role_event = key
-        return [Event("role", {"role": self.role.value, "term": self.term, "leader": self.leader})]
+        return [Emit("role", {"role": self.role.value, "term": self.term, "leader": self.leader})]
 
     def _append_local(self, entries: list[LogEntry]) -> list[Effect]:
         first = self.last_index + 1
@@ -374,7 +357,7 @@ class RaftCore:
                 if sent is None or now - sent > self.opt.rpc_timeout:
                     out += self._replicate(p, now)
             if self.joining and now - self.joining.since > self.opt.join_timeout:
-                out.append(Event("join-abandoned", {"server": self.joining.id}))
+                out.append(Emit("join-abandoned", {"server": self.joining.id}))
                 self.joining = None
             for sid, cidx in list(self.leaving.items()):
                 sent = self.inflight.get(sid)
@@ -397,7 +380,7 @@ class RaftCore:
         self.inflight.clear()
         out: list[Effect] = [PersistState(self.term, self.me)]
         out += self._role_event()
-        out.append(Event("vote", {"term": self.term, "candidate": self.me, "granted": True}))
+        out.append(Emit("vote", {"term": self.term, "candidate": self.me, "granted": True}))
         out += self._reset_election(now)
         if len(self.votes) >= self._majority():
             return out + self._become_leader(now)
@@ -488,7 +471,7 @@ class RaftCore:
         servers = dict(self.servers)
         servers[j.id] = j.endpoint
         idx = self.last_index + 1
-        out: list[Effect] = [Event("join-complete", {"server": j.id, "index": idx})]
+        out: list[Effect] = [Emit("join-complete", {"server": j.id, "index": idx})]
         out += self._append_local([LogEntry(self.term, ValueType.CONFIGURATION, encode_config(self._make_config(servers, idx)))])
         self.match_index.setdefault(j.id, self.next_index[j.id] - 1)
         out += self._advance_commit()
@@ -552,7 +535,7 @@ class RaftCore:
         if t == MsgType.JOIN_CLUSTER_RESPONSE and self.joining and p == self.joining.id:
             if not resp.accepted:
                 self.joining = None
-                return [Event("join-refused", {"server": p})]
+                return [Emit("join-refused", {"server": p})]
             self.joining.stage = "sync"
             self.next_index[p] = max(1, resp.next_index)
             return self._maybe_finish_join(now) + (self._sync_joining(now) if self.joining else [])
@@ -562,7 +545,7 @@ class RaftCore:
         if t == MsgType.LEAVE_CLUSTER_RESPONSE and resp.accepted:
             if p in self.leaving:
                 del self.leaving[p]
-                return [Event("leave-complete", {"server": p})]
+                return [Emit("leave-complete", {"server": p})]
         return []
 
     # ------------------------------------------------------------ requests
@@ -607,7 +590,7 @@ class RaftCore:
                 self.voted_for = req.source
                 out.append(PersistState(self.term, self.voted_for))
             out += self._reset_election(now)
-        out.append(Event("vote", {"term": req.term, "candidate": req.source, "granted": granted}))
+        out.append(Emit("vote", {"term": req.term, "candidate": req.source, "granted": granted}))
         out.append(Reply(token, self._resp(MsgType.REQUEST_VOTE_RESPONSE, req.source, 0, granted)))
         return out
 
@@ -678,7 +661,7 @@ class RaftCore:
         if self.joining or self.config_change_pending() or not s.endpoint:
             return [Reply(token, self._client_resp(False, 0, T))]
         self.joining = _Joining(s.id, s.endpoint, now)
-        out: list[Effect] = [Event("join-start", {"server": s.id, "endpoint": s.endpoint}),
+        out: list[Effect] = [Emit("join-start", {"server": s.id, "endpoint": s.endpoint}),
                              Reply(token, self._client_resp(True, self.last_index + 1, T))]
         return out + self._sync_joining(now)
 
@@ -720,7 +703,7 @@ class RaftCore:
             self.bootstrap = {s.id: s.endpoint or "" for s in cfg.servers}
             self.removed = False
             self._recompute_config()
-        out.append(Event("join-invited", {"leader": req.source, "servers": cfg.ids()}))
+        out.append(Emit("join-invited", {"leader": req.source, "servers": cfg.ids()}))
         return out + [Reply(token, self._resp(T, req.source, self.last_index + 1, True))]
 
     def _on_sync_log(self, req: Request, token: Any, now: float) -> list[Effect]:
@@ -753,7 +736,7 @@ class RaftCore:
             return [Reply(token, self._resp(T, req.source, 0, False))]
         self.removed = True
         out = self._step_down(req.term, None, now)
-        out.append(Event("left-cluster", {"leader": req.source, "term": req.term}))
+        out.append(Emit("left-cluster", {"leader": req.source, "term": req.term}))
         return out + [Reply(token, self._resp(T, req.source, self.last_index + 1, True))]
 
     def _on_install_snapshot(self, req: Request, token: Any, now: float) -> list[Effect]:
@@ -789,7 +772,7 @@ class RaftCore:
         out += [
             PersistSnapshot(s.last_log_index, s.last_log_term, s.config, data, rem),
             InstallState(s.last_log_index, s.last_log_term, data),
-            Event("snapshot", {"last_index": s.last_log_index, "last_term": s.last_log_term, "installed_from": req.source}),
+            Emit("snapshot", {"last_index": s.last_log_index, "last_term": s.last_log_term, "installed_from": req.source}),
         ]
         return out + [Reply(token, self._resp(T, req.source, s.last_log_index + 1, True))]
 
@@ -807,7 +790,7 @@ class RaftCore:
         self._recompute_config()
         rem = tuple((index + 1 + k, e) for k, e in enumerate(keep))
         return [PersistSnapshot(index, term, cfg, data, rem),
-                Event("snapshot", {"last_index": index, "last_term": term})]
+                Emit("snapshot", {"last_index": index, "last_term": term})]
 
     # ------------------------------------------------------------ observation
 

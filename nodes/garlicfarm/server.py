@@ -55,7 +55,7 @@ from nodes.garlicfarm.codec import (
 )
 from nodes.garlicfarm.core import (
     Apply,
-    Event,
+    Emit,
     InstallState,
     Options,
     PersistAppend,
@@ -251,7 +251,7 @@ class GarlicFarmNode:
             elif isinstance(e, InstallState):
                 self._restore_apps(e.data)
                 self._wake_applied()
-            elif isinstance(e, Event):
+            elif isinstance(e, Emit):
                 self.journal.emit(e.type, **e.fields)
         if compact:
             c = self.core

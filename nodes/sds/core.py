@@ -2,7 +2,7 @@
 
 ``SdsCore`` never touches a socket or a clock: the runtime calls ``send`` / ``receive`` /
 ``tick`` with the current times and performs the returned effects (`Broadcast`, `Delivered`,
-`EphemeralDelivered`, `Note`). Two times are passed: ``wall_ms`` (epoch milliseconds, the
+`EphemeralDelivered`, `Emit`). Two times are passed: ``wall_ms`` (epoch milliseconds, the
 skewable node clock) feeds Lamport timestamps as the spec requires; ``now_ms`` (monotonic)
 drives every timer, so a clock-skew fault does not stall resends or repairs.
 
@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from nodes.common.effects import Emit
 from nodes.sds import repair
 from nodes.sds.bloom import BloomFilter, contains_at, positions
 from nodes.sds.wire import (
@@ -122,15 +123,7 @@ class EphemeralDelivered:
     msg: Message
 
 
-@dataclass(frozen=True)
-class Note:
-    """A protocol event worth a journal line (acks, buffering, repairs, resends)."""
-
-    type: str
-    fields: dict[str, Any]
-
-
-Effect = Broadcast | Delivered | Held | EphemeralDelivered | Note
+Effect = Broadcast | Delivered | Held | EphemeralDelivered | Emit
 
 
 # ---- state records --------------------------------------------------------------------------
@@ -290,7 +283,7 @@ class SdsCore:
                       bloom_filter=self.bloom.to_bytes(), repair_request=reqs, content=content)
         fx: list[Effect] = []
         if reqs:
-            fx.append(Note("repair-request", {"ids": [r.message_id for r in reqs],
+            fx.append(Emit("repair-request", {"ids": [r.message_id for r in reqs],
                                               "via": "content" if content else "sync"}))
         return msg, fx
 
@@ -332,7 +325,7 @@ class SdsCore:
             msg = decode(data)
         except WireError as e:
             self.c.wire_errors += 1
-            return [Note("wire-error", {"error": str(e)[:200]})] if self.c.wire_errors <= 20 else []
+            return [Emit("wire-error", {"error": str(e)[:200]})] if self.c.wire_errors <= 20 else []
         return self.receive_message(msg, now_ms)
 
     def receive_message(self, msg: Message, now_ms: int) -> list[Effect]:
@@ -364,7 +357,7 @@ class SdsCore:
             self._hold(msg, missing, now_ms)
             self.c.buffered += 1
             fx.append(Held(msg.stripped()))
-            fx.append(Note("buffered", {"id": mid, "missing": missing}))
+            fx.append(Emit("buffered", {"id": mid, "missing": missing}))
             self._want_repairs(msg.causal_history, now_ms)
             return fx
         self._deliver(msg, fx)
@@ -453,7 +446,7 @@ class SdsCore:
                     else:
                         continue
                     self.c.rearms += 1
-                    fx.append(Note("rearm", {"id": mid, "missing_at": peer}))
+                    fx.append(Emit("rearm", {"id": mid, "missing_at": peer}))
 
     def _acked(self, mid: str, how: str, peer: str, fx: list[Effect]) -> None:
         self.outgoing.pop(mid)
@@ -461,7 +454,7 @@ class SdsCore:
             self.c.acked_causal += 1
         else:
             self.c.acked_bloom += 1
-        fx.append(Note("ack", {"id": mid, "how": how, "by": peer}))
+        fx.append(Emit("ack", {"id": mid, "how": how, "by": peer}))
 
     # ---- delivery -----------------------------------------------------------------------
 
@@ -552,7 +545,7 @@ class SdsCore:
             if track is not None:
                 track.last_sent_ms = now_ms
             self.c.resends += 1
-            fx.append(Note("resend", {"id": mid, "lamport": o.msg.lamport_timestamp,
+            fx.append(Emit("resend", {"id": mid, "lamport": o.msg.lamport_timestamp,
                                       "state": o.state.value, "n": o.resends}))
             fx.append(self._broadcast(o.data, o.msg, "resend",
                                       tuple(sorted(o.to)) if o.to is not None else None))
@@ -566,7 +559,7 @@ class SdsCore:
             if msg is None:
                 continue
             self.c.repair_responses_sent += 1
-            fx.append(Note("repair-response", {"id": mid, "sender": msg.sender_id}))
+            fx.append(Emit("repair-response", {"id": mid, "sender": msg.sender_id}))
             fx.append(self._broadcast(encode(msg), msg, "repair"))
 
     def _maybe_sync(self, now_ms: int, wall_ms: int, fx: list[Effect]) -> None:
@@ -640,4 +633,4 @@ class SdsCore:
 
 
 __all__ = ["BUGS", "AckState", "Broadcast", "Delivered", "Effect", "Held",
-           "EphemeralDelivered", "Note", "SdsCore", "SdsOptions", "content_id"]
+           "EphemeralDelivered", "Emit", "SdsCore", "SdsOptions", "content_id"]

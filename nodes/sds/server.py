@@ -35,9 +35,9 @@ from nodes.sds.core import (
     Broadcast,
     Delivered,
     Effect,
+    Emit,
     EphemeralDelivered,
     Held,
-    Note,
     SdsCore,
     SdsOptions,
 )
@@ -117,7 +117,7 @@ class SdsNode:
                 self.journal.emit("send" if e.own else "deliver", id=m.message_id,
                                   lamport=m.lamport_timestamp, sender=m.sender_id, deps=m.deps,
                                   payload=_payload(m))
-            elif isinstance(e, Note):
+            elif isinstance(e, Emit):
                 self.journal.emit(e.type, **e.fields)
             elif isinstance(e, EphemeralDelivered):
                 self.journal.emit("ephemeral", sender=e.msg.sender_id, payload=_payload(e.msg))

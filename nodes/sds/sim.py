@@ -13,7 +13,7 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from nodes.sds.core import Broadcast, Delivered, Effect, Note, SdsCore, SdsOptions
+from nodes.sds.core import Broadcast, Delivered, Effect, Emit, SdsCore, SdsOptions
 
 EPOCH_MS = 1_700_000_000_000
 
@@ -41,7 +41,7 @@ class SimNet:
         self._q: list[tuple[int, int, str, str, bytes]] = []
         self._seq = 0
         self.delivered: dict[str, list[str]] = {n: [] for n in self.nodes}
-        self.notes: list[tuple[str, Note]] = []
+        self.notes: list[tuple[str, Emit]] = []
         self.datagrams = 0
 
     def wall(self) -> int:
@@ -55,7 +55,7 @@ class SimNet:
                         self._send(src, dst, e.data)
             elif isinstance(e, Delivered):
                 self.delivered[src].append(e.msg.message_id)
-            elif isinstance(e, Note):
+            elif isinstance(e, Emit):
                 self.notes.append((src, e))
 
     def _send(self, src: str, dst: str, data: bytes) -> None:

@@ -62,6 +62,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from nodes.common.effects import Emit, Send
 from nodes.swim import codec as c
 from nodes.swim.codec import NodeInfo, Update, UpdateKind
 
@@ -86,24 +87,10 @@ LIVE_STATES = (State.ALIVE, State.SUSPECT)
 
 
 @dataclass(frozen=True)
-class Send:
-    to: int
-    msg: c.Message
-
-
-@dataclass(frozen=True)
 class Announce:
     """A broadcast datagram (seed announcement); the runtime decides where broadcast goes."""
 
     msg: c.Broadcast
-
-
-@dataclass(frozen=True)
-class Emit:
-    """A journal event (docs/swim.md lists the types)."""
-
-    type: str
-    fields: dict[str, Any]
 
 
 Effect = Send | Announce | Emit

@@ -54,7 +54,7 @@ class Net:
                 n.applied.append((e.index, e.entry))
             elif isinstance(e, C.InstallState):
                 n.installed.append(e)
-            elif isinstance(e, C.Event):
+            elif isinstance(e, C.Emit):
                 n.events.append((e.type, e.fields))
             elif isinstance(e, C.Send):
                 # round-trip through the codec on every hop
