@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -47,3 +48,14 @@ class Backend(Protocol):
 
     async def close(self) -> None:
         """Kill everything this backend started. Idempotent; safe in ``finally`` and atexit."""
+
+
+def copy_local(src: Path, dest: Path) -> bool:
+    """Fetch a node file that is on this machine: copy ``src`` to ``dest`` (unless they are
+    the same file); False when there is no such file."""
+    if not src.exists():
+        return False
+    if src.resolve() != dest.resolve():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+    return True

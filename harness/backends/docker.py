@@ -39,7 +39,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import socket
 import tarfile
 import threading
@@ -48,7 +47,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from harness.backends.base import BackendError, NodeSpec
+from harness.backends.base import BackendError, NodeSpec, copy_local
 
 LABEL_RUN = "chaos-harness.run"
 LABEL_OWNER = "chaos-harness.owner"  # "<hostname>:<pid>" of the harness that made it
@@ -321,12 +320,7 @@ class DockerBackend:
         spec = self.specs[node_id]
         src = spec.data_dir / name
         if node_id in self.synced:  # the volume is gone; its copy is in the run dir
-            if not src.exists():
-                return False
-            if src.resolve() != dest.resolve():
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, dest)
-            return True
+            return copy_local(src, dest)
         try:
             stream, _ = self._container(node_id).get_archive(str(src))
         except docker.errors.NotFound:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,7 +17,7 @@ import weakref
 from pathlib import Path
 
 from faults.procs import die_with_parent
-from harness.backends.base import BackendError, NodeSpec
+from harness.backends.base import BackendError, NodeSpec, copy_local
 
 _live: weakref.WeakSet[LocalBackend] = weakref.WeakSet()
 
@@ -101,13 +100,7 @@ class LocalBackend:
         return self._proc(node_id).pid
 
     async def fetch(self, node_id: str, name: str, dest: Path) -> bool:
-        src = self.specs[node_id].data_dir / name
-        if not src.exists():
-            return False
-        if src.resolve() != dest.resolve():
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dest)
-        return True
+        return copy_local(self.specs[node_id].data_dir / name, dest)
 
     def kill_all_now(self) -> None:
         """Synchronous and signal-safe enough for atexit: SIGCONT then SIGKILL every group."""

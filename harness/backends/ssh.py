@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.backends.base import BackendError, NodeSpec
+from harness.backends.base import BackendError, NodeSpec, copy_local
 from harness.backends.docker import run_dir_of
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -531,13 +531,7 @@ class SshBackend:
     async def fetch(self, node_id: str, name: str, dest: Path) -> bool:
         rn = self._node(node_id)
         if self._closed:  # the remote copy is gone; close brought the data dir home
-            src = rn.spec.data_dir / name
-            if not src.exists():
-                return False
-            if src.resolve() != dest.resolve():
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, dest)
-            return True
+            return copy_local(rn.spec.data_dir / name, dest)
         return await asyncio.to_thread(rn.conn.get_file, f"{rn.data}/{name}", dest)
 
     async def fetch_log(self, node_id: str) -> Path:
