@@ -288,6 +288,20 @@ class RaftCore:
         self._recompute_config()
         return [PersistTruncate(from_index)]
 
+    def _merge_entries(self, start: int, entries: list[LogEntry]) -> list[Effect]:
+        """Raft's receiver rule for entries placed at ``start``: skip those we already hold,
+        truncate at the first conflicting term, append the rest."""
+        for k, e in enumerate(entries):
+            i = start + k
+            if i <= self.last_index:
+                if self.term_at(i) == e.term:
+                    continue
+                out = self._truncate(i)
+            else:
+                out = []
+            return out + self._append_local(entries[k:])
+        return []
+
     def _set_commit(self, c: int) -> list[Effect]:
         c = min(c, self.last_index)
         if c <= self.commit:
@@ -621,15 +635,7 @@ class RaftCore:
             while i > floor and self.term_at(i - 1) == t:
                 i -= 1
             return out + [Reply(token, self._resp(T, req.source, max(i, floor), False))]
-        idx = prev + 1
-        for k, e in enumerate(entries):
-            i = idx + k
-            if i <= self.last_index:
-                if self.term_at(i) == e.term:
-                    continue
-                out += self._truncate(i)
-            out += self._append_local(entries[k:])
-            break
+        out += self._merge_entries(prev + 1, entries)
         new_last = prev + len(entries)
         out += self._set_commit(min(req.commit_index, new_last))
         out.append(Reply(token, self._resp(T, req.source, new_last + 1, True)))
@@ -719,14 +725,7 @@ class RaftCore:
         if start > self.last_index + 1 or start <= self.snap.last_index:
             return out + [Reply(token, self._resp(T, req.source, self.last_index + 1, start <= self.snap.last_index))]
         entries = list(pack.entries)
-        for k, e in enumerate(entries):
-            i = start + k
-            if i <= self.last_index:
-                if self.term_at(i) == e.term:
-                    continue
-                out += self._truncate(i)
-            out += self._append_local(entries[k:])
-            break
+        out += self._merge_entries(start, entries)
         out += self._set_commit(min(req.commit_index, start + len(entries) - 1))
         return out + [Reply(token, self._resp(T, req.source, self.last_index + 1, True))]
 
