@@ -15,7 +15,7 @@ point after their call, or never). Nemesis ops are skipped.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -154,12 +154,7 @@ def parse_porcupine_etcd(text: str) -> LinHistory:
     open_: dict[int, Operation] = {}
     dropped: set[int] = set()
     events = 0
-    for n, line in enumerate(text.splitlines()):
-        if not line.strip():
-            continue
-        m = _ETCD.match(line)
-        if m is None:
-            raise HistoryFormatError(f"line {n + 1}: not an etcd Jepsen log line: {line!r}")
+    for n, m in _matched_lines(text, _ETCD, "an etcd Jepsen log line"):
         events += 1
         proc, typ, f, raw = int(m[1]), m[2], m[3], m[4]
         if typ == "invoke":
@@ -198,6 +193,18 @@ def parse_porcupine_etcd(text: str) -> LinHistory:
     return LinHistory(ops=kept, timed=False, events=events)
 
 
+def _matched_lines(text: str, rx: re.Pattern[str], what: str) -> Iterator[tuple[int, re.Match[str]]]:
+    """(0-based line number, match) for each non-blank line; a line that does not match is a
+    HistoryFormatError naming it."""
+    for n, line in enumerate(text.splitlines()):
+        if not line.strip():
+            continue
+        m = rx.match(line)
+        if m is None:
+            raise HistoryFormatError(f"line {n + 1}: not {what}: {line!r}")
+        yield n, m
+
+
 def _int(raw: str, n: int) -> int:
     if not _NUM.match(raw):
         raise HistoryFormatError(f"line {n + 1}: expected an integer, got {raw!r}")
@@ -219,12 +226,7 @@ def parse_porcupine_kv(text: str) -> LinHistory:
     ops: list[Operation] = []
     open_: dict[int, Operation] = {}
     events = 0
-    for n, line in enumerate(text.splitlines()):
-        if not line.strip():
-            continue
-        m = _KV.match(line)
-        if m is None:
-            raise HistoryFormatError(f"line {n + 1}: not a Porcupine kv line: {line!r}")
+    for n, m in _matched_lines(text, _KV, "a Porcupine kv line"):
         events += 1
         proc, typ, f, key, val = int(m[1]), m[2], _KV_F[m[3]], m[4], m[6]
         if typ == "invoke":
