@@ -14,7 +14,7 @@ filesystem every executor sees under the same path: true for ``local[n]`` and fo
 standalone cluster on one machine (or a shared mount). The ingest already needs the same
 (its executors read the histories by path).
 
-The task is embarrassingly parallel: one row per run, runs dealt round-robin by history size
+The task is embarrassingly parallel: one row per run, runs dealt by history size
 over several partitions per core, no shuffle.
 
 A verdict never goes missing silently: a crash, an unknown protocol, an unreadable history or
@@ -32,7 +32,8 @@ from typing import Any
 import pyarrow as pa
 
 from checkers.result import Checker, Result, run_checker
-from reports.checks import MAX_ANOMALIES, covered, result_rows
+from reports.checks import MAX_ANOMALIES, covered, frozen_heap, result_rows
+from reports.scan import deal
 from reports.schema import RESULTS, validity_str
 
 #: the result row named when the registry itself cannot be consulted for a run
@@ -139,22 +140,19 @@ def flatten(r: Result, limit: int = MAX_ANOMALIES) -> Result:
 
 def rerun_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The Spark/local driver: rows of run JSON (``RUN_COLUMN``) -> RESULTS batches."""
-    for b in batches:
-        for s in b.column(0).to_pylist():
-            for run in json.loads(s):
-                rows = rerun_run(run["run_id"], run["path"])
-                if rows:
-                    yield pa.RecordBatch.from_pydict(result_rows(run["run_id"], rows),
-                                                     schema=RESULTS)
+    with frozen_heap():
+        for b in batches:
+            for s in b.column(0).to_pylist():
+                for run in json.loads(s):
+                    rows = rerun_run(run["run_id"], run["path"])
+                    if rows:
+                        yield pa.RecordBatch.from_pydict(result_rows(run["run_id"], rows),
+                                                         schema=RESULTS)
 
 
 def rerun_slices(runs: Iterable[Any], parts: int) -> list[str]:
-    """Runs that may have registry checkers, dealt round-robin by history size (largest
-    first) into at most ``parts`` slices of JSON: balanced tasks without knowing costs."""
-    todo = sorted((r for r in runs if r.protocol not in ("", "none")),
-                  key=lambda r: -r.history_bytes)
-    n = max(1, min(parts, len(todo)))
-    slices: list[list[dict[str, str]]] = [[] for _ in range(n)]
-    for i, r in enumerate(todo):
-        slices[i % n].append({"run_id": r.run_id, "path": r.path})
-    return [json.dumps(s) for s in slices if s]
+    """Runs that may have registry checkers, dealt by history size into at most ``parts``
+    slices of JSON: balanced tasks without knowing costs."""
+    todo = [r for r in runs if r.protocol not in ("", "none")]
+    return [json.dumps([{"run_id": r.run_id, "path": r.path} for r in s])
+            for s in deal(todo, lambda r: r.history_bytes, parts)]

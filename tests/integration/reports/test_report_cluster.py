@@ -25,8 +25,6 @@ from pathlib import Path
 
 import pyspark
 import pytest
-from node_builders import protocol_store
-from report_builders import bad_store, real_run
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 START_TIMEOUT_S = 90
@@ -116,16 +114,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
     finally:
         stop_all()
         atexit.unregister(stop_all)
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    s = tmp_path_factory.mktemp("cstore")
-    runs = {"ok": real_run(s, "kv", 1), "stale": real_run(s, "kv-stale", 2, stale=True)}
-    runs.update(bad_store(s))
-    runs.update(protocol_store(s))
-    runs["store"] = s
-    return runs
 
 
 def harness_cmd() -> list[str]:

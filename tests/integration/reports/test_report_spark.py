@@ -8,11 +8,8 @@ checkers, two drivers.
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
-from node_builders import protocol_store
-from report_builders import bad_store, real_run
 
 from reports.local_engine import LocalEngine
 from reports.report import ReportOptions, build_report
@@ -24,16 +21,6 @@ def spark():
     s = session("local[2]", {"spark.driver.memory": "1g", "spark.sql.shuffle.partitions": "2"})
     yield s
     s.stop()
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    s = tmp_path_factory.mktemp("store")
-    runs = {"ok": real_run(s, "kv", 1), "stale": real_run(s, "kv-stale", 2, stale=True)}
-    runs.update(bad_store(s))
-    runs.update(protocol_store(s))
-    runs["store"] = s
-    return runs
 
 
 @pytest.fixture(scope="module")
@@ -113,15 +100,18 @@ def test_spark_report_pages_show_witnesses(spark_report, store):
         assert all(not (a & b) for i, a in enumerate(ids) for b in ids[i + 1:])
 
 
-def test_splits_inside_files_never_cut_a_run(spark, store, tmp_path, monkeypatch):
-    """Row groups hold whole runs, so Spark may split a file anywhere: with tiny row groups
-    and tiny splits (many tasks per file) every run is still checked exactly once, with the
-    in-process engine's verdict."""
+def test_row_group_tasks_never_cut_a_run(spark, store, tmp_path, monkeypatch):
+    """Row groups hold whole runs, so the Python checkers' tasks may cut a file between any
+    two row groups: with tiny row groups and many tasks per file every run is still checked
+    exactly once, with the in-process engine's verdict."""
     import reports.ingest as ingest
+    import reports.spark_engine as se
+    from reports import scan
     from reports.checks import KV_LINEARIZABLE
     from reports.discover import find_runs
 
     monkeypatch.setattr(ingest, "ROW_GROUP_ROWS", 40)
+    monkeypatch.setattr(se, "TASKS_PER_CORE", 50)
     runs = [r for r in find_runs(store["store"]) if r.test in ("kv", "kv-stale", "gf-kv")]
     events = tmp_path / "events"
     LocalEngine().ingest(runs, events, append=False)
@@ -129,18 +119,9 @@ def test_splits_inside_files_never_cut_a_run(spark, store, tmp_path, monkeypatch
     import pyarrow.parquet as pq
 
     assert sum(pq.ParquetFile(f).num_row_groups for f in files) > len(files)
-    eng = SparkEngine(spark=spark)
-    eng._user_conf = {"spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes"}
-    spark.conf.set("spark.sql.files.maxPartitionBytes", "2048")
-    spark.conf.set("spark.sql.files.openCostInBytes", "0")
-    try:
-        ev = eng._events(runs, events)
-        rows = ev.where(KV_LINEARIZABLE.sql_filter())
-        assert rows.rdd.getNumPartitions() > len(files)
-        got = eng.py_check(ev, KV_LINEARIZABLE)
-    finally:
-        spark.conf.unset("spark.sql.files.maxPartitionBytes")
-        spark.conf.unset("spark.sql.files.openCostInBytes")
+    tasks = scan.plan(events, runs, 50 * spark.sparkContext.defaultParallelism)
+    assert len(tasks) > len(files)
+    got = SparkEngine(spark=spark).py_check(runs, events, KV_LINEARIZABLE)
     assert sorted(got["run_id"]) == sorted(r.run_id for r in runs)  # once each
     local = LocalEngine().analyse(runs, events).results
     want = local[local["checker"] == "kv-linearizable"].set_index("run_id")["valid"]
