@@ -6,15 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import aiohttp
 import pytest
-from backend_helpers import docker_leftovers, eventually
+from backend_helpers import docker_leftovers, eventually, interrupt_a_run
 
 from harness.backends.base import NodeSpec
 from harness.backends.docker import DockerBackend
@@ -106,32 +102,9 @@ def test_failing_run_leaves_nothing(tmp_path, docker_client):
 
 
 def test_ctrl_c_leaves_nothing(tmp_path, docker_client):
-    code = f"""
-import sys; sys.path.insert(0, {str(ROOT)!r})
-from tests.integration.harness.test_cluster import ECHO
-from harness.runner import run
-from harness.spec import TestSpec
-print("go", flush=True)
-run(TestSpec(name="ctrlc", protocol=ECHO, nodes=3, seed=2, store={str(tmp_path)!r},
-             time_limit=60, backend="docker"))
-"""
-    p = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "go"
-    deadline = time.monotonic() + 60
-    rd = None
-    while time.monotonic() < deadline and p.poll() is None:
-        runs = list((tmp_path / "ctrlc").glob("*/history.jsonl"))
-        if runs and runs[0].stat().st_size > 200:
-            rd = runs[0].parent
-            break
-        time.sleep(0.1)
-    assert rd is not None, p.stderr.read() if p.poll() is not None else "run did not start"
-    assert docker_leftovers(docker_client, rd) != []  # the containers really were there
-    os.kill(p.pid, signal.SIGINT)
-    p.wait(timeout=30)
-    assert docker_leftovers(docker_client, rd) == []
-    assert json.loads((rd / "test.json").read_text())["status"] in ("failed", "interrupted")
+    interrupt_a_run(tmp_path, "docker",
+                    running=lambda rd: docker_leftovers(docker_client, rd) != [],
+                    gone=lambda rd: docker_leftovers(docker_client, rd) == [])
 
 
 def _echo_spec(tmp_path: Path, n: str, ports: dict[str, int], peers: dict[str, str]) -> NodeSpec:

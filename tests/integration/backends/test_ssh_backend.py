@@ -7,14 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-from backend_helpers import eventually
+from backend_helpers import eventually, interrupt_a_run
 
 from harness.backends.base import BackendError
 from harness.backends.ssh import HostConn, SshBackend, SshHost
@@ -150,33 +146,10 @@ def test_failing_run_leaves_nothing(tmp_path):
 
 
 def test_ctrl_c_leaves_nothing(tmp_path):
-    code = f"""
-import sys; sys.path.insert(0, {str(ROOT)!r})
-from tests.integration.harness.test_cluster import ECHO
-from harness.runner import run
-from harness.spec import TestSpec
-print("go", flush=True)
-run(TestSpec(name="ctrlc", protocol=ECHO, nodes=3, seed=2, store={str(tmp_path)!r},
-             time_limit=60, backend="ssh"))
-"""
     before = _node_pids("chaos-harness-sshd-")
-    p = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "go"
-    deadline = time.monotonic() + 60
-    rd = None
-    while time.monotonic() < deadline and p.poll() is None:
-        runs = list((tmp_path / "ctrlc").glob("*/history.jsonl"))
-        if runs and runs[0].stat().st_size > 200:
-            rd = runs[0].parent
-            break
-        time.sleep(0.1)
-    assert rd is not None, p.stderr.read() if p.poll() is not None else "run did not start"
-    assert len(_node_pids("chaos-harness-sshd-") - before) >= 4  # sshd + 3 nodes were there
-    os.kill(p.pid, signal.SIGINT)
-    p.wait(timeout=30)
-    assert _node_pids("chaos-harness-sshd-") - before == set()
-    assert json.loads((rd / "test.json").read_text())["status"] in ("failed", "interrupted")
+    interrupt_a_run(tmp_path, "ssh",  # sshd + 3 nodes, then none of them
+                    running=lambda rd: len(_node_pids("chaos-harness-sshd-") - before) >= 4,
+                    gone=lambda rd: _node_pids("chaos-harness-sshd-") - before == set())
 
 
 READER = """
