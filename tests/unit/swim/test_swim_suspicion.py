@@ -28,6 +28,7 @@ class Node:
         self.core = SwimCore(1, 0, {i: ("127.0.0.1", 1000 + i) for i in range(2, n + 1)}, [],
                              opts, random.Random(seed))
         self.now = 0.0
+        self.victim: int | None = None
         self.effects = list(self.core.start(0.0))
         self.deliver(2, c.PingRequest(2, 1, 0, c.Payload(0, (), tuple(
             NodeInfo(i, 0) for i in range(2, n + 1)))), at=0.1)
@@ -68,10 +69,14 @@ class Node:
         """Let the member our first probe goes to stay silent: returns it and the time our
         suspicion of it started (the end of that probe's period)."""
         self.run_until(1.0, answers=lambda _m: False)  # the first probe goes out at 1.0
-        victim = self.core._probe.target  # type: ignore[union-attr]
-        self.run_until(2.0, answers=lambda m: m != victim)
+        victim = self.victim = self.core._probe.target  # type: ignore[union-attr]
+        self.run_silent(2.0)
         assert self.events("suspect", member=victim, local=True)
         return victim, self.now
+
+    def run_silent(self, t: float) -> None:
+        """``run_until`` with the member of ``first_probe_fails`` never answering."""
+        self.run_until(t, answers=lambda m: m != self.victim)
 
 
 def test_timeout_formula() -> None:
@@ -92,9 +97,9 @@ def test_timeout_formula() -> None:
 def test_lone_suspicion_waits_the_full_time() -> None:
     node = Node(10)
     victim, t0 = node.first_probe_fails()
-    node.run_until(t0 + HI - 0.05, answers=lambda m: m != victim)
+    node.run_silent(t0 + HI - 0.05)
     assert node.state(victim) is State.SUSPECT  # long past the minimum: no one confirmed
-    node.run_until(t0 + HI + 0.02, answers=lambda m: m != victim)
+    node.run_silent(t0 + HI + 0.02)
     assert node.state(victim) is State.DEAD
     (dead,) = node.events("dead", member=victim, local=True)
     assert dead["confirmations"] == 0
@@ -103,16 +108,15 @@ def test_lone_suspicion_waits_the_full_time() -> None:
 def test_confirmations_shrink_the_timeout_logarithmically() -> None:
     node = Node(10)
     victim, t0 = node.first_probe_fails()
-    silent = lambda m: m != victim  # noqa: E731
-    node.run_until(t0 + 0.5, answers=silent)
+    node.run_silent(t0 + 0.5)
     node.deliver(3, node.suspect_note(victim, by=3))
     assert node.core.members[victim].suspect_deadline == pytest.approx(t0 + ONE_CONFIRMATION)
-    node.run_until(t0 + 1.2, answers=silent)
+    node.run_silent(t0 + 1.2)
     node.deliver(4, node.suspect_note(victim, by=4))
     assert node.core.members[victim].suspect_deadline == pytest.approx(t0 + LO)
-    node.run_until(t0 + LO - 0.05, answers=silent)
+    node.run_silent(t0 + LO - 0.05)
     assert node.state(victim) is State.SUSPECT
-    node.run_until(t0 + LO + 0.02, answers=silent)
+    node.run_silent(t0 + LO + 0.02)
     assert node.state(victim) is State.DEAD
     assert node.events("dead", member=victim, local=True)[0]["confirmations"] == 2
     assert [e["confirmations"] for e in node.events("suspect-confirmation")] == [1, 2]
@@ -125,18 +129,16 @@ def test_confirmations_shrink_the_timeout_logarithmically() -> None:
 def test_a_late_confirmation_kills_at_once() -> None:
     node = Node(10)
     victim, t0 = node.first_probe_fails()
-    silent = lambda m: m != victim  # noqa: E731
-    node.run_until(t0 + 2.9, answers=silent)
+    node.run_silent(t0 + 2.9)
     node.deliver(3, node.suspect_note(victim, by=3))  # deadline t0 + 2.74: already past
-    node.run_until(t0 + 2.91, answers=silent)
+    node.run_silent(t0 + 2.91)
     assert node.state(victim) is State.DEAD
 
 
 def test_confirmations_count_distinct_independent_suspecters_only() -> None:
     node = Node(10)
     victim, t0 = node.first_probe_fails()
-    silent = lambda m: m != victim  # noqa: E731
-    node.run_until(t0 + 0.2, answers=silent)
+    node.run_silent(t0 + 0.2)
     node.deliver(3, node.suspect_note(victim, by=3))
     node.deliver(3, node.suspect_note(victim, by=3))  # the same member again
     node.deliver(5, node.suspect_note(victim, by=3))  # its suspicion relayed by another
@@ -147,7 +149,7 @@ def test_confirmations_count_distinct_independent_suspecters_only() -> None:
         UpdateKind.SUSPECT, NodeInfo(victim, 0), other),), ())))
     m = node.core.members[victim]
     assert m.suspecters == {3, other}
-    node.run_until(t0 + 0.3, answers=silent)
+    node.run_silent(t0 + 0.3)
     # a suspicion at an older generation than we hold is no confirmation
     node.deliver(9, c.PingRequest(9, 1, 0, c.Payload(0, (Update(
         UpdateKind.ALIVE, NodeInfo(victim, 1), victim),), ())))
@@ -159,7 +161,6 @@ def test_confirmations_count_distinct_independent_suspecters_only() -> None:
 def test_refutation_resets_the_confirmations() -> None:
     node = Node(10)
     victim, t0 = node.first_probe_fails()
-    silent = lambda m: m != victim  # noqa: E731
     node.deliver(3, node.suspect_note(victim, by=3))
     node.deliver(4, node.suspect_note(victim, by=4))
     node.deliver(victim, c.PingRequest(victim, 1, 0, c.Payload(0, (Update(
@@ -170,7 +171,7 @@ def test_refutation_resets_the_confirmations() -> None:
     assert node.state(victim) is State.SUSPECT
     m = node.core.members[victim]
     assert m.suspecters == {3} and m.suspect_deadline is None  # hearsay: not timed
-    node.run_until(t0 + 10, answers=silent)
+    node.run_silent(t0 + 10)
     assert node.state(victim) is State.DEAD  # our own probe confirmed it, then it expired
     conf = node.events("suspect-confirmed", member=victim)
     assert conf and conf[0]["confirmations"] == 1
