@@ -477,8 +477,7 @@ class SwimCore:
             self._enqueue(u)
             # ask for confirmations now: tell indirect_k members directly (they probe it
             # first thing in their next period); piggy-backed copies reach the rest
-            peers = [x.id for x in self._live() if x.id != m.id and x.state is State.ALIVE]
-            self._gossip_to(self.rng.sample(peers, min(self.opts.indirect_k, len(peers))), u)
+            self._fan_out(u)
         elif m.state is State.SUSPECT and m.suspect_start is None:
             # our own probe confirms a suspicion we only heard of: now we time it too, and
             # our suspicion (origin: us) is a confirmation for everyone timing it
@@ -524,10 +523,13 @@ class SwimCore:
             self._emit("suspect-confirmation", member=m.id, gen=m.gen, by=by,
                        confirmations=len(m.suspecters))
 
-    def _declare_dead(self, m: Member) -> None:
-        m.state = State.DEAD
-        m.since = self._now
+    def _settle(self, m: Member, state: State, gen: int) -> None:
+        """``m`` is now ``state`` (not suspect) at ``gen``: no timer of ours runs for it."""
+        m.gen, m.state, m.since = gen, state, self._now
         m.suspect_deadline = m.suspect_start = None
+
+    def _declare_dead(self, m: Member) -> None:
+        self._settle(m, State.DEAD, m.gen)
         self._emit("dead", member=m.id, gen=m.gen, by=self.me, local=True,
                    suspected_by=m.suspected_by, confirmations=len(m.suspecters))
         u = Update(UpdateKind.DEAD, m.info(), self.me)
@@ -735,9 +737,8 @@ class SwimCore:
                 prev = cur.state
                 if prev not in LIVE_STATES and self._full(direct):
                     return False
-                cur.gen, cur.state, cur.since, cur.suspect_deadline = g, State.ALIVE, self._now, None
-                cur.suspect_start, cur.heard = None, max(cur.heard, self._now)
-                cur.suspecters = set()
+                self._settle(cur, State.ALIVE, g)
+                cur.heard, cur.suspecters = max(cur.heard, self._now), set()
                 self._emit("alive", member=x, gen=g, prev=prev.value, via=u.origin)
                 changed = True
         elif cur is None:
@@ -753,14 +754,12 @@ class SwimCore:
         elif k is UpdateKind.DEAD:
             if (cur.state in LIVE_STATES and g >= cur.gen) or (
                     cur.state in (State.DEAD, State.LEFT) and g > cur.gen):
-                cur.gen, cur.state, cur.since, cur.suspect_deadline = g, State.DEAD, self._now, None
-                cur.suspect_start = None
+                self._settle(cur, State.DEAD, g)
                 self._emit("dead", member=x, gen=g, by=u.origin, local=False)
                 changed = True
         elif k is UpdateKind.LEFT:
             if (cur.state is not State.LEFT and g >= cur.gen) or g > cur.gen:
-                cur.gen, cur.state, cur.since, cur.suspect_deadline = g, State.LEFT, self._now, None
-                cur.suspect_start = None
+                self._settle(cur, State.LEFT, g)
                 self._emit("left", member=x, gen=g)
                 changed = True
         if changed:
@@ -770,10 +769,11 @@ class SwimCore:
         return changed
 
     def _fan_out(self, u: Update) -> None:
-        """Spread a death or leave at once: a ping (seq 0, answer ignored) carrying just
-        ``u`` to ``indirect_k`` random members, outside the piggy-back budget. Every member
-        that learns it does the same, so the news floods the group in a few round trips;
-        the piggy-backed copies still reach anyone the flood missed."""
+        """Spread ``u`` at once: a ping (seq 0, answer ignored) carrying just ``u`` to
+        ``indirect_k`` random live members other than its subject and origin, outside the
+        piggy-back budget. For a death or leave every member that learns it does the same,
+        so the news floods the group in a few round trips; for our own fresh suspicion it
+        asks for confirmations. The piggy-backed copies still reach anyone this missed."""
         skip = {u.node.id, u.origin}
         peers = [m.id for m in self._live() if m.id not in skip and m.state is State.ALIVE]
         self._gossip_to(self.rng.sample(peers, min(self.opts.indirect_k, len(peers))), u)
