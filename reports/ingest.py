@@ -235,7 +235,7 @@ def runs_batches(runs: Iterable[RunInfo], recovery_window_ns: int = DEFAULT_RECO
 
 PARTITION_COLUMNS = ("protocol", "date")
 #: a row group closes after the run that takes it past this many rows: row groups hold
-#: whole runs, so Spark may split files anywhere between them (see spark_engine)
+#: whole runs, so the Python checkers' tasks may cut files between any two (reports.scan)
 ROW_GROUP_ROWS = 1 << 16
 #: the dataset layout; a dataset written with another is rebuilt (pipeline.plan_ingest)
 LAYOUT = 2

@@ -66,21 +66,20 @@ def data_dir(store: Path) -> Path:
 LAYOUT_KEY = "layout"
 
 
-def _manifest(d: Path) -> dict[str, list[Any]]:
-    """run id -> [history bytes, mtime, path] of what the dataset holds (layout key apart)."""
+def _read_manifest(d: Path) -> dict[str, Any]:
+    """manifest.json as stored: run id -> [history bytes, mtime, path], and the layout key."""
     try:
         m = json.loads((d / "manifest.json").read_text())
     except (OSError, ValueError):
         return {}
+    return m if isinstance(m, dict) else {}
+
+
+def _manifest(d: Path) -> dict[str, list[Any]]:
+    """run id -> [history bytes, mtime, path] of what the dataset holds (layout key apart)."""
+    m = _read_manifest(d)
     m.pop(LAYOUT_KEY, None)
     return m
-
-
-def _layout(d: Path) -> Any:
-    try:
-        return json.loads((d / "manifest.json").read_text()).get(LAYOUT_KEY)
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def plan_ingest(runs: list[RunInfo], d: Path) -> tuple[list[RunInfo], bool]:
@@ -89,14 +88,11 @@ def plan_ingest(runs: list[RunInfo], d: Path) -> tuple[list[RunInfo], bool]:
     A dataset written with another layout (``ingest.LAYOUT``) is rebuilt: readers rely on
     the layout (row groups of whole runs) for correctness, not only speed.
     """
-    have = _manifest(d)
-    if not (d / "events").exists():
-        have = {}
+    have = _read_manifest(d) if (d / "events").exists() else {}
+    layout = have.pop(LAYOUT_KEY, None)
     stale = [r for r in runs if r.run_id in have
              and tuple(have[r.run_id][:2]) != (r.history_bytes, r.history_mtime)]
-    if have and _layout(d) != LAYOUT:
-        return list(runs) + [r for r in _known(have, runs)], False
-    if stale:
+    if stale or (have and layout != LAYOUT):
         return list(runs) + [r for r in _known(have, runs)], False
     return [r for r in runs if r.run_id not in have], True
 

@@ -23,7 +23,7 @@ import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -118,8 +118,3 @@ def check_tasks(batches: Iterable[pa.RecordBatch], chk: PipelineChecker
 
     yield from check_batches(rows(), chk)
 
-
-def task_frame(spark: Any, tasks: list[str], column: str = "task") -> Any:
-    """A DataFrame of one JSON task per row and per partition: Spark runs each as a task."""
-    return spark.sparkContext.parallelize(tasks, max(1, len(tasks))) \
-        .map(lambda s: (s,)).toDF(f"{column} string")

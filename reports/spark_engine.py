@@ -9,9 +9,8 @@ Where the time goes, and why the job is shaped this way (see DESIGN.md, Reports)
 - Every Parquet row group holds whole runs (``ingest.write_slice``), so the Python checkers
   need no ``groupBy`` and no shuffle: each task is a list of row groups (planned on the
   driver from the footers, balanced by rows, a few tasks per core: ``TASKS_PER_CORE``) that
-  the Python worker reads itself with pyarrow (``reports.scan``). Going through Spark's own
-  Parquet scan and Arrow stream instead measured ~1.2 cores busy at local[1] and at most
-  ~1.3x at local[2] on 2 cores: the JVM's work competed with the checker's.
+  the Python worker reads itself with pyarrow (``reports.scan`` says why, with figures: not
+  Spark's own Parquet scan and Arrow stream, whose JVM work competed with the checker).
 - The protocols' node-evidence checkers (``reports.rerun``) are a ``mapInArrow`` over a small
   DataFrame of run paths, runs dealt by size: each executor reads its runs' dirs.
 - Every aggregate, and the join-shaped ``phantom-read`` checker, is Spark SQL's own
@@ -39,7 +38,7 @@ from reports.discover import RunInfo
 from reports.ingest import ingest_slices, run_info_from_dict, write_slice
 from reports.local_engine import SMALL_COLUMNS
 from reports.pipeline import Analysis, finish_analysis, status_rows
-from reports.rerun import RUN_COLUMN, rerun_batches, rerun_slices
+from reports.rerun import rerun_batches, rerun_slices
 from reports.schema import EVENTS_DDL, RESULTS, RESULTS_DDL
 
 PCTS = (0.5, 0.95, 0.99)
@@ -146,7 +145,7 @@ class SparkEngine:
         rw = self.recovery_window_ns
         out = str(events_dir)
         payload = [json.dumps([r.__dict__ for r in sl], default=repr) for sl in slices]
-        df = scan.task_frame(self.spark, payload, "runs")
+        df = self._task_frame(payload)
 
         def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             kw = {} if rw is None else {"recovery_window_ns": rw}
@@ -168,8 +167,7 @@ class SparkEngine:
         # The JVM scans (aggregates, phantom reads, small tables) group by with a shuffle, so
         # splits may fall anywhere: aim for a few tasks per core (the scheduler then balances
         # uneven files); never below 4 MB.
-        par = self.spark.sparkContext.defaultParallelism
-        for k, v in (("spark.sql.files.minPartitionNum", str(TASKS_PER_CORE * par)),
+        for k, v in (("spark.sql.files.minPartitionNum", str(self._parts)),
                      ("spark.sql.files.maxPartitionBytes", str(128 << 20)),
                      ("spark.sql.files.openCostInBytes", str(4 << 20))):
             if k not in self._user_conf:  # --conf wins
@@ -220,23 +218,32 @@ class SparkEngine:
     def rerun(self, runs: list[RunInfo]) -> pd.DataFrame:
         """The protocols' registry checkers per run (``reports.rerun``): one row per slice of
         runs, several slices per core, each executor reading its runs' dirs by path."""
-        payload = rerun_slices(runs, TASKS_PER_CORE * self.spark.sparkContext.defaultParallelism)
-        if not payload:
-            return RESULTS.empty_table().to_pandas()
-        df = scan.task_frame(self.spark, payload, RUN_COLUMN)
-        return df.mapInArrow(rerun_batches, RESULTS_DDL).toPandas()
+        return self._results(rerun_slices(runs, self._parts), rerun_batches)
 
     def py_check(self, runs: list[RunInfo], events_dir: Path, chk: PipelineChecker
                  ) -> pd.DataFrame:
         """A Python checker over contiguous runs: a ``mapInArrow`` over row-group tasks that
         the Python worker reads itself (``reports.scan``: why), no shuffle."""
-        par = self.spark.sparkContext.defaultParallelism
-        tasks = scan.plan(events_dir, runs, TASKS_PER_CORE * par)
+        return self._results(scan.plan(events_dir, runs, self._parts),
+                             lambda it: scan.check_tasks(it, chk))
+
+    @property
+    def _parts(self) -> int:
+        """Tasks per stage: a few per core (``TASKS_PER_CORE``), so the scheduler can balance
+        uneven ones."""
+        return TASKS_PER_CORE * self.spark.sparkContext.defaultParallelism
+
+    def _task_frame(self, tasks: list[str]) -> Any:
+        """A DataFrame of one JSON task per row and per partition: Spark runs each as a task
+        (the functions mapped over it read the task from the first column)."""
+        return self.spark.sparkContext.parallelize(tasks, max(1, len(tasks))) \
+            .map(lambda s: (s,)).toDF("task string")
+
+    def _results(self, tasks: list[str], fn: Any) -> pd.DataFrame:
+        """RESULTS rows from ``fn`` (a ``mapInArrow`` function) over JSON ``tasks``."""
         if not tasks:
             return RESULTS.empty_table().to_pandas()
-        out = scan.task_frame(self.spark, tasks).mapInArrow(
-            lambda it: scan.check_tasks(it, chk), RESULTS_DDL)
-        return out.toPandas()
+        return self._task_frame(tasks).mapInArrow(fn, RESULTS_DDL).toPandas()
 
     def aggregates(self, ev: Any) -> dict[str, pd.DataFrame]:
         from pyspark.sql import functions as F
