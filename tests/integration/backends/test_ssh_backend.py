@@ -19,19 +19,9 @@ from harness.runner import run
 from harness.spec import TestSpec, Workload
 from harness.store import new_run
 from tests.integration.harness.test_cluster import ECHO, Exploding
+from tests.proc_state import RUNNING, gone, settles
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def _stat(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return None
-
-
-def _gone(pid: int) -> bool:
-    return _stat(pid) in (None, "Z")
 
 
 def _node_pids(marker: str) -> set[int]:
@@ -43,7 +33,7 @@ def _node_pids(marker: str) -> set[int]:
                 cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
             except OSError:
                 continue
-            if marker in cmd and not _gone(int(p.name)):
+            if marker in cmd and not gone(int(p.name)):
                 out.add(int(p.name))
     return out
 
@@ -88,12 +78,12 @@ def test_cluster_over_ssh(tmp_path, sshd, monkeypatch):
             assert await eventually(n1_cut)
             await c.nemesis_invoke({"f": "stop-partition", "value": None})
             await c.nemesis_invoke({"f": "kill", "value": {"node": "n2"}})
-            assert _gone(pids["n2"]) and not b.is_running("n2")
+            assert gone(pids["n2"]) and not b.is_running("n2")
             await c.nemesis_invoke({"f": "pause", "value": {"node": "n3"}})
-            assert _stat(pids["n3"]) == "T" and b.is_running("n3")
+            assert await settles(pids["n3"], ("T",)) == "T" and b.is_running("n3")
             await c.heal_all()
-            assert _stat(pids["n3"]) in ("S", "R")
-            assert b.remote_pid("n2") != pids["n2"] and not _gone(b.remote_pid("n2"))
+            assert await settles(pids["n3"], RUNNING) in RUNNING
+            assert b.remote_pid("n2") != pids["n2"] and not gone(b.remote_pid("n2"))
             assert await eventually(lambda: _all_reachable(c))
             ev = (await c.admin("n2", "GET", "/admin/events?since=0"))["events"]
             assert [e["seq"] for e in ev if e["type"] == "start"] == [0, 1]  # data dir kept
@@ -101,12 +91,12 @@ def test_cluster_over_ssh(tmp_path, sshd, monkeypatch):
             p1 = b.remote_pid("n1")
             await c.pause("n1")
             await c.kill("n1")
-            assert _gone(p1) and not b.is_running("n1")
+            assert gone(p1) and not b.is_running("n1")
             await c.restart("n1")
             assert await eventually(lambda: _all_reachable(c))
             await c.collect()
             last = {n: b.remote_pid(n) for n in c.nodes}
-        assert all(_gone(p) for p in last.values())
+        assert all(gone(p) for p in last.values())
         assert not (Path(host.workdir) / "runs" / b.run_id).exists()  # remote run files removed
         for n in ("n1", "n2", "n3"):
             nd = rd.path / "nodes" / n

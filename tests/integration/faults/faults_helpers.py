@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from pathlib import Path
+
+from tests.proc_state import gone
 
 
 def pid_alive(pid: int) -> bool:
     """True while the process exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    return not gone(pid)
 
 
 def port_listening(port: int, kind: int = socket.SOCK_STREAM) -> bool:

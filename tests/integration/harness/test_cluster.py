@@ -20,6 +20,7 @@ from harness.ports import is_listening
 from harness.runner import run
 from harness.spec import NodeAddr, ProtocolDef, TestSpec, Workload
 from harness.store import new_run
+from tests.proc_state import gone, settles
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -53,14 +54,6 @@ ECHO = ProtocolDef(name="echo", module="tests.integration.harness.echo_node",
                    workloads={"echo": workload}, default_workload="echo")
 
 
-def proc_gone(pid: int) -> bool:
-    try:
-        st = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        return st == "Z"
-    except FileNotFoundError:
-        return True
-
-
 def test_links_faults_and_node_control(tmp_path):
     spec = TestSpec(name="echo", protocol=ECHO, nodes=3, seed=5, store=str(tmp_path))
 
@@ -91,10 +84,10 @@ def test_links_faults_and_node_control(tmp_path):
             assert await eventually(lambda: _all_reachable(c))
             # kill, restart keeps the data dir, pause/resume
             await c.nemesis_invoke({"f": "kill", "value": {"node": "n2"}})
-            assert proc_gone(pids["n2"]) and not c.backend.is_running("n2")
+            assert gone(pids["n2"]) and not c.backend.is_running("n2")
             done = await c.nemesis_invoke({"f": "pause", "value": {"node": "n3"}})
             assert "n3" in str(done["value"]), done
-            assert await eventually(lambda: _stat_is(pids["n3"], "T"), 2.0)
+            assert await settles(pids["n3"], ("T",)) == "T"
             healed = await c.heal_all()
             assert c.backend.is_running("n2") and "n3" in str(healed)
             assert await eventually(lambda: _all_reachable(c))
@@ -104,17 +97,13 @@ def test_links_faults_and_node_control(tmp_path):
             assert any(e["type"] == "clock" and e["offset_s"] == 2.5 for e in ev)
             tox = c._toxiproxy.url
         for pid in [c.backend.pid(n) for n in c.nodes]:
-            assert proc_gone(pid)
+            assert gone(pid)
         assert not any(is_listening(p) for p in proxy_ports)
         with pytest.raises(aiohttp.ClientError):
             async with aiohttp.ClientSession() as s, s.get(tox + "/proxies") as r:
                 await r.read()
 
     asyncio.run(body())
-
-
-async def _stat_is(pid: int, want: str) -> bool:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == want
 
 
 async def _all_reachable(c) -> bool:

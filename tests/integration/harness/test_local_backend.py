@@ -9,6 +9,7 @@ import pytest
 
 from harness.backends.base import BackendError, NodeSpec
 from harness.backends.local import LocalBackend
+from tests.proc_state import RUNNING, settles, state
 
 SLEEPER = "import os, time, pathlib; pathlib.Path('pid').write_text(str(os.getpid())); time.sleep(120)"
 
@@ -18,28 +19,19 @@ def spec(tmp_path: Path) -> NodeSpec:
                     data_dir=tmp_path / "data", log_path=tmp_path / "log.txt", cwd=tmp_path)
 
 
-def state(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return None
-
-
 def test_kill_pause_resume_restart(tmp_path):
     async def body():
         b = LocalBackend()
         try:
             await b.start(spec(tmp_path))
             pid = b.pid("n1")
-            assert b.is_running("n1") and state(pid) in ("S", "R")
+            assert b.is_running("n1") and await settles(pid, RUNNING) in RUNNING
             with pytest.raises(BackendError, match="already running"):
                 await b.start(spec(tmp_path))
             await b.pause("n1")
-            await asyncio.sleep(0.1)
-            assert state(pid) == "T"
+            assert await settles(pid, ("T",)) == "T"
             await b.resume("n1")
-            await asyncio.sleep(0.1)
-            assert state(pid) in ("S", "R")
+            assert await settles(pid, RUNNING) in RUNNING
             await b.kill("n1")
             assert state(pid) is None and not b.is_running("n1")
             await b.start(spec(tmp_path))  # restart keeps the data dir
@@ -81,9 +73,4 @@ def test_harness_killed_with_sigkill_leaves_no_node(tmp_path):
     assert state(pid) is not None
     os.kill(harness.pid, 9)
     harness.wait()
-    for _ in range(50):
-        if state(pid) in (None, "Z"):
-            break
-        import time
-        time.sleep(0.05)
-    assert state(pid) in (None, "Z")
+    assert asyncio.run(settles(pid, (None, "Z"), within_s=2.5)) in (None, "Z")

@@ -1,0 +1,31 @@
+"""A process's scheduler state from /proc, for tests that check what a backend did to it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+# D is live too: a process may be waiting on disk (loading Python on a busy CI machine).
+RUNNING = ("S", "R", "D")
+
+
+def state(pid: int) -> str | None:
+    """The one-letter state of ``pid`` (None once it is reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return None
+
+
+def gone(pid: int) -> bool:
+    return state(pid) in (None, "Z")
+
+
+async def settles(pid: int, states: tuple[str, ...], within_s: float = 5.0) -> str | None:
+    """The state ``pid`` reaches within the time; signals land asynchronously and a process in D
+    takes its SIGSTOP only when the wait ends."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    while (s := state(pid)) not in states and loop.time() < deadline:
+        await asyncio.sleep(0.02)
+    return s
