@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 # D is live too: a process may be waiting on disk (loading Python on a busy CI machine).
@@ -29,3 +30,17 @@ async def settles(pid: int, states: tuple[str, ...], within_s: float = 5.0) -> s
     while (s := state(pid)) not in states and loop.time() < deadline:
         await asyncio.sleep(0.02)
     return s
+
+
+def processes_mentioning(*markers: str) -> dict[int, str]:
+    """Live (non-zombie) processes, other than this one, whose command line holds every marker."""
+    out = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit() and int(p.name) != os.getpid():
+            try:
+                cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if all(m in cmd for m in markers) and not gone(int(p.name)):
+                out[int(p.name)] = cmd
+    return out

@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 from backend_helpers import docker_leftovers
@@ -18,6 +15,9 @@ from backend_helpers import docker_leftovers
 from harness.backends.clean import clean
 from harness.backends.docker import LABEL_OWNER, LABEL_RUN
 from harness.backends.images.build import image_tag
+from tests.child_run import kill9_a_run
+from tests.proc_state import processes_mentioning
+from tests.waiting import until
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -52,58 +52,22 @@ def test_clean_removes_orphans_keeps_live(docker_client):
                 o.remove(**({} if kind == "network" else {"force": True}))
 
 
-def _start_and_kill9(tmp_path: Path, backend: str) -> Path:
-    code = f"""
-import sys; sys.path.insert(0, {str(ROOT)!r})
-from tests.integration.harness.test_cluster import ECHO
-from harness.runner import run
-from harness.spec import TestSpec
-run(TestSpec(name="k9", protocol=ECHO, nodes=3, seed=2, store={str(tmp_path)!r},
-             time_limit=60, backend={backend!r}))
-"""
-    p = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and p.poll() is None:
-        runs = list((tmp_path / "k9").glob("*/history.jsonl"))
-        if runs and runs[0].stat().st_size > 200:
-            os.kill(p.pid, signal.SIGKILL)
-            p.wait()
-            return runs[0].parent
-        time.sleep(0.1)
-    p.kill()
-    raise AssertionError(f"run did not start: {p.stderr.read()}")
-
-
 def test_clean_after_kill9_docker(tmp_path, docker_client):
-    rd = _start_and_kill9(tmp_path, "docker")
+    rd = kill9_a_run(tmp_path, "docker")
     assert len(docker_leftovers(docker_client, rd)) == 6  # 3 containers + 3 volumes left
     rep = clean(ssh_hosts="")
     assert docker_leftovers(docker_client, rd) == [], rep.summary()
 
 
-def _loopback_nodes() -> list[int]:
-    out = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                cmd = (p / "cmdline").read_bytes()
-                st = (p / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if b"/chaos-harness-sshd-" in cmd and b"echo_node" in cmd and st != "Z":
-                out.append(int(p.name))
-    return out
+def _loopback_nodes() -> set[int]:
+    return set(processes_mentioning("/chaos-harness-sshd-", "echo_node"))
 
 
 def test_clean_after_kill9_ssh(tmp_path, sshd):
-    before = set(_loopback_nodes())
-    _start_and_kill9(tmp_path, "ssh")
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and len(set(_loopback_nodes()) - before) < 3:
-        time.sleep(0.05)
-    assert len(set(_loopback_nodes()) - before) == 3  # sshd died with the harness; nodes did not
+    before = _loopback_nodes()
+    kill9_a_run(tmp_path, "ssh")
+    # sshd died with the harness; its nodes did not
+    assert until(lambda: len(_loopback_nodes() - before) == 3, 5), _loopback_nodes() - before
     rep = clean(ssh_hosts="")
-    time.sleep(0.2)
-    assert set(_loopback_nodes()) - before == set(), rep.summary()
+    assert until(lambda: _loopback_nodes() - before == set(), 5), rep.summary()
     assert any("loopback sshd dir" in r for r in rep.removed), rep.summary()

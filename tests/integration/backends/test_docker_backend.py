@@ -10,7 +10,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from backend_helpers import docker_leftovers, eventually, interrupt_a_run
+from backend_helpers import docker_leftovers
 
 from harness.backends.base import NodeSpec
 from harness.backends.docker import DockerBackend
@@ -19,7 +19,9 @@ from harness.ports import free_port
 from harness.runner import run
 from harness.spec import TestSpec, Workload
 from harness.store import new_run
+from tests.child_run import interrupt_a_run
 from tests.integration.harness.test_cluster import ECHO, Exploding
+from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[3]
 ECHO_MODULE = "tests.integration.harness.echo_node"

@@ -10,7 +10,6 @@ import os
 from pathlib import Path
 
 import pytest
-from backend_helpers import eventually, interrupt_a_run
 
 from harness.backends.base import BackendError
 from harness.backends.ssh import HostConn, SshBackend, SshHost
@@ -18,24 +17,12 @@ from harness.cluster import open_cluster
 from harness.runner import run
 from harness.spec import TestSpec, Workload
 from harness.store import new_run
+from tests.child_run import interrupt_a_run
 from tests.integration.harness.test_cluster import ECHO, Exploding
-from tests.proc_state import RUNNING, gone, settles
+from tests.proc_state import RUNNING, gone, processes_mentioning, settles
+from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def _node_pids(marker: str) -> set[int]:
-    """Live (non-zombie) processes whose command line mentions ``marker``."""
-    out = set()
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit() and int(p.name) != os.getpid():
-            try:
-                cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if marker in cmd and not gone(int(p.name)):
-                out.add(int(p.name))
-    return out
 
 
 def _hosts_file(tmp_path: Path, host: SshHost) -> Path:
@@ -44,6 +31,11 @@ def _hosts_file(tmp_path: Path, host: SshHost) -> Path:
         "host": host.host, "port": host.port, "user": host.user, "key": str(host.key),
         "known_hosts": str(host.known_hosts), "python": host.python, "workdir": host.workdir}]}))
     return f
+
+
+def sshd_procs() -> set[int]:
+    """The loopback sshd and every node it started."""
+    return set(processes_mentioning("chaos-harness-sshd-"))
 
 
 async def _all_reachable(c) -> bool:
@@ -127,19 +119,19 @@ def test_failing_run_leaves_nothing(tmp_path):
                   checkers={})
     spec = TestSpec(name="explode", protocol=ECHO, workload=wl, nodes=3, concurrency=2, seed=1,
                     store=str(tmp_path), time_limit=5, backend="ssh")
-    before = _node_pids("chaos-harness-sshd-")
+    before = sshd_procs()
     with pytest.raises(RuntimeError, match="exploded midway"):
         run(spec)
     rd = sorted((tmp_path / "explode").iterdir())[-1]
     assert json.loads((rd / "test.json").read_text())["status"] == "failed"
-    assert _node_pids("chaos-harness-sshd-") - before == set()
+    assert sshd_procs() - before == set()
 
 
 def test_ctrl_c_leaves_nothing(tmp_path):
-    before = _node_pids("chaos-harness-sshd-")
+    before = sshd_procs()
     interrupt_a_run(tmp_path, "ssh",  # sshd + 3 nodes, then none of them
-                    running=lambda rd: len(_node_pids("chaos-harness-sshd-") - before) >= 4,
-                    gone=lambda rd: _node_pids("chaos-harness-sshd-") - before == set())
+                    running=lambda rd: len(sshd_procs() - before) >= 4,
+                    gone=lambda rd: sshd_procs() - before == set())
 
 
 READER = """

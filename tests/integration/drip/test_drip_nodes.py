@@ -17,6 +17,7 @@ from nodes.drip import codec
 from nodes.drip.auth import load_auth
 from nodes.drip.material import NodeFiles, client_context, issue_node_cert
 from nodes.drip.topology import figure1
+from tests.waiting import eventually
 
 IDS5 = [f"n{i}" for i in range(1, 6)]
 
@@ -49,9 +50,12 @@ def test_updates_commit_across_figure1_and_conflicts_abort(mesh_factory, jwt_mod
             await m.wait_all_active(s)
             status, body = await m.update(s, "n1", "+15551234", {"route": "a"}, "u1")
             assert status == 200 and body["result"] == "committed", body
-            await asyncio.sleep(0.5)
-            for n in IDS5:
-                assert (await m.read(s, n, "+15551234"))["value"] == {"route": "a"}
+
+            async def everywhere() -> bool:
+                got = [(await m.read(s, n, "+15551234"))["value"] for n in IDS5]
+                return all(v == {"route": "a"} for v in got)
+
+            assert await eventually(everywhere, 10)
             # concurrent updates of one key: never both committed
             res = await asyncio.gather(m.update(s, "n1", "x", 1, "c1"), m.update(s, "n5", "x", 2, "c2"))
             assert not all(st == 200 for st, _ in res), res

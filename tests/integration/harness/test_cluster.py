@@ -4,11 +4,6 @@ and nothing left behind after a clean run, a failing run, or Ctrl-C."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import aiohttp
@@ -20,7 +15,9 @@ from harness.ports import is_listening
 from harness.runner import run
 from harness.spec import NodeAddr, ProtocolDef, TestSpec, Workload
 from harness.store import new_run
-from tests.proc_state import gone, settles
+from tests.child_run import interrupt_a_run
+from tests.proc_state import gone, processes_mentioning, settles
+from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -59,14 +56,6 @@ def test_links_faults_and_node_control(tmp_path):
 
     async def reachable(c, n):
         return (await c.admin(n, "GET", "/admin/state"))["reachable"]
-
-    async def eventually(pred, timeout=5.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if await pred():
-                return True
-            await asyncio.sleep(0.1)
-        return False
 
     async def body():
         rd = new_run("echo", tmp_path)
@@ -148,56 +137,9 @@ def test_failing_run_leaves_nothing(tmp_path):
 
 def _our_processes(rd: Path) -> list[str]:
     """Processes whose command line mentions this run dir (nodes) or toxiproxy started by it."""
-    out = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if str(rd) in cmd:
-                out.append(cmd)
-    return out
+    return list(processes_mentioning(str(rd)).values())
 
 
 def test_ctrl_c_tears_everything_down(tmp_path):
-    code = f"""
-import sys; sys.path.insert(0, {str(ROOT)!r})
-from tests.integration.harness.test_cluster import ECHO
-from harness import generators as g
-from harness.runner import run
-from harness.spec import TestSpec
-print("go", flush=True)
-run(TestSpec(name="ctrlc", protocol=ECHO, nodes=3, seed=2, store={str(tmp_path)!r}, time_limit=60))
-"""
-    p = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "go"
-    # wait until the nodes are up (their configs exist and they answer health)
-    deadline = time.monotonic() + 20
-    rd = None
-    while time.monotonic() < deadline:
-        runs = list((tmp_path / "ctrlc").glob("*/history.jsonl"))
-        if runs and runs[0].stat().st_size > 200:
-            rd = runs[0].parent
-            break
-        time.sleep(0.1)
-    assert rd is not None, p.stderr.read() if p.poll() is not None else "run did not start"
-    os.kill(p.pid, signal.SIGINT)
-    p.wait(timeout=20)
-    assert _our_processes(rd) == []
-    import json
-    assert json.loads((rd / "test.json").read_text())["status"] in ("failed", "interrupted")
-    tox = [c for c in _all_cmdlines() if "toxiproxy-server" in c and str(p.pid) in c]
-    assert tox == []
-
-
-def _all_cmdlines() -> list[str]:
-    out = []
-    for q in Path("/proc").iterdir():
-        if q.name.isdigit():
-            try:
-                out.append((q / "cmdline").read_bytes().replace(b"\0", b" ").decode())
-            except OSError:
-                pass
-    return out
+    interrupt_a_run(tmp_path, "local", running=lambda rd: _our_processes(rd) != [],
+                    gone=lambda rd: _our_processes(rd) == [])

@@ -5,22 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
 
 from harness.cluster import open_cluster
 from harness.spec import TestSpec
 from harness.store import new_run
 from nodes.sds.client import SdsClient
 from nodes.sds.harness import PROTOCOL
-
-
-async def _eventually(pred, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await pred():
-            return True
-        await asyncio.sleep(0.1)
-    return False
+from tests.waiting import eventually
 
 
 def test_broadcast_restart_and_bad_bytes(tmp_path) -> None:
@@ -42,7 +33,7 @@ def test_broadcast_restart_and_bad_bytes(tmp_path) -> None:
             for i in range(6):
                 r = await clients[c.nodes[i % 3]].invoke({"f": "send", "value": f"c:{i}:x"})
                 assert r["type"] == "ok" and r["value"]["id"]
-            assert await _eventually(lambda: converged(6))
+            assert await eventually(lambda: converged(6))
             st = await c.admin("n1", "GET", "/admin/state")
             for key in ("lamport", "log", "incoming_buffer", "outgoing_buffer", "bloom",
                         "repair", "counters", "io"):
@@ -52,14 +43,14 @@ def test_broadcast_restart_and_bad_bytes(tmp_path) -> None:
             # garbage on the real peer port: counted, the node keeps serving
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
                 s.sendto(b"\xff\xfe not protobuf", ("127.0.0.1", c.ports["n1"]["peer"]))
-            assert await _eventually(lambda: _wire_errors(c, "n1"))
+            assert await eventually(lambda: _wire_errors(c, "n1"))
 
             # kill -9 n2, send while it is down, restart: old log kept, new ones caught up
             await c.nemesis_invoke({"f": "kill", "value": {"node": "n2"}})
             for i in range(6, 9):
                 await clients["n1"].invoke({"f": "send", "value": f"c:{i}:y"})
             await c.nemesis_invoke({"f": "restart", "value": {"node": "n2"}})
-            assert await _eventually(lambda: converged(9), 15.0)
+            assert await eventually(lambda: converged(9), 15.0)
             ev = (await c.admin("n2", "GET", "/admin/events?since=0"))["events"]
             starts = [e for e in ev if e["type"] == "start"]
             assert len(starts) == 2 and starts[1]["log_len"] >= 6

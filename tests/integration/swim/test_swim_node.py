@@ -8,7 +8,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,18 +19,10 @@ from harness.spec import TestSpec
 from harness.store import new_run
 from nodes.swim import codec as c
 from nodes.swim.harness import PROTOCOL
+from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[3]
 OPTS = {"period_s": 0.2, "probe_timeout_s": 0.1}
-
-
-async def eventually(pred: Any, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await pred():
-            return True
-        await asyncio.sleep(0.1)
-    return False
 
 
 def test_group_over_the_relay(tmp_path: Path) -> None:
@@ -53,7 +44,12 @@ def test_group_over_the_relay(tmp_path: Path) -> None:
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
                 s.sendto(bytes([1, 2, 3]), ("127.0.0.1", port))
                 s.sendto(bytes([c.Code.PING_REQUEST, 1]), ("127.0.0.1", port))
-            await asyncio.sleep(0.3)
+
+            async def counted() -> bool:
+                stats = (await cl.admin("n2", "GET", "/admin/state"))["stats"]
+                return stats["unknown"] == 1 and stats["malformed"] == 1
+
+            assert await eventually(counted, 5)
             st = await cl.admin("n2", "GET", "/admin/state")
             assert st["stats"]["unknown"] == 1 and st["stats"]["malformed"] == 1
             # voluntary leave, then rejoin with a higher generation
