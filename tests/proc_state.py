@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
+
+from tests.waiting import eventually
 
 # D is live too: a process may be waiting on disk (loading Python on a busy CI machine).
 RUNNING = ("S", "R", "D")
@@ -22,14 +23,14 @@ def gone(pid: int) -> bool:
     return state(pid) in (None, "Z")
 
 
-async def settles(pid: int, states: tuple[str, ...], within_s: float = 5.0) -> str | None:
+async def settles(pid: int, states: tuple[str | None, ...], within_s: float = 5.0) -> str | None:
     """The state ``pid`` reaches within the time; signals land asynchronously and a process in D
     takes its SIGSTOP only when the wait ends."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within_s
-    while (s := state(pid)) not in states and loop.time() < deadline:
-        await asyncio.sleep(0.02)
-    return s
+    async def there() -> bool:
+        return state(pid) in states
+
+    await eventually(there, within_s, 0.02)
+    return state(pid)
 
 
 def processes_mentioning(*markers: str) -> dict[int, str]:
