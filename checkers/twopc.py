@@ -8,7 +8,8 @@ Properties, each an anomaly kind:
 * validity — ``unknown-update``: a node applied an update nobody invoked;
   ``wrong-value``: it applied a value other than the one invoked.
 * vote rule (ours, docs/drip.md "vote routing") — ``commit-without-all-yes``: an initiator
-  committed although some mesh member voted no or never voted yes.
+  committed although some mesh member voted no or never voted yes, or before every member's
+  yes had reached it (its ``decide`` event lists them as ``missing``).
 * atomicity — ``failed-update-visible``: an update the client saw fail (aborted, or refused) was
   applied somewhere.
 * agreement — ``missing-commit``: an update applied on some node (or acknowledged to a client)
@@ -162,10 +163,15 @@ def check(test: dict[str, Any], history: list[Op], observations: dict[str, Any])
         voted_yes = {n for n, v in votes.get(uid, {}).items() if v.get("vote") == "yes"}
         said_no = sorted(n for n, v in votes.get(uid, {}).items() if v.get("vote") == "no")
         absent = sorted(set(members) - voted_yes)
-        if said_no or absent:
-            why = (f"{said_no} voted no" if said_no else "") + \
-                  ("; " if said_no and absent else "") + \
-                  (f"{absent} never voted yes" if absent else "")
+        # The initiator's own record of whose vote it lacked when it decided: a yes that was
+        # cast but never reached it does not make the commit legal.
+        unheard = sorted(set(ev.get("missing") or []) - set(absent))
+        if said_no or absent or unheard:
+            why = "; ".join(w for w in (
+                f"{said_no} voted no" if said_no else "",
+                f"{absent} never voted yes" if absent else "",
+                f"it decided without a vote from {unheard} (their yes never reached it)"
+                if unheard else "") if w)
             anomalies.append(Anomaly(
                 "commit-without-all-yes",
                 f"{node} committed {uid} (key {ev.get('key')}) but {why}",

@@ -113,6 +113,30 @@ def test_an_update_nobody_invoked_and_a_wrong_value() -> None:
     assert "wrong-value" in kinds(r)
 
 
+def _vote(uid: str, vote: str = "yes") -> dict[str, Any]:
+    return {"type": "vote", "uid": uid, "key": "k", "vote": vote, "syncing": False}
+
+
+def _commit(uid: str, missing: list[str]) -> dict[str, Any]:
+    return {"type": "decide", "uid": uid, "key": "k", "outcome": "commit", "version": 1,
+            "voters": sorted({"n1", "n2"} - set(missing)), "no_voters": [], "missing": missing}
+
+
+def test_a_commit_before_every_yes_arrived_is_caught_even_if_the_yes_was_cast() -> None:
+    """n2 voted yes, but its vote was lost on the way: n1 committed on what it had. The result
+    happens to match all-yes, the rule was still broken (a no could have been lost as well)."""
+    h = [dict(UPD[0]), dict(UPD[1], type="ok")]
+    kv = {"k": {"value": 1, "version": 1, "uid": "u1"}}
+    evs = {"n1": [_vote("u1"), _commit("u1", ["n2"]), _apply("u1", "k", 1, 1)],
+           "n2": [_vote("u1"), _apply("u1", "k", 1, 1)]}
+    r = check({}, h, _obs(evs, {"n1": kv, "n2": kv}))
+    assert kinds(r) == {"commit-without-all-yes"}
+    assert "decided without a vote from ['n2']" in r.anomalies[0].message
+    # the same evidence with every vote in hand is a pass
+    evs["n1"][1] = _commit("u1", [])
+    assert check({}, h, _obs(evs, {"n1": kv, "n2": kv})).valid is True
+
+
 def test_missing_commit_divergence_and_lost_data() -> None:
     h = [dict(UPD[0]), dict(UPD[1], type="ok")]
     kv = {"k": {"value": 1, "version": 1, "uid": "u1"}}
