@@ -97,9 +97,22 @@ def test_bug_forget_in_progress_is_caught(chaos_run) -> None:
               expect="2pc")
 
 
+def isolate_in_turn(nodes: list[str], hold_s: float = 3.0) -> list[sch.Step]:
+    """Cut each node off from all its peers for longer than a vote may take, one after another:
+    every update started meanwhile lacks that member's vote."""
+    steps: list[sch.Step] = []
+    for n in nodes:
+        steps += [(1.0, sch.op("start-partition", {"shape": "isolate", "node": n})),
+                  (hold_s, sch.op("stop-partition"))]
+    return sch.explicit(steps)
+
+
 def test_bug_commit_partial_vote_is_caught(chaos_run) -> None:
+    """Random partitions can miss: on figure 1 a 'bridge' cut may sever one link that no vote
+    needed (a nightly run came out valid that way). An isolated member is missing from every
+    vote, so the correct node aborts and the buggy one commits without it."""
     chaos_run(spec("drip-bug-partial", 5, figure1, time_limit=10.0, bugs=["commit-partial-vote"],
-                   nemesis="partition", interval_s=2.0), expect="2pc")
+                   schedule=isolate_in_turn(["n4", "n1"])), expect="2pc")
 
 
 def test_bug_skip_sync_is_caught(chaos_run) -> None:
