@@ -27,13 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkers.result import Anomaly, Result
+from checkers.result import ANOMALY_LIMIT, cap, verdict  # noqa: F401  (re-exported)
 
 JOURNAL_FILE = "events.jsonl"
 STATE_FILE = "state.json"
-#: anomalies kept per kind in one Result; the stats still count them all
-ANOMALY_LIMIT = 20
-
 _TYPE_RE = re.compile(rb'"type"\s*:\s*"([A-Za-z_-]+)"')
 
 Gap = dict[str, Any]
@@ -256,36 +253,3 @@ def final_logs(observations: dict[str, Any]) -> dict[str, FinalLog]:
     return {name: final_log(name, obs["state"])
             for name, obs in sorted(node_observations(observations).items())
             if isinstance(obs.get("state"), dict)}
-
-
-# --------------------------------------------------------------------------- verdicts
-
-
-def cap(anomalies: list[Anomaly], limit: int = ANOMALY_LIMIT) -> list[Anomaly]:
-    """Keep the first ``limit`` anomalies of each kind: a witness, not a dump."""
-    seen: dict[str, int] = {}
-    out = []
-    for a in anomalies:
-        seen[a.kind] = seen.get(a.kind, 0) + 1
-        if seen[a.kind] <= limit:
-            out.append(a)
-    return out
-
-
-def verdict(name: str, anomalies: list[Anomaly], stats: dict[str, Any], gaps: list[str],
-            unknown_note: str = "") -> Result:
-    """The shared rule: any anomaly is False; no anomaly but a gap is "unknown"; else True."""
-    kinds: dict[str, int] = {}
-    for a in anomalies:
-        kinds[a.kind] = kinds.get(a.kind, 0) + 1
-    stats = {**stats, "anomalies": kinds, "missing_evidence": gaps}
-    if anomalies:
-        return Result(name, False, cap(anomalies), stats,
-                      note=f"{len(anomalies)} anomalies; first: {anomalies[0].message}")
-    reasons = ([unknown_note] if unknown_note else []) + gaps
-    if reasons:
-        more = f" (+{len(reasons) - 3} more)" if len(reasons) > 3 else ""
-        return Result(name, "unknown", [], stats,
-                      note="no violation found, but evidence is missing: "
-                           + "; ".join(reasons[:3]) + more)
-    return Result(name, True, [], stats)

@@ -3,13 +3,18 @@
 Validity is three-valued: ``True``, ``False`` or ``"unknown"`` (a budget ran out or the
 evidence was missing). ``unknown`` is never a silent pass: ``compose`` ranks it between
 ``False`` and ``True``, as Jepsen's checkers do.
+
+Every leaf says what it examined (``examined``: counts such as ops, keys, commits,
+deliveries, journal events). A leaf that examined nothing of what it judges has proved
+nothing, so :func:`verdict` makes it ``unknown`` with the reason (Jepsen's ``stats`` checker:
+a ``:f`` with no ``ok`` op is not a pass).
 """
 
 from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -48,12 +53,16 @@ class Result:
     children: list[Result] = field(default_factory=list)
     #: a human explanation for ``unknown`` or a summary line for ``False``
     note: str = ""
+    #: what the checker looked at, as counts ("ops", "keys", "commits", ...); a leaf with
+    #: nothing examined is never ``True``
+    examined: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "checker": self.checker,
             "valid": self.valid,
             "note": self.note,
+            "examined": self.examined,
             "anomalies": [a.to_json() for a in self.anomalies],
             "stats": self.stats,
             "children": [c.to_json() for c in self.children],
@@ -68,7 +77,24 @@ class Result:
             anomalies=[Anomaly(**a) for a in d.get("anomalies", [])],
             stats=d.get("stats", {}),
             children=[cls.from_json(c) for c in d.get("children", [])],
+            examined=dict(d.get("examined") or {}),
         )
+
+    def find(self, path: str) -> Result | None:
+        """The sub-result at a dotted checker path below this one ("raft.vote-safety")."""
+        node: Result | None = self
+        for part in path.split("."):
+            node = next((c for c in (node.children if node else []) if c.checker == part), None)
+        return node
+
+    def leaves(self, prefix: str = "") -> Iterator[tuple[str, Result]]:
+        """Every leaf below this result with its dotted path ("raft.vote-safety")."""
+        for c in self.children:
+            path = f"{prefix}{c.checker}"
+            if c.children:
+                yield from c.leaves(path + ".")
+            else:
+                yield path, c
 
     def explain(self, limit: int = 5) -> str:
         """A terminal-readable account of what failed, for test messages and the CLI."""
@@ -78,7 +104,9 @@ class Result:
 
     def _explain(self, lines: list[str], depth: int, limit: int) -> None:
         pad = "  " * depth
-        lines.append(f"{pad}{self.checker}: valid={self.valid}" + (f" ({self.note})" if self.note else ""))
+        seen = f" [{examined_text(self.examined)}]" if self.examined else ""
+        lines.append(f"{pad}{self.checker}: valid={self.valid}{seen}"
+                     + (f" ({self.note})" if self.note else ""))
         for a in self.anomalies[:limit]:
             lines.append(f"{pad}  - [{a.kind}] {a.message}")
         if len(self.anomalies) > limit:
@@ -91,6 +119,58 @@ class Result:
 def compose(name: str, results: Iterable[Result]) -> Result:
     rs = list(results)
     return Result(checker=name, valid=worst(r.valid for r in rs), children=rs)
+
+
+def examined_text(examined: Mapping[str, int]) -> str:
+    """``ops=120 keys=4``: the counts as the CLI and the test messages print them."""
+    return " ".join(f"{k}={v}" for k, v in examined.items())
+
+
+#: anomalies kept per kind in one Result; the stats still count them all
+ANOMALY_LIMIT = 20
+
+
+def cap(anomalies: list[Anomaly], limit: int = ANOMALY_LIMIT) -> list[Anomaly]:
+    """Keep the first ``limit`` anomalies of each kind: a witness, not a dump."""
+    seen: dict[str, int] = {}
+    out = []
+    for a in anomalies:
+        seen[a.kind] = seen.get(a.kind, 0) + 1
+        if seen[a.kind] <= limit:
+            out.append(a)
+    return out
+
+
+def unexamined(examined: Mapping[str, int], needs: Iterable[str]) -> list[str]:
+    """The needed counts that are zero or absent, as reasons ("nothing examined: commits=0")."""
+    return [f"nothing to judge: {k}=0" for k in needs if not examined.get(k)]
+
+
+def verdict(name: str, anomalies: list[Anomaly], stats: dict[str, Any], gaps: Iterable[str] = (),
+            unknown_note: str = "", *, examined: Mapping[str, int] | None = None,
+            needs: Iterable[str] = ()) -> Result:
+    """The one rule for a leaf: any anomaly is False; no anomaly but missing evidence, or a
+    needed count (``needs``, keys of ``examined``) that is zero, is "unknown" with the reasons;
+    else True. ``examined`` goes into the Result so that people see what was looked at."""
+    seen = dict(examined or {})
+    gaps = list(gaps)
+    kinds: dict[str, int] = {}
+    for a in anomalies:
+        kinds[a.kind] = kinds.get(a.kind, 0) + 1
+    stats = {**stats, "anomalies": kinds, "missing_evidence": gaps}
+    if anomalies:
+        return Result(name, False, cap(anomalies), stats,
+                      note=f"{len(anomalies)} anomalies; first: {anomalies[0].message}",
+                      examined=seen)
+    empty = unexamined(seen, needs)
+    reasons = ([unknown_note] if unknown_note else []) + empty + gaps
+    if reasons:
+        more = f" (+{len(reasons) - 3} more)" if len(reasons) > 3 else ""
+        lead = "no violation found, but " + ("evidence is missing: " if gaps or unknown_note
+                                             else "")
+        return Result(name, "unknown", [], stats, note=lead + "; ".join(reasons[:3]) + more,
+                      examined=seen)
+    return Result(name, True, [], stats, examined=seen)
 
 
 #: A checker is a pure function of (test description, history ops, observations).

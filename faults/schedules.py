@@ -16,23 +16,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from faults.vocabulary import STOP_FOR
+
 Op = dict[str, Any]
 Step = tuple[float, Op]
-
-#: The end op for each start op (contracts.md: every fault has a matching end).
-STOP_FOR: dict[str, str] = {
-    "start-partition": "stop-partition",
-    "start-latency": "stop-latency",
-    "start-loss": "stop-loss",
-    "start-duplicate": "stop-duplicate",
-    "start-bandwidth": "stop-bandwidth",
-    "start-slicer": "stop-slicer",
-    "reset-peer": "stop-reset-peer",
-    "kill": "restart",
-    "pause": "resume",
-    "clock-skew": "clock-reset",
-}
-
 
 def op(f: str, value: Any = None) -> Op:
     """A nemesis op in the contracts shape."""
@@ -163,6 +150,9 @@ class RandomSchedule:
 
     One fault at a time, so every start is immediately paired with its stop; iterate it as
     often as you like: each iteration restarts from ``seed`` and yields the same steps.
+    Without ``weights`` the kinds come in shuffled rounds (each kind once per round, in a
+    seeded order), so every requested kind occurs once the run lasts one round; with
+    ``weights`` each pick is an independent weighted draw.
     """
 
     kinds: Sequence[FaultKind]
@@ -177,8 +167,15 @@ class RandomSchedule:
             raise ValueError("RandomSchedule needs at least one fault kind")
         rng = random.Random(self.seed)
         n = 0
+        round_: list[FaultKind] = []
         while self.count is None or n < self.count:
-            kind = rng.choices(list(self.kinds), weights=self.weights)[0]
+            if self.weights is not None:
+                kind = rng.choices(list(self.kinds), weights=self.weights)[0]
+            else:
+                if not round_:
+                    round_ = list(self.kinds)
+                    rng.shuffle(round_)
+                kind = round_.pop()
             start = kind.make(rng)
             yield round(rng.uniform(*self.gap_s), 3), start
             yield round(rng.uniform(*self.duration_s), 3), stop_op(start)

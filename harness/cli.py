@@ -119,7 +119,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 def cmd_check(a: argparse.Namespace) -> int:
     from harness.protocols import get_protocol
-    from harness.runner import run_checkers
+    from harness.runner import run_checkers, standard_checkers
     from harness.spec import TestSpec
     from harness.store import RunDir, write_json
 
@@ -130,7 +130,8 @@ def cmd_check(a: argparse.Namespace) -> int:
     desc = rd.read_test()
     spec = TestSpec(name=desc["name"], protocol=get_protocol(desc["protocol"]),
                     workload=desc.get("workload") or "")
-    result, complete = run_checkers(desc, spec.resolved_workload().checkers, rd)
+    result, complete = run_checkers(desc, {**spec.resolved_workload().checkers,
+                                           **standard_checkers(desc)}, rd)
     write_json(rd.results_json, {"valid": result.valid, "seed": desc.get("seed"),
                                  "result": result.to_json()})
     if not complete:

@@ -67,10 +67,7 @@ def chaos_options(request: pytest.FixtureRequest) -> ChaosOptions:
 
 def find(result: Result, path: str) -> Result | None:
     """The sub-result at a dotted checker path ("raft.vote-safety"), or None."""
-    node: Result | None = result
-    for part in path.split("."):
-        node = next((c for c in (node.children if node else []) if c.checker == part), None)
-    return node
+    return result.find(path)
 
 
 @pytest.fixture

@@ -20,10 +20,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from checkers.faults import fault_coverage
 from checkers.result import Result, Validity, compose, run_checker
 from harness import store as store_mod
 from harness.generators import Context, Generator, Pending, time_limit
-from harness.history import NEMESIS, HistoryWriter, read_history
+from harness.history import NEMESIS, History, HistoryWriter, read_history
 from harness.spec import Client, DefiniteFailure, TestSpec, Workload
 
 log = logging.getLogger("harness.runner")
@@ -198,18 +199,42 @@ class _Run:
             await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def standard_checkers(desc: dict[str, Any]) -> dict[str, Any]:
+    """What every protocol run is checked for besides its workload's checkers: that the
+    faults it asked for were applied (when it had a nemesis). The runner, ``harness check``
+    and the report's re-run all take them from here."""
+    if desc.get("protocol") and desc.get("nemesis") not in (None, "", "none"):
+        return {"faults": fault_coverage}
+    return {}
+
+
 def run_checkers(spec_desc: dict[str, Any], checkers: dict[str, Any], run_dir: store_mod.RunDir
                  ) -> tuple[Result, bool]:
     """Run every checker on the stored history; a crashing checker is ``unknown``, never a pass."""
     history = read_history(run_dir.history)
     observations = load_observations(run_dir)
-    results = []
+    results = [history_result(spec_desc, history)]
     for name, chk in checkers.items():
         results.append(run_checker(name, chk, spec_desc, history.ops, observations))
     top = compose("all", results)
-    if not history.complete:
-        top.note = "history incomplete: " + "; ".join(history.problems)
-    return top, history.complete
+    complete = results[0].valid is True
+    if not complete:
+        top.note = results[0].note
+    return top, complete
+
+
+def history_result(spec_desc: dict[str, Any], history: History) -> Result:
+    """The ``history`` leaf: a run that was cut off (torn history, or a run that did not reach
+    ``complete``) proves nothing about what happened after the cut, so it is ``unknown``."""
+    problems = list(history.problems)
+    status = spec_desc.get("status")
+    if status not in (None, "complete"):
+        problems.append(f"the run ended {status}, before its final reads and state dumps")
+    examined = {"ops": len(history.ops)}
+    if problems:
+        return Result("history", "unknown", examined=examined,
+                      note="history incomplete: " + "; ".join(problems))
+    return Result("history", True, examined=examined)
 
 
 def load_observations(run_dir: store_mod.RunDir) -> dict[str, Any]:
@@ -233,7 +258,7 @@ async def run_test(spec: TestSpec, *, progress: Progress | None = None,
     """Run one test end to end and return its verdict; the run is stored either way."""
     progress = progress or _NoProgress()
     workload = spec.resolved_workload()
-    checkers = {**workload.checkers, **spec.checkers}
+    checkers = {**workload.checkers, **standard_checkers(spec.describe()), **spec.checkers}
     run_dir = store_mod.new_run(spec.name, store_mod.Path(spec.store) if spec.store else None)
     desc = {**spec.describe(), "status": "running", "run_dir": str(run_dir.path),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
@@ -261,6 +286,9 @@ async def run_test(spec: TestSpec, *, progress: Progress | None = None,
             progress.phase("collecting node state")
             await cluster.collect()
         status = "complete"
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        status = "interrupted"
+        raise
     except BaseException:
         status = "failed"
         raise

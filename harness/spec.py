@@ -136,7 +136,9 @@ class TestSpec:
             "protocol": self.protocol.name if self.protocol else None,
             "workload": self.workload if isinstance(self.workload, str) else "custom",
             "nodes": self.node_ids,
-            "nemesis": self.nemesis_desc,
+            # a nemesis generator built without a description is still a nemesis
+            "nemesis": ("custom" if self.nemesis is not None and self.nemesis_desc == "none"
+                        else self.nemesis_desc),
             "time_limit": self.time_limit,
             "concurrency": self.concurrency,
             "seed": self.seed,

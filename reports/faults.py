@@ -15,21 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-NEMESIS = "nemesis"
-
-#: fault start op -> fault kind; the matching end ops are in END_OPS
-START_OPS: dict[str, str] = {
-    "start-partition": "partition", "start-latency": "latency", "start-loss": "loss",
-    "start-bandwidth": "bandwidth", "start-slicer": "slicer", "reset-peer": "reset-peer",
-    "kill": "kill", "pause": "pause", "clock-skew": "clock",
-}
-END_OPS: dict[str, str] = {
-    "stop-partition": "partition", "stop-latency": "latency", "stop-loss": "loss",
-    "stop-bandwidth": "bandwidth", "stop-slicer": "slicer", "stop-reset-peer": "reset-peer",
-    "restart": "kill", "resume": "pause", "clock-reset": "clock",
-}
-#: ends every open fault
-HEAL_ALL = ("heal-all", "heal")
+from faults.vocabulary import HEAL_ALL, KIND_OF_END, KIND_OF_START, NEMESIS
 
 DEFAULT_RECOVERY_WINDOW_NS = 5_000_000_000
 
@@ -56,12 +42,12 @@ def fault_windows(ops: Iterable[dict[str, Any]]) -> list[FaultWindow]:
             continue
         f = str(op.get("f"))
         t = int(op.get("time") or 0)
-        if f in START_OPS:
-            w = FaultWindow(len(windows), START_OPS[f], t, None, f, op.get("value"))
+        if f in KIND_OF_START:
+            w = FaultWindow(len(windows), KIND_OF_START[f], t, None, f, op.get("value"))
             windows.append(w)
             open_.setdefault(w.kind, []).append(w)
-        elif f in END_OPS:
-            for w in open_.pop(END_OPS[f], []):
+        elif f in KIND_OF_END:
+            for w in open_.pop(KIND_OF_END[f], []):
                 w.end, w.end_f = t, f
         elif f in HEAL_ALL:
             for ws in open_.values():

@@ -63,8 +63,11 @@ def registry_checkers(test: dict[str, Any]) -> tuple[dict[str, Checker], str]:
     except KeyError:
         raise ValueError(f"protocol {proto} has no workload {wl!r} in the registry "
                          f"(has {sorted(p.workloads)})") from None
+    from harness.runner import standard_checkers
+
     skip = covered()
-    return {n: c for n, c in factory().checkers.items() if n not in skip}, ""
+    every = {**factory().checkers, **standard_checkers(test)}
+    return {n: c for n, c in every.items() if n not in skip}, ""
 
 
 def rerun_run(run_id: str, path: str) -> list[tuple[Result, int]]:
@@ -103,7 +106,8 @@ def rerun_run(run_id: str, path: str) -> list[tuple[Result, int]]:
     for name, chk in checkers.items():
         r = flatten(run_checker(name, chk, test, history.ops, observations))
         r.stats["rerun"] = True
-        if not history.complete and r.valid is True:
+        if not history.complete and r.valid is True:  # a cut-off history proves nothing
+            r.valid = "unknown"
             r.note = "history incomplete: " + "; ".join(history.problems)
         out.append((r, len(history.ops)))
     return out

@@ -1,0 +1,79 @@
+"""The fault vocabulary, once: every nemesis start op, the end op that undoes it, its kind.
+
+The schedules build ops from it, the checkers judge whether each requested kind was applied,
+and the reports shade fault windows by kind; all three read these tables, so a new fault is
+added here and nowhere else. Imports nothing, so any layer may use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+NEMESIS = "nemesis"
+
+#: start op -> (fault kind, end op). ``kill`` is undone by ``restart``, ``pause`` by ``resume``.
+FAULTS: dict[str, tuple[str, str]] = {
+    "start-partition": ("partition", "stop-partition"),
+    "start-latency": ("latency", "stop-latency"),
+    "start-loss": ("loss", "stop-loss"),
+    "start-duplicate": ("duplicate", "stop-duplicate"),
+    "start-bandwidth": ("bandwidth", "stop-bandwidth"),
+    "start-slicer": ("slicer", "stop-slicer"),
+    "reset-peer": ("reset-peer", "stop-reset-peer"),
+    "kill": ("kill", "restart"),
+    "pause": ("pause", "resume"),
+    "clock-skew": ("clock", "clock-reset"),
+}
+STOP_FOR: dict[str, str] = {start: stop for start, (_, stop) in FAULTS.items()}
+KIND_OF_START: dict[str, str] = {start: kind for start, (kind, _) in FAULTS.items()}
+KIND_OF_END: dict[str, str] = {stop: kind for _, (kind, stop) in FAULTS.items()}
+#: ops that end every open fault
+HEAL_ALL = ("heal-all", "heal")
+
+#: the names a user types (``--nemesis``) whose kind is not their first word
+_NAMED_KIND = {"clock": "clock", "clock-skew": "clock", "reset-peer": "reset-peer"}
+
+
+def kind_of_name(name: str) -> str | None:
+    """The fault kind a ``--nemesis`` name asks for: ``partition-isolate`` -> ``partition``,
+    ``kill-leader`` -> ``kill``, ``clock-skew`` -> ``clock``; None for ``none`` or a name that
+    is no fault (a custom schedule's label)."""
+    name = name.strip()
+    if name in _NAMED_KIND:
+        return _NAMED_KIND[name]
+    head = name.split("-", 1)[0]
+    kinds = set(KIND_OF_START.values())
+    return head if head in kinds else None
+
+
+def requested_kinds(nemesis_desc: str) -> list[str]:
+    """The fault kinds a nemesis description (``"partition,kill-leader,pause"``) requests,
+    in order, each once; names that are no fault kind are left out."""
+    out: list[str] = []
+    for name in nemesis_desc.split(","):
+        k = kind_of_name(name)
+        if k is not None and k not in out:
+            out.append(k)
+    return out
+
+
+def is_nemesis(op: dict[str, Any]) -> bool:
+    return op.get("process") == NEMESIS
+
+
+def nemesis_pairs(ops: Iterable[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """Each nemesis invocation with its completion (None when the history ends first). The
+    nemesis runs one op at a time, so a completion belongs to the last open invocation."""
+    out: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+    open_: int | None = None
+    for op in ops:
+        if not is_nemesis(op):
+            continue
+        if op.get("type") == "invoke":
+            out.append((op, None))
+            open_ = len(out) - 1
+        elif open_ is not None and out[open_][0].get("f") == op.get("f"):
+            out[open_] = (out[open_][0], op)
+            open_ = None
+    return out
