@@ -97,3 +97,13 @@ def test_named_kinds_cover_the_cli_names_and_reject_unknown() -> None:
         assert S.stop_op(k.make(rng))["f"] == S.STOP_FOR[k.make(rng)["f"]]
     with pytest.raises(ValueError, match="known:"):
         S.kinds_for(["partition", "meteor"], NODES)
+
+
+def test_unweighted_schedules_cover_every_kind_in_each_round() -> None:
+    kinds = S.kinds_for(["partition", "kill", "pause"], NODES)
+    for seed in range(20):
+        starts = [o["f"] for _, o in S.RandomSchedule(kinds, seed=seed, count=6)
+                  if o["f"] in ("start-partition", "kill", "pause")]
+        assert sorted(starts[:3]) == sorted(starts[3:]) == ["kill", "pause", "start-partition"]
+    orders = {tuple(o["f"] for _, o in S.RandomSchedule(kinds, seed=s, count=3)) for s in range(20)}
+    assert len(orders) > 1  # the rounds are shuffled, not a fixed order
