@@ -151,7 +151,8 @@ def verdict(name: str, anomalies: list[Anomaly], stats: dict[str, Any], gaps: It
             needs: Iterable[str] = ()) -> Result:
     """The one rule for a leaf: any anomaly is False; no anomaly but missing evidence, or a
     needed count (``needs``, keys of ``examined``) that is zero, is "unknown" with the reasons;
-    else True. ``examined`` goes into the Result so that people see what was looked at."""
+    else True. ``examined`` goes into the Result so that people see what was looked at; an
+    unknown whose only reason is an empty count is marked ``stats["vacuous"]``."""
     seen = dict(examined or {})
     gaps = list(gaps)
     kinds: dict[str, int] = {}
@@ -164,6 +165,9 @@ def verdict(name: str, anomalies: list[Anomaly], stats: dict[str, Any], gaps: It
                       examined=seen)
     empty = unexamined(seen, needs)
     reasons = ([unknown_note] if unknown_note else []) + empty + gaps
+    if empty and len(empty) == len(reasons):
+        # nothing examined and nothing else wrong: a per-key driver may drop this part
+        stats["vacuous"] = True
     if reasons:
         more = f" (+{len(reasons) - 3} more)" if len(reasons) > 3 else ""
         lead = "no violation found, but " + ("evidence is missing: " if gaps or unknown_note

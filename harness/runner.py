@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from checkers.faults import fault_coverage
 from checkers.result import Result, Validity, compose, run_checker
+from checkers.stats import stats_checker
 from harness import store as store_mod
 from harness.generators import Context, Generator, Pending, time_limit
 from harness.history import NEMESIS, History, HistoryWriter, read_history
@@ -200,12 +201,16 @@ class _Run:
 
 
 def standard_checkers(desc: dict[str, Any]) -> dict[str, Any]:
-    """What every protocol run is checked for besides its workload's checkers: that the
-    faults it asked for were applied (when it had a nemesis). The runner, ``harness check``
-    and the report's re-run all take them from here."""
-    if desc.get("protocol") and desc.get("nemesis") not in (None, "", "none"):
-        return {"faults": fault_coverage}
-    return {}
+    """What every protocol run is checked for besides its workload's checkers: that every
+    client function succeeded at least once (``stats``) and that the faults it asked for were
+    applied (``faults``, when it had a nemesis). The runner, ``harness check`` and the
+    report's re-run all take them from here."""
+    if not desc.get("protocol"):
+        return {}
+    out: dict[str, Any] = {"stats": stats_checker}
+    if desc.get("nemesis") not in (None, "", "none"):
+        out["faults"] = fault_coverage
+    return out
 
 
 def run_checkers(spec_desc: dict[str, Any], checkers: dict[str, Any], run_dir: store_mod.RunDir

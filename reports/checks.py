@@ -80,16 +80,27 @@ def run_checker(chk: PipelineChecker, test: dict[str, Any], ops: list[Op],
             for a in r.anomalies:
                 a.witness.setdefault("key", key)
         results.append(r)
-    out = Result(chk.name, worst(r.valid for r in results))
+    return merge_parts(chk.name, results, time.perf_counter() - t0)
+
+
+def merge_parts(name: str, results: list[Result], elapsed_s: float = 0.0) -> Result:
+    """Per-key results as one, worst-wins, with their examined counts summed. A part that
+    examined nothing (every op on that key failed) proves nothing but does not make the run
+    unknown when other parts were judged: the run as a whole examined something."""
+    judged = [r for r in results if not (r.valid == "unknown" and r.stats.get("vacuous"))]
+    out = Result(name, worst(r.valid for r in (judged or results)))
     for r in results:
         out.anomalies.extend(r.anomalies)
+        for k, v in r.examined.items():
+            out.examined[k] = out.examined.get(k, 0) + v
     out.anomalies = out.anomalies[:MAX_ANOMALIES]
-    notes = sorted({r.note for r in results if r.note and r.valid is not True})
+    notes = sorted({r.note for r in (judged or results) if r.note and r.valid is not True})
     out.note = "; ".join(notes)[:500]
-    unknown = sum(r.valid == "unknown" for r in results)
-    out.stats = {"parts": len(parts), "unknown_parts": unknown,
+    unknown = sum(r.valid == "unknown" for r in judged)
+    out.stats = {"parts": len(results), "unknown_parts": unknown,
+                 "vacuous_parts": len(results) - len(judged),
                  "failed_parts": sum(r.valid is False for r in results),
-                 "elapsed_s": round(time.perf_counter() - t0, 4)}
+                 "elapsed_s": round(elapsed_s, 4)}
     return out
 
 

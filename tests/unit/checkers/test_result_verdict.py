@@ -8,6 +8,7 @@ from checkers.result import Anomaly, Result, compose, verdict
 def test_a_needed_count_of_zero_is_unknown_with_its_name() -> None:
     r = verdict("x", [], {}, examined={"ops": 3, "commits": 0}, needs=("ops", "commits"))
     assert r.valid == "unknown" and "commits=0" in r.note and r.examined == {"ops": 3, "commits": 0}
+    assert r.stats["vacuous"] is True
 
 
 def test_a_needed_count_that_is_absent_counts_as_zero() -> None:
@@ -27,6 +28,7 @@ def test_an_anomaly_is_false_even_with_nothing_examined() -> None:
 def test_gaps_and_empty_counts_are_both_reported() -> None:
     r = verdict("x", [], {}, ["n1: no journal"], examined={"ops": 0}, needs=("ops",))
     assert r.valid == "unknown" and "ops=0" in r.note and "n1: no journal" in r.note
+    assert "vacuous" not in r.stats  # missing evidence is not the same as nothing to judge
 
 
 def test_examined_survives_json_and_leaves_have_paths() -> None:

@@ -59,3 +59,16 @@ def test_driver_over_arrow_batches_splits_runs_and_finds_the_stale_read(tmp_path
     assert [(r["run_id"].rsplit("-", 1)[1], r["valid"], r["parts"]) for r in out] == [
         ("000001", "false", 2), ("000002", "true", 1)]
     assert "Not linearizable" in out[0]["anomalies"]
+
+
+def test_vacuous_parts_do_not_make_a_judged_run_unknown() -> None:
+    from checkers.result import verdict
+    from reports.checks import merge_parts
+
+    judged = verdict("p", [], {}, examined={"ops": 4}, needs=("ops",))
+    empty = verdict("p", [], {}, examined={"ops": 0}, needs=("ops",))
+    torn = verdict("p", [], {}, ["n1: no journal"], examined={"ops": 2}, needs=("ops",))
+    m = merge_parts("lin", [judged, empty])
+    assert m.valid is True and m.examined == {"ops": 4} and m.stats["vacuous_parts"] == 1
+    assert merge_parts("lin", [empty, empty]).valid == "unknown"  # nothing judged anywhere
+    assert merge_parts("lin", [judged, torn]).valid == "unknown"  # a gap is not vacuity
