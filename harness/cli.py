@@ -1,8 +1,7 @@
-"""The ``harness`` command line: run, check, ls.
+"""The ``harness`` command line: run, check, ls, clean, report, serve.
 
-Progress is shown live with rich; a verdict table ends every run; the exit code is 0 when
-every checker says valid, 1 when one says invalid, 2 when the verdict is unknown, 3 on a
-usage or set-up error.
+Progress is shown live with rich; a verdict table, with what each checker examined, ends
+every run. Exit codes follow Jepsen's (see ``EXIT_CODES``).
 """
 
 from __future__ import annotations
@@ -11,17 +10,58 @@ import argparse
 import logging
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from checkers.result import Result, Validity
+from checkers.result import Result, Validity, examined_text
 
 console = Console(stderr=True)
 EXIT = {True: 0, False: 1, "unknown": 2}
+INTERRUPTED, USAGE, INTERNAL = 130, 254, 255
+EXIT_CODES = """exit codes:
+  0    valid: every checker passed and examined something
+  1    invalid: a checker found a violation (its witness is printed)
+  2    unknown: a checker had nothing to judge, ran out of budget, or evidence was
+       missing (a requested fault never applied, a cut-off history, ...)
+  130  interrupted (Ctrl-C): nodes torn down, test.json says status: interrupted
+  254  invalid arguments (nothing was started, no run directory was made)
+  255  internal or set-up error (no Toxiproxy, no Docker, a crash): the message says
+       what to do next; rerun with -v for the log"""
+
+
+class UsageError(Exception):
+    """A command line that cannot run: exit 254 before anything starts."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that exits 254 on a usage error (its own 2 would read as "unknown")."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _number(cast: Callable[[str], Any], ok: Callable[[Any], bool], what: str
+            ) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            v = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not ok(v) or v != v:  # v != v: NaN
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return v
+    return parse
+
+
+positive_int = _number(int, lambda v: v > 0, "a positive integer")
+positive_float = _number(float, lambda v: 0 < v < float("inf"), "a positive number")
+non_negative_float = _number(float, lambda v: 0 <= v < float("inf"), "a number >= 0")
 
 
 class LiveProgress:
@@ -61,25 +101,19 @@ class LiveProgress:
         return t
 
 
-def leaves(result: Result, prefix: str = "") -> list[tuple[str, Result]]:
-    """(dotted path, result) for every checker that decides on its own (no children)."""
-    path = f"{prefix}.{result.checker}" if prefix else result.checker
-    if not result.children:
-        return [(path, result)]
-    return [leaf for c in result.children for leaf in leaves(c, path)]
-
-
 def verdict_table(result: Result) -> Table:
     style = {True: "green", False: "bold red", "unknown": "yellow"}
     t = Table(title="verdict")
-    t.add_column("checker")
-    t.add_column("valid")
+    t.add_column("checker", no_wrap=True)
+    t.add_column("valid", no_wrap=True)
+    t.add_column("examined", overflow="fold")
     t.add_column("anomalies", justify="right")
-    t.add_column("detail")
-    rows = [leaf for c in result.children for leaf in leaves(c)] if result.children else [("all", result)]
+    t.add_column("detail", overflow="fold")
+    rows = list(result.leaves()) if result.children else [("all", result)]
     for path, r in rows:
         first = r.anomalies[0].message if r.anomalies else r.note
-        t.add_row(path, f"[{style[r.valid]}]{r.valid}[/]", str(len(r.anomalies)), (first or "")[:100])
+        t.add_row(path, f"[{style[r.valid]}]{r.valid}[/]", examined_text(r.examined) or "-",
+                  str(len(r.anomalies)), (first or "")[:100])
     return t
 
 
@@ -95,11 +129,10 @@ def cmd_run(a: argparse.Namespace) -> int:
     import random
 
     from harness.nemeses import build_nemesis
-    from harness.protocols import get_protocol
     from harness.runner import run
     from harness.spec import TestSpec
 
-    proto = get_protocol(a.protocol)
+    proto = validate_run(a)
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1, 2**31)
     node_ids = [f"n{i + 1}" for i in range(a.nodes)]
     nemesis, desc = build_nemesis(a.nemesis, a.nemesis_interval, node_ids, seed)
@@ -117,6 +150,32 @@ def cmd_run(a: argparse.Namespace) -> int:
     return _finish(res.result, res.run_dir.path)
 
 
+def validate_run(a: argparse.Namespace) -> Any:
+    """Every name on the command line against the protocol, before anything starts: a typo
+    makes no run directory and starts no process."""
+    from faults.schedules import kinds_for
+    from harness.protocols import get_protocol
+
+    try:
+        proto = get_protocol(a.protocol)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if a.workload is not None and a.workload not in proto.workloads:
+        raise UsageError(f"protocol {proto.name} has no workload {a.workload!r}; "
+                         f"choose one of: {', '.join(sorted(proto.workloads))}")
+    unknown = [b for b in a.bug if b not in proto.bugs]
+    if unknown:
+        raise UsageError(f"protocol {proto.name} has no bug mode {', '.join(map(repr, unknown))}; "
+                         f"choose from: {', '.join(proto.bugs) or '(none)'}")
+    names = [n.strip() for n in a.nemesis.split(",") if n.strip()]
+    if names != ["none"]:
+        try:
+            kinds_for(["clock-skew" if n == "clock" else n for n in names], ["n1"])
+        except ValueError as e:
+            raise UsageError(f"--nemesis: {e}") from None
+    return proto
+
+
 def cmd_check(a: argparse.Namespace) -> int:
     from harness.protocols import get_protocol
     from harness.runner import run_checkers, standard_checkers
@@ -125,8 +184,7 @@ def cmd_check(a: argparse.Namespace) -> int:
 
     rd = RunDir(Path(a.run_dir).resolve())
     if not rd.test_json.exists():
-        console.print(f"[red]{rd.path} is not a run dir (no test.json); see `harness ls`[/]")
-        return 3
+        raise UsageError(f"{rd.path} is not a run dir (no test.json); see `harness ls`")
     desc = rd.read_test()
     spec = TestSpec(name=desc["name"], protocol=get_protocol(desc["protocol"]),
                     workload=desc.get("workload") or "")
@@ -168,25 +226,30 @@ def cmd_clean(a: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="harness", description=__doc__.splitlines()[0])
+    ap = Parser(prog="harness", description="A Jepsen-style chaos harness for replication and "
+                "membership protocols.", epilog=EXIT_CODES,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-v", "--verbose", action="store_true")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="run a chaos test against reference nodes")
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=Parser)
+    r = sub.add_parser("run", help="run a chaos test against reference nodes", epilog=EXIT_CODES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("protocol")
-    r.add_argument("--nodes", type=int, default=5)
-    r.add_argument("--time-limit", type=float, default=30.0)
+    r.add_argument("--nodes", type=positive_int, default=5, help="cluster size (default: 5)")
+    r.add_argument("--time-limit", type=non_negative_float, default=30.0,
+                   help="seconds of workload and faults; 0 runs only the final reads (default: 30)")
     from faults.schedules import named_kinds
 
     r.add_argument("--nemesis", default="partition,kill",
                    help="comma list of: none, " + ", ".join(sorted(named_kinds(["n1"]))) +
                         " (default: partition,kill)")
-    r.add_argument("--nemesis-interval", type=float, default=5.0, help="seconds between faults")
+    r.add_argument("--nemesis-interval", type=positive_float, default=5.0,
+                   help="seconds a fault is held and between faults, about (default: 5)")
     from harness.backends import BACKENDS
 
     r.add_argument("--backend", default="local", choices=BACKENDS)
     r.add_argument("--seed", type=int)
     r.add_argument("--workload")
-    r.add_argument("--concurrency", type=int)
+    r.add_argument("--concurrency", type=positive_int, help="client threads (default: --nodes)")
     r.add_argument("--bug", action="append", default=[], help="switch on a named bug mode")
     r.add_argument("--name")
     r.add_argument("--store")
@@ -217,11 +280,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return a.fn(a)
     except KeyboardInterrupt:
-        console.print("[yellow]interrupted: nodes and proxies were torn down; the partial run is in the store[/]")
-        return 130
-    except (ValueError, RuntimeError, OSError) as e:
+        console.print("[yellow]interrupted: nodes and proxies were torn down; the partial run is "
+                      "in the store with status: interrupted[/]")
+        return INTERRUPTED
+    except UsageError as e:
         console.print(f"[red]error:[/] {e}")
-        return 3
+        return USAGE
+    except Exception as e:  # a set-up failure or a bug of ours: say so, never "unknown"
+        console.print(f"[red]error:[/] {type(e).__name__}: {e}")
+        console.print("rerun with -v for the log; if it is no set-up problem, it is a harness bug")
+        if a.verbose:
+            logging.getLogger("harness").exception("internal error")
+        return INTERNAL
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 ``harness.cli.parser()`` wires them with ``reports.cli.add_subcommands(sub)``; each
 subcommand sets ``fn`` like the others. Exit codes follow the CLI's: 0 every selected run
-valid, 1 one invalid, 2 unknown or an unreadable run, 3 a usage or set-up error.
+valid, 1 one invalid, 2 unknown or an unreadable run, 254 a usage error, 255 a set-up error.
 """
 
 from __future__ import annotations
@@ -14,14 +14,12 @@ from typing import Any
 EXIT = {"true": 0, "false": 1, "unknown": 2}
 
 
-def _conf(items: list[str]) -> dict[str, str]:
-    out = {}
-    for it in items:
-        k, sep, v = it.partition("=")
-        if not sep or not k.startswith("spark."):
-            raise ValueError(f"--conf {it!r}: expected spark.KEY=VALUE")
-        out[k] = v
-    return out
+def _conf_item(it: str) -> tuple[str, str]:
+    """One ``--conf``, checked while parsing so that a bad one is a usage error (254)."""
+    k, sep, v = it.partition("=")
+    if not sep or not k.startswith("spark."):
+        raise argparse.ArgumentTypeError(f"{it!r}: expected spark.KEY=VALUE")
+    return k, v
 
 
 def cmd_report(a: argparse.Namespace) -> int:
@@ -34,7 +32,7 @@ def cmd_report(a: argparse.Namespace) -> int:
     con = Console(stderr=True)
     store = Path(a.store) if a.store else DEFAULT_STORE
     opts = ReportOptions(store=store, selectors=a.runs, since=a.since, until=a.until,
-                         engine=a.engine, master=a.master, conf=_conf(a.conf), pages=a.pages,
+                         engine=a.engine, master=a.master, conf=dict(a.conf), pages=a.pages,
                          recovery_window_s=a.recovery_window)
     res = build_report(opts)
     runs = res.output.runs
@@ -77,7 +75,7 @@ def add_subcommands(sub: Any) -> None:
     r.add_argument("--engine", choices=("spark", "local"), default="spark",
                    help="spark (default; local mode unless --master) or local (one process)")
     r.add_argument("--master", help="Spark master URL (default: local[<cores>])")
-    r.add_argument("--conf", action="append", default=[], metavar="spark.KEY=VALUE",
+    r.add_argument("--conf", action="append", default=[], metavar="spark.KEY=VALUE", type=_conf_item,
                    help="a Spark setting; repeatable")
     r.add_argument("--pages", choices=("auto", "all", "failed", "none"), default="auto",
                    help="which run pages to render (auto: all up to 200 runs, then failures "

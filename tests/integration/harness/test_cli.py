@@ -37,8 +37,47 @@ def test_run_check_ls(tmp_path):
 
 def test_errors_say_what_to_do(tmp_path):
     r = harness("run", "nosuch", "--store", str(tmp_path))
-    assert r.returncode == 3 and "available: " in r.stderr
+    assert r.returncode == 254 and "available: " in r.stderr
     r = harness("run", "garlicfarm", "--nemesis", "meteor", "--store", str(tmp_path))
-    assert r.returncode == 3 and "known:" in r.stderr
+    assert r.returncode == 254 and "known:" in r.stderr
     r = harness("check", str(tmp_path))
-    assert r.returncode == 3 and "harness ls" in r.stderr
+    assert r.returncode == 254 and "harness ls" in r.stderr
+
+
+def test_usage_errors_exit_254_and_leave_no_run_dir(tmp_path):
+    store = tmp_path / "store"
+    for args, says in [(("--time-limit", "-1"), "number >= 0"), (("--nodes", "0"), "positive"),
+                       (("--nodes", "-3"), "positive"), (("--concurrency", "0"), "positive"),
+                       (("--nemesis-interval", "0"), "positive"), (("--bug", "nosuch"), "forget-vote"),
+                       (("--workload", "nosuch"), "append, kv"), (("--backend", "moon"), "choice")]:
+        r = harness("run", "garlicfarm", *args, "--store", str(store), timeout=60)
+        assert r.returncode == 254, (args, r.returncode, r.stderr[-2000:])
+        assert says in r.stderr, (args, r.stderr[-2000:])
+    assert not store.exists()
+    assert harness("--help").stdout.count("254") == 1 and "255" in harness("run", "--help").stdout
+
+
+def test_a_run_with_no_time_is_unknown_and_says_why(tmp_path):
+    """``--time-limit 0``: only the final reads run, no write ever happens: nothing proved."""
+    r = harness("run", "garlicfarm", "--nodes", "3", "--time-limit", "0", "--nemesis", "none",
+                "--store", str(tmp_path / "store"))
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert "nothing to judge" in r.stderr and "unknown" in r.stderr
+
+
+def test_a_cluster_that_never_elects_a_leader_is_unknown(tmp_path):
+    """Election timeouts far past the run: no leader, every op fails, nothing committed."""
+    import asyncio
+
+    from harness.protocols import get_protocol
+    from harness.runner import run_test
+    from harness.spec import TestSpec
+
+    proto = get_protocol("garlicfarm")
+    spec = TestSpec(name="no-leader", protocol=proto, nodes=3, time_limit=3, quiesce_s=0.5,
+                    nemesis=None, seed=5, store=str(tmp_path / "store"),
+                    options={"election_timeout_ms": [600_000, 700_000]})
+    res = asyncio.run(run_test(spec))
+    assert res.valid == "unknown", res.result.explain()
+    stats = res.result.find("stats")
+    assert stats is not None and stats.valid == "unknown" and "ok_write=0" in stats.note

@@ -55,12 +55,13 @@ def test_rerun_fails_each_bad_run_with_its_anomaly(pstore, case, checker, kind):
 
 
 def test_rerun_passes_a_good_run(pstore):
-    [(r, n)] = rerun.rerun_run("good", str(pstore["sds-good"]))
-    assert (r.checker, r.valid, n) == ("ordering", True, 2)
+    res = {r.checker: (r, n) for r, n in rerun.rerun_run("good", str(pstore["sds-good"]))}
+    r, n = res["ordering"]
+    assert (r.valid, n) == (True, 2) and set(res) == {"ordering", "stats"}
 
 
 def test_no_node_evidence_is_unknown_not_a_pass(pstore):
-    [(r, _)] = rerun.rerun_run("x", str(pstore["no-evidence"]))
+    r = {r.checker: r for r, _ in rerun.rerun_run("x", str(pstore["no-evidence"]))}["2pc"]
     assert r.valid == "unknown" and "no node observations" in r.note
 
 
@@ -79,8 +80,9 @@ def test_unknown_protocol_and_crashing_checker_are_labelled_unknown(pstore, monk
 def test_unreadable_history_is_unknown(tmp_path):
     d = write_run(tmp_path, "drip", "20261121T000000-00000a", {"protocol": "drip"}, [], {}, None)
     (d / "history.jsonl").write_text('{"process": 0, "type": "invoke"}\n#garbage#\n{"a": 1}\n')
-    [(r, _)] = rerun.rerun_run("x", str(d))
-    assert r.checker == "2pc" and r.valid == "unknown" and "history unreadable" in r.note
+    res = rerun.rerun_run("x", str(d))
+    assert {r.checker for r, _ in res} == {"2pc", "stats"}
+    assert all(r.valid == "unknown" and "history unreadable" in r.note for r, _ in res)
 
 
 def test_one_registry_serves_runner_and_report():
@@ -91,9 +93,11 @@ def test_one_registry_serves_runner_and_report():
         p = get_protocol(proto)
         for wl, factory in p.workloads.items():
             got, why = rerun.registry_checkers({"protocol": proto, "workload": wl})
-            assert set(got) == set(factory().checkers) - set(covered()) and not why
+            assert set(got) == set(factory().checkers) - set(covered()) | {"stats"} and not why
     got, _ = rerun.registry_checkers({"protocol": "garlicfarm"})  # default workload: kv
-    assert set(got) == {"raft"}
+    assert set(got) == {"raft", "stats"}
+    got, _ = rerun.registry_checkers({"protocol": "garlicfarm", "nemesis": "kill"})
+    assert set(got) == {"raft", "stats", "faults"}
     assert rerun.registry_checkers({"protocol": None})[0] == {}
     with pytest.raises(ValueError, match="no workload"):
         rerun.registry_checkers({"protocol": "sds", "workload": "nope"})
