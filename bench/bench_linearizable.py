@@ -22,7 +22,8 @@ from pathlib import Path
 from checkers.linearizable import Budget, check, read_file
 from checkers.linearizable.models import KV
 
-DATA = Path("/work/shared/data/porcupine-test-data")
+#: beside the project: <root>/../shared/data/porcupine-test-data (override with --data)
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "porcupine-test-data"
 KV_FILES = ["c01-ok", "c01-bad", "c10-ok", "c10-bad", "c50-ok", "c50-bad"]
 
 
@@ -67,6 +68,9 @@ def main() -> None:
     if a.one:
         print(json.dumps(one_kv(Path(a.one))))
         return
+    if not (a.data / "jepsen").is_dir():
+        sys.exit(f"no Porcupine test data at {a.data}: check out ../shared/data/porcupine-test-data "
+                 f"beside the project, or point --data at a copy")
     runs = [etcd_total(a.data) for _ in range(a.repeat)]
     best = min(runs)
     print(f"etcd: {best[2] + best[3]} non-empty files ({best[2]} linearizable, {best[3]} not), "

@@ -1,12 +1,31 @@
 """pytest plugin (pytest11 entry point): the ``chaos`` marker, options and fixtures.
 
-- ``chaos_run(spec, expect=True)``: run a TestSpec with the session's options applied
-  (backend, seed, time, Toxiproxy URL); fails the test with the witness and the run dir when
-  the verdict is not what was expected. ``expect="raft.vote-safety"`` demands that exactly
-  that checker (a dotted path into the result tree) reports invalid: how bug-mode tests prove
-  a checker catches its bug.
+A chaos test says what must have happened, not only what must not: a green that could come
+from a run which tested nothing is worth nothing.
+
+- ``chaos_run(spec, min_ok=N)``: run a TestSpec with the session's options applied (backend,
+  seed, time, Toxiproxy URL). The test fails, with the witness and the run dir, unless
+  (:func:`correct_run_shortfalls`) the run is valid, at least ``min_ok`` client ops completed
+  ``ok``, the ``faults`` leaf (added to every run with a nemesis) is True (each requested
+  fault kind was applied at least once), and every True leaf examined something (a non-zero
+  count in ``Result.examined``). ``min_ok`` defaults to 1; a test states its own minimum.
+- ``chaos_run(build, expect="raft.vote-safety", anomaly=None, min_ok=N)``: a bug-mode test.
+  ``build`` is a factory, ``lambda: TestSpec(...)`` or the test's own spec builder, that turns
+  the bug on; it is called twice, because a nemesis generator is consumed by its run. The
+  first spec runs with its bugs and the named *leaf* (a dotted path to a result without
+  children; a composite such as ``"ordering"`` fails the test, listing its leaves) must be
+  False, with an anomaly of kind ``anomaly`` when given (for a leaf such as ``2pc`` that
+  reports several properties). The second spec is the correct-node control: the same seed and
+  schedule with ``bugs=[]`` (and ``-control`` added to its name); there the leaf must be True
+  and have examined something, ``min_ok`` ops must be ok and the faults applied, else the
+  test cannot tell "caught the bug" from "flags this schedule anyway". The factory must build
+  a new spec with the same seed each time (give the builder a fixed ``seed``). Returns the
+  buggy run's ``RunResult``.
 - ``chaos_cluster(spec)``: an async context manager giving a started cluster (nodes, proxies,
   nemesis via ``cluster.nemesis_invoke``), with a history writer in its run dir.
+
+The checks are pure functions of a ``Result`` tree and a count, so they are unit-tested on
+hand-made trees and shared with tests that call the runner themselves (the backend tests).
 
 ``pytest -m chaos`` selects exactly the chaos tests; ``-m "not chaos or smoke"`` is the
 default test command's unit + bounded smoke set.
@@ -16,13 +35,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from checkers.result import Result
+from checkers.result import Result, examined_text
+
+if TYPE_CHECKING:
+    from harness.runner import RunResult
+    from harness.spec import TestSpec
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -65,9 +88,165 @@ def chaos_options(request: pytest.FixtureRequest) -> ChaosOptions:
                         c.getoption("--chaos-seed"), c.getoption("--chaos-time"))
 
 
-def find(result: Result, path: str) -> Result | None:
-    """The sub-result at a dotted checker path ("raft.vote-safety"), or None."""
-    return result.find(path)
+# ---------------------------------------------------------------- the checks, pure
+
+def ok_client_ops(ops: Iterable[dict[str, Any]]) -> int:
+    """Client (non-nemesis) completions of type ``ok``: what the run really got done."""
+    from faults.vocabulary import is_nemesis
+
+    return sum(1 for o in ops if o.get("type") == "ok" and not is_nemesis(o))
+
+
+def examined_nothing(leaf: Result) -> bool:
+    """No non-zero count: a zero beside a non-zero one (``faults_failed=0``) is information,
+    but a leaf whose every count is zero, or that gave none, judged nothing."""
+    return not any(v for v in leaf.examined.values())
+
+
+def vacuous_true_leaves(result: Result) -> list[str]:
+    """Each True leaf that examined nothing, as a line a person reads."""
+    return [f"{path} is True but examined nothing ({examined_text(leaf.examined) or 'no counts'})"
+            for path, leaf in result.leaves() if leaf.valid is True and examined_nothing(leaf)]
+
+
+def fault_shortfalls(result: Result) -> list[str]:
+    """Why the ``faults`` leaf does not prove every requested fault kind applied, if it does not."""
+    leaf = result.find("faults")
+    if leaf is None:
+        return ["the run had a nemesis but its result has no faults leaf "
+                "(harness.runner.standard_checkers adds it from the spec's nemesis)"]
+    if leaf.valid is not True:
+        return [f"faults: valid={leaf.valid}: {leaf.note or 'no reason given'}"]
+    return []
+
+
+def ok_shortfall(ok_ops: int, min_ok: int) -> list[str]:
+    if ok_ops >= min_ok:
+        return []
+    return [f"{ok_ops} client ops completed ok, the test demands at least {min_ok}"]
+
+
+def correct_run_shortfalls(result: Result, *, ok_ops: int, min_ok: int, nemesis: bool
+                           ) -> list[str]:
+    """What a correct-node run lacks to count as a pass; empty when it is one."""
+    out = [] if result.valid is True else [f"the run is valid={result.valid}, expected True"]
+    out += ok_shortfall(ok_ops, min_ok)
+    if nemesis:
+        out += fault_shortfalls(result)
+    return out + vacuous_true_leaves(result)
+
+
+def leaf_problem(result: Result, path: str) -> str | None:
+    """Why ``path`` names no leaf of ``result`` (missing, or a composite), else None."""
+    sub = result.find(path)
+    leaves = [p for p, _ in result.leaves()]
+    if sub is None:
+        return f"the result has no checker {path!r}; its leaves are: {', '.join(leaves)}"
+    if sub.children:
+        mine = [p for p in leaves if p.startswith(path + ".")]
+        return (f"{path!r} is a composite, not a leaf: a bug-mode test must name the exact leaf "
+                f"that catches its bug, one of: {', '.join(mine)}")
+    return None
+
+
+def caught_shortfalls(result: Result, path: str, anomaly: str | None = None) -> list[str]:
+    """Why the buggy run's leaf ``path`` did not catch the bug (with an ``anomaly`` of that
+    kind, when given, and a witness a person can read); empty when it did."""
+    problem = leaf_problem(result, path)
+    if problem:
+        return [problem]
+    leaf = result.find(path)
+    assert leaf is not None
+    if leaf.valid is not False:
+        return [f"expected {path} to be invalid, got valid={leaf.valid}"
+                + (f" ({leaf.note})" if leaf.note else "")]
+    kinds = sorted({a.kind for a in leaf.anomalies})
+    if anomaly is not None and anomaly not in kinds:
+        return [f"{path} is invalid, but with anomalies {kinds or 'none'}, not {anomaly!r}"]
+    if not leaf.note and not any(a.message for a in leaf.anomalies):
+        return [f"{path} is invalid without a witness: no anomaly message and no note"]
+    return []
+
+
+def control_shortfalls(result: Result, path: str, *, ok_ops: int, min_ok: int, nemesis: bool
+                       ) -> list[str]:
+    """Why the correct-node control does not show that ``path`` flags the bug, not the
+    schedule: the leaf must be True and have examined something, the ops and faults real."""
+    problem = leaf_problem(result, path)
+    if problem:
+        return [problem]
+    leaf = result.find(path)
+    assert leaf is not None
+    out = []
+    if leaf.valid is not True:
+        out.append(f"the correct node has {path} valid={leaf.valid}"
+                   + (f" ({leaf.note})" if leaf.note else "")
+                   + ": the leaf flags this schedule, not (only) the bug")
+    elif examined_nothing(leaf):
+        out.append(f"the correct node's {path} is True but examined nothing "
+                   f"({examined_text(leaf.examined) or 'no counts'}): the control proves nothing")
+    out += ok_shortfall(ok_ops, min_ok)
+    if nemesis:
+        out += fault_shortfalls(result)
+    return out
+
+
+# ---------------------------------------------------------------- the fixtures
+
+def has_nemesis(spec: TestSpec) -> bool:
+    """Whether the runner adds a ``faults`` leaf for this spec (one rule: the runner's)."""
+    from harness.runner import standard_checkers
+
+    return "faults" in standard_checkers(spec.describe())
+
+
+def ok_ops_of(res: RunResult) -> int:
+    """Ok client ops in the run's stored history (the evidence, not a checker's summary)."""
+    from harness.history import read_history
+
+    return ok_client_ops(read_history(res.run_dir.history).ops)
+
+
+def where(res: RunResult) -> str:
+    return f"run dir: {res.run_dir.path} (seed {res.seed}; rerun with --chaos-seed {res.seed})"
+
+
+def fail(headline: str, problems: list[str], res: RunResult, detail: str = "") -> None:
+    """Fail the test with every problem, the result tree's account and the run dir."""
+    lines = "\n".join(f"- {p}" for p in problems)
+    pytest.fail(f"{headline}:\n{lines}\n{res.result.explain()}\n{detail}{where(res)}", pytrace=False)
+
+
+def assert_correct_run(spec: TestSpec, res: RunResult, min_ok: int) -> None:
+    """Fail the test unless ``res`` is a correct-node pass (:func:`correct_run_shortfalls`);
+    for tests that call the runner themselves, as ``chaos_run`` does."""
+    problems = correct_run_shortfalls(res.result, ok_ops=ok_ops_of(res), min_ok=min_ok,
+                                      nemesis=has_nemesis(spec))
+    if problems:
+        fail(f"{spec.name} on {spec.backend}: the correct node's run did not pass", problems, res)
+
+
+def bug_and_control(build: Callable[[], TestSpec]) -> tuple[TestSpec, TestSpec]:
+    """Two specs from one factory: the buggy one, and its correct-node control on the same
+    seed and schedule. Fails the test when the factory cannot give that."""
+    if not callable(build):
+        pytest.fail("a bug-mode chaos_run needs a spec factory (lambda: TestSpec(...)), not a "
+                    "spec: the correct-node control needs a fresh nemesis built the same way",
+                    pytrace=False)
+    bug, control = build(), build()
+    if bug is control:
+        pytest.fail("the spec factory returned the same TestSpec twice; build a new one per "
+                    "call (its nemesis generator is consumed by a run)", pytrace=False)
+    if not bug.bugs:
+        pytest.fail(f"{bug.name}: expect names a leaf but the spec turns on no bug mode; give "
+                    f"bugs=[...] (a correct-node test leaves expect at True)", pytrace=False)
+    if (bug.seed, bug.nemesis_desc) != (control.seed, control.nemesis_desc):
+        pytest.fail(f"{bug.name}: the factory built seed {bug.seed} / nemesis "
+                    f"{bug.nemesis_desc!r}, then {control.seed} / {control.nemesis_desc!r}: the "
+                    f"control must run the same seed and schedule; give the builder a fixed "
+                    f"seed", pytrace=False)
+    control.bugs, control.name = [], f"{control.name}-control"
+    return bug, control
 
 
 @pytest.fixture
@@ -75,26 +254,47 @@ def chaos_run(chaos_options: ChaosOptions, tmp_path_factory: pytest.TempPathFact
               ) -> Callable[..., Any]:
     from harness.runner import run
 
-    def _run(spec: Any, expect: bool | str = True) -> Any:
+    def run_one(spec: TestSpec, store: str) -> RunResult:
         chaos_options.apply(spec)
         if spec.store is None:
-            spec.store = str(tmp_path_factory.mktemp("store"))
-        res = run(spec, toxiproxy_url=chaos_options.toxiproxy_url)
-        where = f"run dir: {res.run_dir.path} (seed {res.seed}; rerun with --chaos-seed {res.seed})"
-        if expect is True:
-            if res.valid is not True:
-                pytest.fail(f"expected a valid run, got valid={res.valid}\n{res.result.explain()}\n{where}",
-                            pytrace=False)
-        else:
-            sub = find(res.result, expect) if isinstance(expect, str) else res.result
-            if sub is None:
-                pytest.fail(f"no checker {expect!r} in the result\n{where}", pytrace=False)
-            elif sub.valid is not False:
-                pytest.fail(f"expected {expect if isinstance(expect, str) else 'the run'} to be invalid, "
-                            f"got valid={sub.valid}\n{res.result.explain()}\n"
-                            f"{sub.checker} stats: {json.dumps(sub.stats, default=str)[:2000]}\n{where}",
-                            pytrace=False)
+            spec.store = store
+        return run(spec, toxiproxy_url=chaos_options.toxiproxy_url)
+
+    def correct(source: Any, min_ok: int) -> RunResult:
+        spec = source() if callable(source) else source
+        res = run_one(spec, str(tmp_path_factory.mktemp("store")))
+        assert_correct_run(spec, res, min_ok)
         return res
+
+    def caught(build: Any, path: str, anomaly: str | None, min_ok: int) -> RunResult:
+        bug, control = bug_and_control(build)
+        store = str(tmp_path_factory.mktemp("store"))
+        res = run_one(bug, store)
+        problems = caught_shortfalls(res.result, path, anomaly)
+        if problems:
+            leaf = res.result.find(path)
+            stats = (f"{path} stats: {json.dumps(leaf.stats, default=str)[:2000]}\n"
+                     if leaf is not None else "")
+            fail(f"{bug.name} (bugs {bug.bugs}): the bug was not caught by {path}", problems,
+                 res, stats)
+        ctl = run_one(control, store)
+        problems = control_shortfalls(ctl.result, path, ok_ops=ok_ops_of(ctl), min_ok=min_ok,
+                                      nemesis=has_nemesis(control))
+        if problems:
+            fail(f"{control.name}: the correct-node control on the same seed and schedule "
+                 f"does not clear {path}", problems, ctl, f"buggy run's {where(res)}\n")
+        return res
+
+    def _run(spec: Any, expect: bool | str = True, *, min_ok: int = 1,
+             anomaly: str | None = None) -> RunResult:
+        if expect is True:
+            if anomaly is not None:
+                pytest.fail("anomaly= goes with expect='<leaf>' (a bug-mode test)", pytrace=False)
+            return correct(spec, min_ok)
+        if not isinstance(expect, str):
+            pytest.fail(f"expect={expect!r}: give True (a correct node) or the dotted path of "
+                        f"the leaf that must catch the bug, e.g. 'raft.vote-safety'", pytrace=False)
+        return caught(spec, expect, anomaly, min_ok)
 
     return _run
 

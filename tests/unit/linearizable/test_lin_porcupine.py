@@ -1,8 +1,13 @@
-"""All of Porcupine's test data (MIT; /work/shared/data/porcupine-test-data) gives the
-expected verdict: 102 etcd Jepsen histories (+ one empty file) and 6 kv histories."""
+"""All of Porcupine's test data (MIT; ``../shared/data/porcupine-test-data`` from the
+project root) gives the expected verdict: 102 etcd Jepsen histories (+ one empty file) and
+6 kv histories.
+
+Without the data these tests skip on a developer's machine, but fail under ``CI`` (the
+environment variable set): there a missing checkout step must not hide behind a skip."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -11,8 +16,20 @@ import pytest
 from checkers.linearizable import Budget, check, read_file
 from checkers.linearizable.models import KV
 
-DATA = Path("/work/shared/data/porcupine-test-data")
-pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"{DATA} not present")
+#: beside the project: <root>/../shared/data/porcupine-test-data
+DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "porcupine-test-data"
+
+
+@pytest.fixture(autouse=True)
+def porcupine_data() -> Path:
+    """The data directory; a skip without it, a failure without it under ``CI``."""
+    if not DATA.is_dir():
+        why = (f"Porcupine's test data is not at {DATA}: check out the shared data beside the "
+               f"project (../shared/data/porcupine-test-data from its root)")
+        if os.environ.get("CI"):
+            pytest.fail(f"{why}; CI is set, so this is a failure, not a skip", pytrace=False)
+        pytest.skip(why)
+    return DATA
 
 
 def expected_etcd() -> dict[str, bool | None]:
