@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from checkers.result import Anomaly, Checker, Result, worst
+from checkers.result import Anomaly, Checker, Result, examined_text, worst
 from reports.schema import RESULTS, validity_str
 
 Op = dict[str, Any]
@@ -147,7 +147,27 @@ def result_rows(run_id: str, results: Iterable[tuple[Result, int]], source: str 
         cols["parts"].append(int(r.stats.get("parts", 1)))
         cols["ops"].append(n)
         cols["elapsed_s"].append(float(r.stats.get("elapsed_s", 0.0)))
+        cols["examined"].append(json.dumps(examined_by_leaf(r)))
     return cols
+
+
+def examined_by_leaf(r: Result) -> dict[str, dict[str, int]]:
+    """What each leaf under ``r`` examined, by path below it ("" for ``r`` itself); a
+    flattened row (:func:`reports.rerun.flatten`) keeps its leaves' counts in its stats."""
+    if r.children:
+        return {p: x.examined for p, x in r.leaves()}
+    parts = r.stats.get("examined_parts")
+    return dict(parts) if isinstance(parts, dict) else {"": r.examined}
+
+
+def examined_line(cell: str | None) -> str:
+    """The examined column as a person reads it: "vote-safety: votes=4 · log-matching: ..."."""
+    try:
+        parts = json.loads(cell or "{}")
+    except ValueError:
+        return ""
+    return " · ".join(f"{p}: {examined_text(c)}" if p else examined_text(c)
+                      for p, c in parts.items() if c) or "-"
 
 
 @contextmanager

@@ -19,6 +19,7 @@ import jinja2
 import pandas as pd
 
 from reports import junit, plots
+from reports.checks import examined_line
 from reports.discover import REPORT_DIR, RunInfo
 from reports.faults import FaultWindow
 from reports.ingest import event_rows
@@ -125,8 +126,8 @@ def _run_page(rdir: Path, run: dict[str, Any], checks: list[dict[str, Any]],
               agreement: list[dict[str, Any]], info: RunInfo, idx_dir: Path, gen: str,
               engine: str) -> Path:
     rdir.mkdir(parents=True, exist_ok=True)
-    checks_v = [{**c, "anomalies": json.loads(c["anomalies"]), "source": _source(c)}
-                for c in checks]
+    checks_v = [{**c, "anomalies": json.loads(c["anomalies"]), "source": _source(c),
+                 "examined": examined_line(c.get("examined"))} for c in checks]
     anomalies = [{**a, "checker": c["checker"],
                   "witness": json.dumps(a.get("witness"), indent=1, default=repr)
                   if a.get("witness") else ""}

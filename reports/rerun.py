@@ -139,6 +139,7 @@ def flatten(r: Result, limit: int = MAX_ANOMALIES) -> Result:
                       for p, x in bad)
     out.note = "; ".join(n for n in (r.note, parts) if n)[:800]
     out.stats["parts_valid"] = {p: validity_str(x.valid) for p, x in leaves}
+    out.stats["examined_parts"] = {p: x.examined for p, x in leaves}
     return out
 
 

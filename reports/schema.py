@@ -57,10 +57,12 @@ RESULTS = pa.schema([
     ("parts", pa.int64()),
     ("ops", pa.int64()),
     ("elapsed_s", pa.float64()),
+    ("examined", pa.string()),     # JSON {leaf path ("" = the checker itself): {count: n}}
 ])
 
 RESULTS_DDL = ("run_id string, checker string, source string, valid string, note string, "
-               "anomalies string, stats string, parts bigint, ops bigint, elapsed_s double")
+               "anomalies string, stats string, parts bigint, ops bigint, elapsed_s double, "
+               "examined string")
 
 
 def validity_str(v: object) -> str:

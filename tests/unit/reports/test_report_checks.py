@@ -72,3 +72,22 @@ def test_vacuous_parts_do_not_make_a_judged_run_unknown() -> None:
     assert m.valid is True and m.examined == {"ops": 4} and m.stats["vacuous_parts"] == 1
     assert merge_parts("lin", [empty, empty]).valid == "unknown"  # nothing judged anywhere
     assert merge_parts("lin", [judged, torn]).valid == "unknown"  # a gap is not vacuity
+
+
+def test_examined_counts_travel_per_leaf_into_the_results_rows() -> None:
+    import json
+
+    from checkers.result import Result, compose
+    from reports.checks import examined_line, result_rows
+    from reports.rerun import flatten
+
+    raft = compose("raft", [Result("vote-safety", True, examined={"votes": 4}),
+                            Result("log-matching", True, examined={"logs": 3, "entries": 0})])
+    stats = Result("stats", True, examined={"invocations": 9})
+    rows = result_rows("r1", [(raft, 0), (stats, 0), (flatten(raft), 0)])
+    cells = [json.loads(c) for c in rows["examined"]]
+    assert cells[0] == {"vote-safety": {"votes": 4}, "log-matching": {"logs": 3, "entries": 0}}
+    assert cells[1] == {"": {"invocations": 9}} and cells[2] == cells[0]
+    assert examined_line(rows["examined"][0]) == "vote-safety: votes=4 · log-matching: logs=3 entries=0"
+    assert examined_line(rows["examined"][1]) == "invocations=9"
+    assert examined_line(None) == "-" and examined_line("{torn") == ""
