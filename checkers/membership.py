@@ -18,6 +18,12 @@ dissemination figures, from node journals, final views and the history's nemesis
   anyone) in protocol periods (the SWIM paper expects e/(e-1) = 1.58), time until every
   survivor has it dead, and how many periods a join takes to reach everyone.
 
+Each leaf fills ``Result.examined`` and is ``unknown`` when it had nothing to judge (no final
+view, no journal on the time axis, no join or death seen spreading). ``completeness`` in a run
+where no node crashed (it judges crashes only) stays ``True`` with the note "detection not
+exercised": correct no-kill runs (heavy loss, ten quiet minutes) are judged on accuracy and
+must stay valid.
+
 Thresholds come from ``test["options"]`` (all optional; unset ones only report):
 ``swim_max_fp_per_member_hour`` (default 0), ``swim_max_false_suspicions_per_member_hour``,
 ``swim_max_first_detection_periods``, ``swim_max_all_dead_s``,
@@ -232,6 +238,22 @@ def _stats(xs: list[float]) -> dict[str, Any]:
 # ------------------------------------------------------------------------ the four checks
 
 
+def _judged(r: Result, examined: dict[str, int], needs: dict[str, str]) -> Result:
+    """Attach what ``r`` examined; a pass that lacked a needed count (``needs``: key -> why it
+    matters, in words) proved nothing, so it becomes "unknown" with those reasons."""
+    r.examined = examined
+    why = [reason for key, reason in needs.items() if not examined.get(key)]
+    if r.valid is True and why:
+        r.valid, r.note = "unknown", "nothing to judge: " + "; ".join(why)
+        r.stats["vacuous"] = True
+    return r
+
+
+def _journals(al: Aligned) -> int:
+    """Nodes with at least one journal event on the history's time axis."""
+    return sum(1 for evs in al.events.values() if evs)
+
+
 def check_convergence(states: dict[str, dict[str, Any] | None], nodes: list[str],
                       ever_started: set[str]) -> Result:
     anomalies: list[Anomaly] = []
@@ -269,20 +291,25 @@ def check_convergence(states: dict[str, dict[str, Any] | None], nodes: list[str]
     note = ""
     if valid and missing:
         valid, note = "unknown", f"no final state from {missing}"
-    return Result("convergence", valid, anomalies[:20], {
+    r = Result("convergence", valid, anomalies[:20], {
         "live": sorted(live), "view_sizes": {o: len(v) for o, v in views.items()},
         "violations": len(anomalies)}, note=note)
+    return _judged(r, {"final_views": sum(1 for n in nodes if states.get(n) is not None),
+                       "live": len(live)},
+                   {"final_views": "no node's final view was captured",
+                    "live": "no live member at the end"})
 
 
 def check_accuracy(al: Aligned, tl: Timeline, nodes: list[str], grace: float,
                    max_fp_rate: float | None, max_fs_rate: float | None) -> Result:
     fps: list[Anomaly] = []
     false_suspicions = 0
-    deaths = 0
+    deaths = suspicions = 0
     for o in nodes:
         for e in al.events.get(o, []):
             if e.get("type") not in ("dead", "suspect") or not e.get("local"):
                 continue
+            suspicions += int(e["type"] == "suspect")
             m, t = e.get("member_name"), e["ht"]
             excused = (tl.troubled(m, t - grace, t) or tl.troubled(o, t - grace, t)
                        or tl.slowed_in(t - grace, t))
@@ -307,11 +334,14 @@ def check_accuracy(al: Aligned, tl: Timeline, nodes: list[str], grace: float,
         valid = False
         notes.append(f"{false_suspicions} false suspicions = {fs_rate:.1f}/member-hour > "
                      f"{max_fs_rate}")
-    return Result("accuracy", valid, fps[:20], {
+    r = Result("accuracy", valid, fps[:20], {
         "false_positives": len(fps), "fp_per_member_hour": round(fp_rate, 3),
         "false_suspicions": false_suspicions, "false_suspicions_per_member_hour":
         round(fs_rate, 3), "local_death_declarations": deaths, "grace_s": grace,
         "member_hours": round(hours, 4)}, note="; ".join(notes))
+    # no suspicion at all is the ideal outcome, not a gap: only the journals are needed
+    return _judged(r, {"journals": _journals(al), "suspicions": suspicions, "deaths": deaths},
+                   {"journals": "no node journal on the run's time axis"})
 
 
 def _first(evs: Iterable[dict[str, Any]], member: str, types: tuple[str, ...], a: float,
@@ -389,13 +419,19 @@ def check_completeness(al: Aligned, tl: Timeline, nodes: list[str], window: floa
                      f" > {max_all_dead_s}")
     if valid is True and not judged and tl.kills:
         notes.append(f"{skipped} crash(es) shorter than the {window:.1f}s window: not judged")
-    return Result("completeness", valid, anomalies[:20], {
+    if valid is True and not tl.kills:
+        # kept True: correct no-kill runs (heavy loss, ten quiet minutes) judge accuracy
+        notes.append("no node crashed: detection not exercised")
+    r = Result("completeness", valid, anomalies[:20], {
         "crashes": len(tl.kills), "judged": judged, "too_short": skipped,
         "first_detection_periods": _stats(whole), "first_detection_since_crash_periods":
         _stats(firsts), "expected_first_detection_periods":
         round(E_RATIO, 3), "all_survivors_dead_s": _stats(all_dead),
         "per_observer_dead_s": _stats(per_observer), "window_s": window},
         note="; ".join(notes))
+    return _judged(r, {"journals": _journals(al), "crashes": len(tl.kills), "judged": judged,
+                       "detected": len(firsts)},
+                   {"journals": "no node journal on the run's time axis"})
 
 
 def check_dissemination(al: Aligned, tl: Timeline, nodes: list[str], window: float,
@@ -450,9 +486,14 @@ def check_dissemination(al: Aligned, tl: Timeline, nodes: list[str], window: flo
     if max_periods is not None and capacity <= 0 and incomplete:
         valid = False
         note = (note + "; " if note else "") + f"{incomplete} join(s) never reached every member"
-    return Result("dissemination", valid, [], {
+    r = Result("dissemination", valid, [], {
         "join_periods": _stats(joins), "joins_not_everywhere": incomplete,
         "death_spread_periods": _stats(deaths)}, note=note)
+    spreads = len(joins) + incomplete + len(deaths)
+    return _judged(r, {"journals": _journals(al), "joins": len(joins) + incomplete,
+                       "deaths": len(deaths), "spreads": spreads},
+                   {"journals": "no node journal on the run's time axis",
+                    "spreads": "no join or death was seen spreading: dissemination not measured"})
 
 
 def check_membership(test: dict[str, Any], history: list[Op], observations: dict[str, Any]

@@ -6,7 +6,9 @@ when it fails. Journal times (``t``) are each node's own, possibly skewed, clock
 person line events up, and no check relies on comparing them across nodes.
 
 A check that found nothing wrong but lacked evidence it depends on (a node's final state, a
-torn journal line of a type it reads) answers ``"unknown"``, never ``True``.
+torn journal line of a type it reads) answers ``"unknown"``, never ``True``; so does one that
+had nothing to examine (``Result.examined``: no leader ever elected, no vote, no log entry, no
+apply, nothing committed, no Meta LS publisher computed by two nodes at one index).
 """
 
 from __future__ import annotations
@@ -55,7 +57,10 @@ def election_safety(test: Test, history: History, observations: Obs) -> Result:
                  for term, by_node in sorted(claims.items()) if len(by_node) > 1]
     stats = {"leader_events": sum(1 for _, _, e in roles if e["role"] == "leader"),
              "terms_with_leader": len(claims)}
-    return verdict("election-safety", anomalies, stats, gaps)
+    # no leader ever elected: nothing to hold to "one per term"
+    examined = {"leader_terms": len(claims), "role_events": len(roles)}
+    return verdict("election-safety", anomalies, stats, gaps, examined=examined,
+                   needs=("leader_terms",))
 
 
 def _two_leaders(term: int, leaders: list[dict[str, Any]]) -> Anomaly:
@@ -100,7 +105,10 @@ def vote_safety(test: Test, history: History, observations: Obs) -> Result:
     anomalies += _forgotten_votes(observations)
     stats = {"granted_votes": sum(1 for _, _, e in votes if e["granted"] is True),
              "node_terms_voted": len(ballots)}
-    return verdict("vote-safety", anomalies, stats, gaps)
+    # ballots: distinct (node, term, candidate) votes, own candidacies and final votes included
+    examined = {"votes": sum(len(by_cand) for by_cand in ballots.values()),
+                "vote_events": len(votes)}
+    return verdict("vote-safety", anomalies, stats, gaps, examined=examined, needs=("votes",))
 
 
 def _forgotten_votes(observations: Obs) -> list[Anomaly]:
@@ -166,7 +174,10 @@ def log_matching(test: Test, history: History, observations: Obs) -> Result:
             compared += n
     stats = {"nodes": len(logs), "pairs": len(names) * (len(names) - 1) // 2,
              "entries_compared": compared}
-    return verdict("log-matching", anomalies, stats, gaps)
+    examined = {"logs": len(logs), "entries": sum(len(log.entries) for log in logs.values()),
+                "entries_compared": compared}
+    return verdict("log-matching", anomalies, stats, gaps, examined=examined,
+                   needs=("logs", "entries"))
 
 
 def _known_logs(observations: Obs, applies: list[tuple[str, int, Event]]
@@ -255,7 +266,9 @@ def state_machine_safety(test: Test, history: History, observations: Obs) -> Res
     stats = {"apply_events": len(applies), "indexes_applied": len(by_index),
              "reapplied": sum(1 for n in per_node.values() if n > 1),
              "divergent_indexes": len(anomalies)}
-    return verdict("state-machine-safety", anomalies, stats, gaps)
+    examined = {"applied_indexes": len(by_index), "apply_events": len(applies)}
+    return verdict("state-machine-safety", anomalies, stats, gaps, examined=examined,
+                   needs=("applied_indexes",))
 
 
 def _apply_divergence(index: int, digests: dict[str, list[dict[str, Any]]]) -> Anomaly:
@@ -304,7 +317,9 @@ def committed_not_lost(test: Test, history: History, observations: Obs) -> Resul
     stats = {"committed_indexes": len(committed), "checks": judge.checks,
              "compacted": judge.compacted, "unverified": judge.unverified,
              "lost": sum(len(v) for v in judge.lost.values())}
-    return verdict("committed-not-lost", anomalies, stats, gaps, note)
+    examined = {"committed_indexes": len(committed), "checks": judge.checks}
+    return verdict("committed-not-lost", anomalies, stats, gaps, note, examined=examined,
+                   needs=("committed_indexes",))
 
 
 def _to_judge(digests: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
@@ -424,14 +439,17 @@ def metals_agreement(test: Test, history: History, observations: Obs) -> Result:
 
     The publisher is a deterministic function of the committed log, so two nodes at one
     ``metals.as_of_index`` reporting different publishers have applied different logs (or
-    compute the rule differently). Nodes at different indexes are not compared.
+    compute the rule differently). Nodes at different indexes are not compared, nor nodes that
+    applied no status entry yet (``as_of_index`` 0: nothing computed). Every Garlic Farm node
+    posts a status each ``meta_interval_ms`` (the harness sets 1000), so a run in which no two
+    nodes computed the publisher as of one index compared nothing: unknown.
     """
     gaps = evidence_gaps(observations, state=True)
     groups: dict[int, dict[str, Any]] = defaultdict(dict)
     without = 0
     for name, obs in sorted(node_observations(observations).items()):
         metals = (obs.get("state") or {}).get("metals")
-        if isinstance(metals, dict) and metals.get("as_of_index") is not None:
+        if isinstance(metals, dict) and int(metals.get("as_of_index") or 0) > 0:
             groups[int(metals["as_of_index"])][name] = metals.get("publisher")
         elif obs.get("state") is not None:
             without += 1
@@ -441,7 +459,9 @@ def metals_agreement(test: Test, history: History, observations: Obs) -> Result:
     compared = sum(1 for g in groups.values() if len(g) > 1)
     stats = {"nodes_reporting": sum(len(g) for g in groups.values()), "nodes_without": without,
              "indexes": len(groups), "indexes_compared": compared}
-    return verdict("metals-agreement", anomalies, stats, gaps)
+    examined = {"nodes_with_status": stats["nodes_reporting"], "indexes_compared": compared}
+    return verdict("metals-agreement", anomalies, stats, gaps, examined=examined,
+                   needs=("indexes_compared",))
 
 
 def _metals_disagreement(index: int, by_node: dict[str, Any]) -> Anomaly:

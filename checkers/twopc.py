@@ -283,9 +283,11 @@ def check(test: dict[str, Any], history: list[Op], observations: dict[str, Any])
     gaps = evidence_gaps(observations, state=True, event_types=EVENT_TYPES)
     gaps += [f"{n}: ended {nodes[n]['state'].get('state')}, not active: excluded from agreement"
              for n in not_active]
-    # a run in which nothing committed proves nothing about 2PC safety: say so, never pass it
-    idle = "no update committed, so there was nothing to judge" if updates and not committed else ""
-    return verdict("2pc", anomalies, stats, gaps, unknown_note=idle)
+    # a run in which nothing was invoked or nothing committed proves nothing about 2PC safety
+    examined = {"updates": len(updates), "commits": len(committed),
+                "votes": sum(len(by_node) for by_node in votes.values()),
+                "decisions": len(decided), "nodes_with_state": len(finals)}
+    return verdict("2pc", anomalies, stats, gaps, examined=examined, needs=("updates", "commits"))
 
 
 def _sync_skipped(node: str, cause: dict[str, Any], ev: dict[str, Any]) -> Anomaly:

@@ -32,6 +32,11 @@ def kinds(result: Any) -> set[str]:
     return {a.kind for a in result.anomalies}
 
 
+def passes(result: Any) -> bool:
+    """True, or unknown only because it had nothing to examine (drawn logs may be empty)."""
+    return result.valid is True or (result.valid == "unknown" and result.stats.get("vacuous"))
+
+
 def test_healthy_cluster_passes_every_check() -> None:
     r = raft_checker()({}, [], healthy_cluster())
     assert r.valid is True, r.explain()
@@ -209,10 +214,8 @@ def _prefix_consistent_logs(draw: Any) -> dict[str, Any]:
 @given(st.data())
 def test_any_prefix_consistent_set_of_logs_passes(data: st.DataObject) -> None:
     obs = _prefix_consistent_logs(data.draw)
-    r = log_matching({}, [], obs)
-    assert r.valid is True, r.explain()
-    assert state_machine_safety({}, [], obs).valid is True
-    assert committed_not_lost({}, [], obs).valid is True
+    for check in (log_matching, state_machine_safety, committed_not_lost):
+        assert passes(check({}, [], obs)), check({}, [], obs).explain()
 
 
 @settings(max_examples=40, deadline=None)

@@ -97,8 +97,19 @@ def append_lost() -> tuple[list[dict[str, Any]], Obs]:
          {"process": 0, "type": "ok", "f": "append", "value": {"v": "b", "index": 2},
           "node": "n1"}]
     log = [gf_entry(1, "a")]
-    nodes = {f"n{k}": {"events": [{"type": "start", "term": 0}], "state": gf_state(k, log)}
-             for k in (1, 2, 3)}
+    e = log[0]
+    nodes: Obs = {}
+    for k in (1, 2, 3):  # a whole Raft story, so that only the append checker objects
+        role = "leader" if k == 1 else "follower"
+        state = gf_state(k, log, role=role)
+        state["metals"] = {"publisher": 1, "as_of_index": 1}
+        nodes[f"n{k}"] = {"events": [
+            {"type": "start", "term": 0},
+            {"type": "role", "role": role, "term": 1, "leader": 1},
+            {"type": "vote", "term": 1, "candidate": 1, "granted": True},
+            {"type": "commit", "index": 1, "term": 1, "digest": e["digest"]},
+            {"type": "apply", "index": 1, "term": 1, "digest": e["digest"], "kind": "app",
+             "data": e["data"]}], "state": state}
     return h, nodes
 
 

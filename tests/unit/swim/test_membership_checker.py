@@ -59,8 +59,17 @@ def child(res: Any, name: str) -> Any:
     return next(c for c in res.children if c.checker == name)
 
 
+def joined_group() -> dict[str, list[dict[str, Any]]]:
+    """n1 founds the group; n2..n4 join through it and n1 learns each a moment later."""
+    out = {"n1": [ev(0.5, "join-ok", seed=None, gen=0)]
+           + [ev(1.2, "joined", member=i, gen=0, via=i) for i in (2, 3, 4)]}
+    for n in NODES[1:]:
+        out[n] = [ev(1.0, "join-ok", seed=1, gen=0)]
+    return out
+
+
 def test_all_good() -> None:
-    res = check_membership(test_desc(), hist(), obs())
+    res = check_membership(test_desc(), hist(), obs(joined_group()))
     assert res.valid is True, res.explain()
 
 

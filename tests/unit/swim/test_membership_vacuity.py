@@ -1,0 +1,76 @@
+"""Each membership leaf says what it examined and is unknown when it had nothing to judge:
+no final views, no journals, nothing seen spreading. Completeness with no crash stays True
+(correct no-kill chaos runs judge accuracy) but says that detection was not exercised."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from checkers.membership import check_membership
+from tests.unit.swim.test_membership_checker import (
+    NODES,
+    child,
+    hist,
+    joined_group,
+    kill_events,
+    obs,
+    state,
+    test_desc,
+)
+
+
+def empty() -> dict[str, Any]:
+    """Nodes the harness knew of, with no journal and no final state."""
+    return {"nodes": {n: {"events": [], "state": None} for n in NODES}}
+
+
+@pytest.mark.parametrize(("leaf", "reason"), [
+    ("convergence", "no node's final view was captured"),
+    ("accuracy", "no node journal"),
+    ("completeness", "no node journal"),
+    ("dissemination", "no node journal"),
+])
+def test_empty_journals_and_views_are_unknown(leaf: str, reason: str) -> None:
+    r = child(check_membership(test_desc(), hist(), empty()), leaf)
+    assert r.valid == "unknown" and reason in r.note, r.note
+    assert r.stats.get("vacuous") is True
+
+
+def test_no_live_member_at_the_end_is_unknown_convergence() -> None:
+    gone = {n: state(n, [], left=True) for n in NODES}
+    r = child(check_membership(test_desc(), hist(), obs(states=gone)), "convergence")
+    assert r.valid == "unknown" and "no live member" in r.note
+    assert r.examined == {"final_views": 4, "live": 0}
+
+
+def test_nothing_seen_spreading_is_unknown_dissemination() -> None:
+    r = child(check_membership(test_desc(), hist(), obs()), "dissemination")
+    assert r.valid == "unknown" and "dissemination not measured" in r.note
+    assert r.examined == {"journals": 4, "joins": 0, "deaths": 0, "spreads": 0}
+
+
+def test_no_crash_keeps_completeness_true_but_says_so() -> None:
+    r = child(check_membership(test_desc(), hist(), obs(joined_group())), "completeness")
+    assert r.valid is True
+    assert "no node crashed: detection not exercised" in r.note
+    assert r.examined == {"journals": 4, "crashes": 0, "judged": 0, "detected": 0}
+
+
+def test_examined_counts_of_a_judged_crash() -> None:
+    h = hist((20, "kill", {"nodes": ["n4"]}), (40, "restart", {"nodes": ["n4"]}))
+    e = joined_group()
+    for n, evs in kill_events(["n1", "n2", "n3"]).items():
+        e[n] = e[n] + evs
+    res = check_membership(test_desc(), h, obs(e))
+    assert res.valid is True, res.explain()
+    seen = {path: leaf.examined for path, leaf in res.leaves()}
+    assert seen == {
+        "convergence": {"final_views": 4, "live": 4},
+        # n2's local suspicion and death of n4 (n1's and n3's deaths are hearsay)
+        "accuracy": {"journals": 4, "suspicions": 1, "deaths": 1},
+        "completeness": {"journals": 4, "crashes": 1, "judged": 1, "detected": 1},
+        # three joins reached n1; n4's death spread to n1 and n3
+        "dissemination": {"journals": 4, "joins": 3, "deaths": 1, "spreads": 4},
+    }
