@@ -244,8 +244,11 @@ def kv_linearizable(test: dict[str, Any], ops: list[Op], observations: dict[str,
         return Result("kv-linearizable", "unknown",
                       note=f"linearizability engine not available ({e}); install/finish "
                            "checkers.linearizable to get a verdict")
+    from checkers.linearizable.wrapper import examined, judged
+
     budget = Budget(time_s=float(test.get("lin_budget_s", 10.0)), memory_mb=256.0)
-    res = check(from_ops(ops), "kv", budget)
+    h = from_ops(ops)
+    res = check(h, "kv", budget)
     out = Result("kv-linearizable", res.valid, note=res.note,
                  stats={"explored": res.explored, "ops": res.ops})
     w = res.witness
@@ -255,7 +258,7 @@ def kv_linearizable(test: dict[str, Any], ops: list[Op], observations: dict[str,
         slim["concurrent"] = w.get("concurrent", [])[:12]
         out.anomalies.append(Anomaly("nonlinearizable", w.get("text", "not linearizable"),
                                      json.loads(json.dumps(slim, default=repr))))
-    return out
+    return judged(out, examined(h, res))
 
 
 KV_LINEARIZABLE = PipelineChecker("kv-linearizable", kv_linearizable, partition="key",

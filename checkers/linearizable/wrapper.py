@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from checkers.linearizable.engine import Budget, LinResult, check
-from checkers.linearizable.history import from_ops
+from checkers.linearizable.history import LinHistory, from_ops
 from checkers.linearizable.models import Model, ModelError, get_model
 from checkers.linearizable.svg import render_html
-from checkers.result import Anomaly, Checker, Result
+from checkers.result import Anomaly, Checker, Result, verdict
 
 
 def _slug(key: Any) -> str:
@@ -44,6 +44,22 @@ def to_result(r: LinResult, name: str = "linearizable",
     return Result(checker=name, valid=r.valid, anomalies=anomalies, stats=r.stats(), note=note)
 
 
+def examined(h: LinHistory, r: LinResult) -> dict[str, int]:
+    """What a check looked at: operations that may have happened (``fail`` ones are dropped),
+    how many of them completed ``ok``, how many stayed open (``info``), and the parts (keys)."""
+    ok = sum(1 for op in h.ops if op.ret is not None)
+    return {"ops": len(h.ops), "ok": ok, "info": len(h.ops) - ok, "keys": len(r.parts)}
+
+
+def judged(res: Result, counts: dict[str, int]) -> Result:
+    """``res`` with its examined counts; a pass over a history in which no operation
+    completed ``ok`` (empty, all ``fail``, all ``info``) proved nothing, so it is unknown."""
+    res.examined = counts
+    if res.valid is True:
+        return verdict(res.checker, [], res.stats, examined=counts, needs=("ok",))
+    return res
+
+
 def checker(model: str | Model = "kv", *, time_s: float | None = 60.0,
             memory_mb: float | None = 1024.0, name: str = "linearizable") -> Checker:
     """A harness checker for ``model`` (a name from ``MODELS`` or a Model) under a budget."""
@@ -52,11 +68,12 @@ def checker(model: str | Model = "kv", *, time_s: float | None = 60.0,
 
     def run(test: dict[str, Any], history: list[dict[str, Any]],
             observations: dict[str, Any]) -> Result:
+        h = from_ops(history)
         try:
-            r = check(from_ops(history), m, budget)
+            r = check(h, m, budget)
         except ModelError as e:
             return Result(checker=name, valid="unknown",
                           note=f"the {m.name} model cannot read this history: {e}")
-        return to_result(r, name, observations.get("run_dir"))
+        return judged(to_result(r, name, observations.get("run_dir")), examined(h, r))
 
     return run
