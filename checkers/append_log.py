@@ -194,7 +194,10 @@ def append_checker(test: dict[str, Any], history: list[dict[str, Any]],
             if tally["unknown"] else "")
     if view.node is None:
         note = "no node's final state: nothing to check the appends against"
-    return verdict(NAME, anomalies, stats, gaps, note)
+    examined = {"appends": len(ops), "acknowledged": tally["acknowledged"],
+                "committed_entries": len(view.entries)}
+    return verdict(NAME, anomalies, stats, gaps, note, examined=examined,
+                   needs=("acknowledged", "committed_entries"))
 
 
 def _judge(op: AppendOp, view: CommittedView, positions: dict[str, list[int]],

@@ -113,9 +113,20 @@ def test_failed_append_present() -> None:
     assert kinds(r) == {"failed-append-present"}
 
 
-def test_failed_append_absent_and_info_absent_pass() -> None:
+def test_failed_append_absent_and_info_absent_is_no_violation_but_proves_nothing() -> None:
     h = H().invoke(0, "a").fail(0, "a").invoke(1, "b").info(1, "b")
-    assert append_checker({}, h.ops, cluster([])).valid is True
+    r = append_checker({}, h.ops, cluster([]))
+    assert r.valid == "unknown" and "acknowledged=0" in r.note and not r.anomalies
+    assert r.examined == {"appends": 2, "acknowledged": 0, "committed_entries": 0}
+
+
+def test_examined_counts_and_nothing_committed_is_unknown() -> None:
+    h = H().invoke(0, "a").ok(0, "a", 1).invoke(1, "b").info(1, "b")
+    r = append_checker({}, h.ops, cluster(["a", "b"]))
+    assert r.valid is True
+    assert r.examined == {"appends": 2, "acknowledged": 1, "committed_entries": 2}
+    r = append_checker({}, [], cluster([]))
+    assert r.valid == "unknown" and "committed_entries=0" in r.note and r.stats["vacuous"]
 
 
 def test_phantom_append() -> None:
@@ -181,4 +192,5 @@ def test_sequential_client_with_faithful_log_passes(outcomes: list[str]) -> None
             h.info(0, v)
         else:
             h.fail(0, v)
-    assert append_checker({}, h.ops, cluster(committed)).valid is True
+    r = append_checker({}, h.ops, cluster(committed))
+    assert r.valid == (True if "ok" in outcomes else "unknown")  # no ok append: nothing proved
