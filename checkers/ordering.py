@@ -236,14 +236,26 @@ def check(test: dict[str, Any], history: list[dict[str, Any]],
     journal_gaps = evidence_gaps(observations, event_types=("send", "deliver"))
     state_gaps = evidence_gaps(observations, state=True)
     both = sorted(set(journal_gaps + state_gaps))
+    n = {"sends": sum(len(_journal(o, "send")) for o in nodes.values()),
+         "deliveries": sum(len(_journal(o, "deliver")) for o in nodes.values()),
+         "nodes_with_state": len(logs), "log_entries": sum(len(e) for e in logs.values()),
+         "ok_sends": len(_ok_sends(history))}
+
+    def leaf(name: str, anomalies: list[Anomaly], gaps: list[str], *needs: str,
+             seen: tuple[str, ...] = ()) -> Result:
+        """One property, with the counts it read; ``needs`` are those it cannot judge without."""
+        counts = {k: n[k] for k in (*needs, *seen)}
+        return verdict(name, anomalies, {}, gaps, examined=counts, needs=needs)
+
     children = [
-        verdict("causal-delivery", check_causal(nodes), {}, journal_gaps),
-        verdict("common-order", check_common_order(logs), {"nodes_with_state": len(logs)},
-                state_gaps),
-        verdict("acked-not-lost", check_acked(history, logs), {}, state_gaps),
-        verdict("no-duplicates", check_duplicates(nodes), {}, journal_gaps),
-        verdict("convergence", check_convergence(nodes, logs), {}, both),
-        verdict("lamport-unique", check_lamports(nodes), {}, journal_gaps),
+        leaf("causal-delivery", check_causal(nodes), journal_gaps, "deliveries"),
+        leaf("common-order", check_common_order(logs), state_gaps, "nodes_with_state",
+             "log_entries"),
+        leaf("acked-not-lost", check_acked(history, logs), state_gaps, "ok_sends",
+             "nodes_with_state"),
+        leaf("no-duplicates", check_duplicates(nodes), journal_gaps, "deliveries"),
+        leaf("convergence", check_convergence(nodes, logs), both, "sends", "nodes_with_state"),
+        leaf("lamport-unique", check_lamports(nodes), journal_gaps, "sends", seen=("deliveries",)),
     ]
     v = worst(c.valid for c in children)
     bad = [c.checker for c in children if c.valid is False]

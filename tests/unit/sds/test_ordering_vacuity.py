@@ -1,0 +1,38 @@
+"""Each ordering leaf says what it examined, and is unknown when it had nothing to judge."""
+
+from __future__ import annotations
+
+from checkers import ordering
+from tests.unit.sds.test_ordering_checker import child, good
+
+
+def test_a_good_run_counts_what_each_leaf_read() -> None:
+    h, obs = good()
+    r = ordering.check({}, h, obs)
+    got = {c.checker: c.examined for c in r.children}
+    assert got == {
+        "causal-delivery": {"deliveries": 3},
+        "common-order": {"nodes_with_state": 2, "log_entries": 6},
+        "acked-not-lost": {"ok_sends": 1, "nodes_with_state": 2},
+        "no-duplicates": {"deliveries": 3},
+        "convergence": {"sends": 3, "nodes_with_state": 2},
+        "lamport-unique": {"sends": 3, "deliveries": 3},
+    }
+
+
+def test_journals_and_states_with_no_message_make_every_leaf_unknown() -> None:
+    obs = {"nodes": {n: {"events": [{"seq": 0, "t": 0.0, "type": "start"}],
+                         "state": {"log": []}, "missing": []} for n in ("n1", "n2")}}
+    r = ordering.check({}, [], obs)
+    assert r.valid == "unknown"
+    for c in r.children:
+        assert c.valid == "unknown" and "nothing to judge" in c.note, (c.checker, c.note)
+        assert c.stats["vacuous"] is True
+
+
+def test_no_ok_send_leaves_only_acked_not_lost_unknown() -> None:
+    h, obs = good()
+    r = ordering.check({}, [o for o in h if o["type"] != "ok"], obs)
+    assert child(r, "acked-not-lost").valid == "unknown"
+    assert "ok_sends=0" in child(r, "acked-not-lost").note
+    assert all(c.valid is True for c in r.children if c.checker != "acked-not-lost")
