@@ -55,7 +55,25 @@ def load_node(node_dir: Path) -> dict[str, Any]:
     """One node's observation: its journal events, its final state and the gaps in both."""
     events, missing = read_journal(node_dir / JOURNAL_FILE)
     state, state_gaps = read_state(node_dir / STATE_FILE)
-    return {"events": events, "state": state, "missing": missing + state_gaps}
+    return {"events": events, "state": state,
+            "missing": missing + reported_gaps(events) + state_gaps}
+
+
+def reported_gaps(events: list[Event]) -> list[Gap]:
+    """Gaps the node itself reported (docs/contracts.md section 3): a torn journal tail it cut
+    on restart (``journal-repaired``: the lost event's type when the fragment showed it), and
+    an error that may have cost evidence (``node-error`` with ``evidence: true``)."""
+    out: list[Gap] = []
+    for ev in events:
+        if ev.get("type") == "journal-repaired":
+            out.append({"what": "event", "type": ev.get("fragment_type"),
+                        "detail": f"the node cut a torn journal tail of {ev.get('bytes')} bytes "
+                                  f"on restart (seq {ev.get('seq')})"})
+        elif ev.get("type") == "node-error" and ev.get("evidence"):
+            out.append({"what": "event", "type": None,
+                        "detail": f"node error at seq {ev.get('seq')}: {ev.get('where')}: "
+                                  f"{ev.get('error')}"})
+    return out
 
 
 def read_journal(path: Path) -> tuple[list[Event], list[Gap]]:

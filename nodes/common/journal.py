@@ -2,14 +2,21 @@
 
 One JSON object a line in ``data_dir/events.jsonl``, written and flushed per event.
 ``seq`` counts from 0 across restarts: on reopen the file is scanned, a torn last line
-(a crash mid-write) is cut off, and numbering continues after the last whole event.
+(a crash mid-write) is cut off, and numbering continues after the last whole event. The cut
+is never silent: the first event after it is ``journal-repaired`` (its byte count and the
+event type sniffed from the fragment), which the checkers read as a gap in the evidence.
 An in-memory tail answers ``GET /admin/events`` cheaply; older ranges are read from disk.
+
+Errors a node handles without dying are journaled too (:meth:`Journal.node_error`), so a
+peer's garbage or a record the node could not read is evidence a person and a checker see.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -17,6 +24,8 @@ from typing import Any
 from nodes.common.clock import Clock
 
 Event = dict[str, Any]
+
+_TYPE_RE = re.compile(rb'"type"\s*:\s*"([A-Za-z_-]+)"')
 
 
 class Journal:
@@ -28,8 +37,12 @@ class Journal:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._tail: deque[Event] = deque(maxlen=tail_size)
         self.torn_bytes = 0
+        self.torn_type: str | None = None
         self.next_seq = self._recover()
         self._f = open(self.path, "ab")  # noqa: SIM115 - closed in close()
+        if self.torn_bytes:
+            self.emit("journal-repaired", file=self.path.name, bytes=self.torn_bytes,
+                      fragment_type=self.torn_type)
 
     def _recover(self) -> int:
         if not self.path.exists():
@@ -55,6 +68,8 @@ class Journal:
             good = pos
         if good < len(data):
             self.torn_bytes = len(data) - good
+            m = _TYPE_RE.search(data[good:good + 4096])
+            self.torn_type = m.group(1).decode() if m else None
             with open(self.path, "r+b") as f:
                 f.truncate(good)
                 f.flush()
@@ -71,6 +86,16 @@ class Journal:
         self.next_seq += 1
         self._tail.append(ev)
         return ev
+
+    def node_error(self, where: str, error: BaseException | str, *, evidence: bool,
+                   logger: logging.Logger | None = None) -> Event:
+        """Log and journal an error the node survives. ``evidence``: the node's own journal or
+        state may now lack something the checkers rely on (an unreadable durable record, an
+        entry it could not decode or apply), so checkers reading this node say unknown; False
+        for refused input that changed nothing (a peer's malformed frame)."""
+        text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else error
+        (logger or logging.getLogger("node")).warning("%s: %s", where, text)
+        return self.emit("node-error", where=where, error=text[:500], evidence=evidence)
 
     def since(self, seq: int, limit: int = 10_000) -> tuple[list[Event], int]:
         """Events with ``seq >= seq`` (at most ``limit``) and the seq to ask for next."""

@@ -179,6 +179,9 @@ class RaftCore:
         self.applied = self.snap.last_index
         self.servers: dict[int, str] = {}
         self.config_index = 0
+        #: errors the core survived, for the runtime to log and journal (``take_errors``)
+        self.errors: list[tuple[str, str]] = []
+        self._undecodable: set[int] = set()
         self._recompute_config()
         self.election_at = 0.0
         self.last_leader_contact = -1e18
@@ -216,13 +219,24 @@ class RaftCore:
     def last_term(self) -> int:
         return self.term_at(self.last_index) or 0
 
+    def take_errors(self) -> list[tuple[str, str]]:
+        """``(where, error)`` for each error since the last call; the membership a skipped
+        configuration entry held is unknown, so the runtime journals it as lost evidence."""
+        out, self.errors = self.errors, []
+        return out
+
     def _recompute_config(self) -> None:
         for k in range(len(self.log) - 1, -1, -1):
             e = self.log[k]
             if e.vtype == ValueType.CONFIGURATION:
                 try:
                     cfg = decode_config(e.value)
-                except CodecError:
+                except CodecError as err:
+                    index = self.snap.last_index + k + 1
+                    if index not in self._undecodable:  # once per entry, not per recompute
+                        self._undecodable.add(index)
+                        self.errors.append(("configuration entry undecodable",
+                                            f"index {index}: {err}"))
                     continue
                 self.servers = {s.id: s.endpoint or "" for s in cfg.servers}
                 self.config_index = self.snap.last_index + k + 1

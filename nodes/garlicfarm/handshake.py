@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import re
 import time
 from dataclasses import dataclass, field
 from enum import Enum
+
+log = logging.getLogger("garlicfarm.handshake")
 
 DEFAULT_CLUSTER = "farm"
 VERSION = "1"
@@ -308,7 +311,7 @@ class ClientHandshake:
             self.cache.drop(self.server)
             try:
                 self.cache.put(self.server, parse_challenge(resp))
-            except HandshakeError:
-                pass
+            except HandshakeError as e:  # retried without a cached challenge: say why
+                log.warning("unusable digest challenge from %s: %s", self.server, e)
             return False
         raise HandshakeError(f"request 2 answered {resp.start!r}", resp.status)

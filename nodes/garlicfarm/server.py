@@ -253,6 +253,8 @@ class GarlicFarmNode:
                 self._wake_applied()
             elif isinstance(e, Emit):
                 self.journal.emit(e.type, **e.fields)
+        for where, err in self.core.take_errors():
+            self.journal.node_error(where, err, evidence=True, logger=log)
         if compact:
             c = self.core
             if c.applied - c.snap.last_index >= self.snapshot_threshold:
@@ -271,8 +273,9 @@ class GarlicFarmNode:
             elif metals.is_status(data):
                 try:
                     self.metals.apply(index, data)
-                except (KeyError, ValueError, TypeError):
-                    pass
+                except (KeyError, ValueError, TypeError) as err:  # metals-agreement reads this
+                    self.journal.node_error(f"Meta LS status at index {index} not applied", err,
+                                            evidence=True, logger=log)
         self._wake_applied()
         return index - self.core.snap.last_index >= self.snapshot_threshold
 
@@ -370,10 +373,11 @@ class GarlicFarmNode:
                     return
                 writer.write(codec.encode(out))
                 await writer.drain()
-        except CodecError as e:
-            log.warning("malformed frame, closing that connection: %s", e)
-        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError, ValueError):
-            pass
+        except (CodecError, ValueError, asyncio.LimitOverrunError) as e:  # a peer's bad input
+            self.journal.node_error("peer frame refused, connection closed", e, evidence=False,
+                                    logger=log)
+        except (TimeoutError, asyncio.IncompleteReadError, OSError):
+            pass  # the peer went away or went quiet: an ordinary close, nothing was refused
         finally:
             self.conns.discard(writer)
             writer.close()

@@ -203,9 +203,9 @@ class SdsNode:
     # ---- life ---------------------------------------------------------------------------
 
     async def start(self) -> None:
-        entries = self._load(self.records.records_at_open)
+        entries = self._load(self.records.records_at_open, "log")
         held_file = RecordFile.open(self.held_path)
-        held = self._load(held_file.records_at_open)
+        held = self._load(held_file.records_at_open, "held-message")
         held_file.close()
         self.core.restore(entries, self.clock.wall_ms(), held, self.now_ms())
         # keep only what still waits; the file is rewritten at each start
@@ -230,14 +230,16 @@ class SdsNode:
         self._task = asyncio.create_task(self._ticker())
         self.admin.set_ready()
 
-    @staticmethod
-    def _load(raws: list[bytes]) -> list[Message]:
+    def _load(self, raws: list[bytes], what: str) -> list[Message]:
+        """Decode durable records; one that does not decode is skipped, and journaled as lost
+        evidence: the log it belonged to now lacks an entry the checkers would compare."""
         out = []
-        for raw in raws:
+        for i, raw in enumerate(raws):
             try:
                 out.append(decode(raw))
             except WireError as e:
-                log.warning("skipping unreadable record: %s", e)
+                self.journal.node_error(f"unreadable {what} record #{i} skipped", e,
+                                        evidence=True, logger=log)
         return out
 
     def _journal_recovered(self, entries: list[Message]) -> None:

@@ -205,5 +205,9 @@ def test_malformed_frame_closes_only_that_connection(tmp_path):
 
         asyncio.run(go())
         assert c.admin("n1", "/admin/health")["ok"]
+        events = c.admin("n1", "/admin/events?since=0")["events"]
+        refused = [e for e in events if e["type"] == "node-error"]
+        assert refused and refused[0]["evidence"] is False  # journaled, not silently dropped
+        assert "peer frame refused" in refused[0]["where"], refused
     finally:
         c.stop_all()

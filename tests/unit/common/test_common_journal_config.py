@@ -26,14 +26,15 @@ def test_journal_seq_continues_and_torn_line(tmp_path):
     with open(tmp_path / "events.jsonl", "ab") as f:
         f.write(b'{"seq": 2, "t": 1.0, "ty')
     j2 = Journal(tmp_path / "events.jsonl", clock)
-    assert j2.torn_bytes > 0 and j2.next_seq == 2
+    assert j2.torn_bytes > 0 and j2.next_seq == 3  # seq 2 says what the cut removed
     ev = j2.emit("role", role="leader")
-    assert ev["seq"] == 2
+    assert ev["seq"] == 3
     events, nxt = j2.since(1)
-    assert [e["seq"] for e in events] == [1, 2] and nxt == 3
-    assert j2.since(5) == ([], 3)
+    assert [e["seq"] for e in events] == [1, 2, 3] and nxt == 4
+    assert events[1]["type"] == "journal-repaired"
+    assert j2.since(5) == ([], 4)
     lines = (tmp_path / "events.jsonl").read_text().splitlines()
-    assert [json.loads(x)["seq"] for x in lines] == [0, 1, 2]
+    assert [json.loads(x)["seq"] for x in lines] == [0, 1, 2, 3]
 
 
 def test_clock_offset_only_moves_wall():

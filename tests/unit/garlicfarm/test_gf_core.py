@@ -233,3 +233,15 @@ def test_candidate_retries_request_vote():
     net.heal()
     net.run_for(0.3)  # retry reaches them within the same term
     assert c.role == C.Role.LEADER
+
+
+def test_an_undecodable_configuration_entry_is_reported_once_not_skipped_silently():
+    import random
+
+    good = C.RaftCore(1, {1: "", 2: "", 3: ""}, C.StoredState(entries=[
+        LogEntry(1, ValueType.CONFIGURATION, b"\x01\x02")]), random.Random(1))
+    errors = good.take_errors()
+    assert len(errors) == 1 and errors[0][0] == "configuration entry undecodable"
+    assert errors[0][1].startswith("index 1: ")
+    good._recompute_config()
+    assert good.take_errors() == []  # once per entry, however often membership is recomputed
