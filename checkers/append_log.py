@@ -110,6 +110,8 @@ class CommittedView:
 
     node: str | None = None
     commit_index: int = 0
+    #: how many nodes left a final log to read
+    nodes: int = 0
     #: index -> appended value, or None for a non-append entry
     entries: dict[int, str | None] = field(default_factory=dict)
     #: committed indexes whose entry no evidence recovers (compacted, no apply event)
@@ -131,7 +133,7 @@ def committed_view(observations: dict[str, Any]) -> CommittedView:
     if not logs:
         return CommittedView()
     top = max(logs.values(), key=lambda log: (log.commit_index, log.last_index, log.node))
-    view = CommittedView(top.node, top.commit_index)
+    view = CommittedView(top.node, top.commit_index, len(logs))
     recovered = _recover_from_applies(observations)
     for index in range(1, top.commit_index + 1):
         entry = top.entries.get(index) or recovered.get(index)
@@ -195,7 +197,7 @@ def append_checker(test: dict[str, Any], history: list[dict[str, Any]],
     if view.node is None:
         note = "no node's final state: nothing to check the appends against"
     examined = {"appends": len(ops), "acknowledged": tally["acknowledged"],
-                "committed_entries": len(view.entries)}
+                "nodes_with_log": view.nodes, "committed_entries": len(view.entries)}
     return verdict(NAME, anomalies, stats, gaps, note, examined=examined,
                    needs=("acknowledged", "committed_entries"))
 

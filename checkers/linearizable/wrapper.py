@@ -44,20 +44,26 @@ def to_result(r: LinResult, name: str = "linearizable",
     return Result(checker=name, valid=r.valid, anomalies=anomalies, stats=r.stats(), note=note)
 
 
-def examined(h: LinHistory, r: LinResult) -> dict[str, int]:
+def examined(h: LinHistory, r: LinResult | None = None) -> dict[str, int]:
     """What a check looked at: operations that may have happened (``fail`` ones are dropped),
-    how many of them completed ``ok``, how many stayed open (``info``), and the parts (keys)."""
+    how many of them completed ``ok``, how many stayed open (``info``), and the parts (keys;
+    none when the model could not read the history, ``r`` absent)."""
     ok = sum(1 for op in h.ops if op.ret is not None)
-    return {"ops": len(h.ops), "ok": ok, "info": len(h.ops) - ok, "keys": len(r.parts)}
+    keys = len(r.parts) if r is not None else 0
+    return {"ops": len(h.ops), "ok": ok, "info": len(h.ops) - ok, "keys": keys}
 
 
 def judged(res: Result, counts: dict[str, int]) -> Result:
     """``res`` with its examined counts; a pass over a history in which no operation
     completed ``ok`` (empty, all ``fail``, all ``info``) proved nothing, so it is unknown."""
     res.examined = counts
-    if res.valid is True:
-        return verdict(res.checker, [], res.stats, examined=counts, needs=("ok",))
-    return res
+    if res.valid is not True:
+        return res
+    out = verdict(res.checker, [], res.stats, examined=counts, needs=("ok",))
+    if out.valid == "unknown":
+        out.note += (f" (none of the {counts['ops']} operations that may have happened "
+                     "completed ok: an empty, all-fail or all-info history has no order to check)")
+    return out
 
 
 def checker(model: str | Model = "kv", *, time_s: float | None = 60.0,
@@ -72,8 +78,9 @@ def checker(model: str | Model = "kv", *, time_s: float | None = 60.0,
         try:
             r = check(h, m, budget)
         except ModelError as e:
-            return Result(checker=name, valid="unknown",
-                          note=f"the {m.name} model cannot read this history: {e}")
+            return Result(checker=name, valid="unknown", examined=examined(h),
+                          note=f"the {m.name} model cannot read this history: {e}; give the "
+                               "checker the model its workload speaks")
         return judged(to_result(r, name, observations.get("run_dir")), examined(h, r))
 
     return run

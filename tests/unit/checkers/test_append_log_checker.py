@@ -117,16 +117,26 @@ def test_failed_append_absent_and_info_absent_is_no_violation_but_proves_nothing
     h = H().invoke(0, "a").fail(0, "a").invoke(1, "b").info(1, "b")
     r = append_checker({}, h.ops, cluster([]))
     assert r.valid == "unknown" and "acknowledged=0" in r.note and not r.anomalies
-    assert r.examined == {"appends": 2, "acknowledged": 0, "committed_entries": 0}
+    assert r.examined == {"appends": 2, "acknowledged": 0, "nodes_with_log": 3,
+                          "committed_entries": 0}
 
 
 def test_examined_counts_and_nothing_committed_is_unknown() -> None:
     h = H().invoke(0, "a").ok(0, "a", 1).invoke(1, "b").info(1, "b")
     r = append_checker({}, h.ops, cluster(["a", "b"]))
     assert r.valid is True
-    assert r.examined == {"appends": 2, "acknowledged": 1, "committed_entries": 2}
+    assert r.examined == {"appends": 2, "acknowledged": 1, "nodes_with_log": 3,
+                          "committed_entries": 2}
     r = append_checker({}, [], cluster([]))
     assert r.valid == "unknown" and "committed_entries=0" in r.note and r.stats["vacuous"]
+
+
+def test_no_node_left_a_log_is_unknown_and_counts_no_node() -> None:
+    h = H().invoke(0, "a").ok(0, "a", 1)
+    r = append_checker({}, h.ops, {"nodes": {}})
+    assert r.valid == "unknown" and "no node's final state" in r.note and not r.anomalies
+    assert r.examined == {"appends": 1, "acknowledged": 1, "nodes_with_log": 0,
+                          "committed_entries": 0}
 
 
 def test_phantom_append() -> None:

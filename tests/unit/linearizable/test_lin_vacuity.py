@@ -31,6 +31,7 @@ def test_empty_all_fail_and_all_info_histories_are_unknown() -> None:
     for h in ([], all_fail, all_info):
         r = LIN({}, h, {})
         assert r.valid == "unknown" and "nothing to judge: ok=0" in r.note, (h, r.note)
+        assert "no order to check" in r.note
         assert r.stats["vacuous"] is True
 
 
@@ -46,3 +47,10 @@ def test_the_report_per_key_check_counts_the_same_way() -> None:
     assert r.valid is True and r.examined == {"ops": 2, "ok": 2, "info": 0, "keys": 1}
     r = kv_linearizable({}, [o for o in GOOD if o["value"][0] == "j"], {})
     assert r.valid == "unknown" and r.stats["vacuous"] is True
+
+
+def test_a_history_the_model_cannot_read_is_unknown_with_what_was_paired() -> None:
+    h = [op(0, "invoke", "enqueue", 1), op(0, "ok", "enqueue", 1)]
+    r = LIN({}, h, {})
+    assert r.valid == "unknown" and "cannot read this history" in r.note
+    assert r.examined == {"ops": 1, "ok": 1, "info": 0, "keys": 0}
