@@ -176,8 +176,10 @@ def log_matching(test: Test, history: History, observations: Obs) -> Result:
              "entries_compared": compared}
     examined = {"logs": len(logs), "entries": sum(len(log.entries) for log in logs.values()),
                 "entries_compared": compared}
-    return verdict("log-matching", anomalies, stats, gaps, examined=examined,
-                   needs=("logs", "entries"))
+    # every log compacted into its snapshot (entries=0) is a real, checked outcome of a busy
+    # run (the nightly kv-latency run ended so): the snapshots' agreement is state-machine-
+    # safety's to judge, so only a run with no final log at all has nothing to judge here
+    return verdict("log-matching", anomalies, stats, gaps, examined=examined, needs=("logs",))
 
 
 def _known_logs(observations: Obs, applies: list[tuple[str, int, Event]]

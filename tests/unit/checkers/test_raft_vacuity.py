@@ -19,7 +19,7 @@ def idle_cluster(n: int = 3) -> dict[str, Any]:
 
 #: leaf -> the needed count its vacuous note names
 NEEDED = {"election-safety": "leader_terms=0", "vote-safety": "votes=0",
-          "log-matching": "entries=0", "state-machine-safety": "applied_indexes=0",
+          "state-machine-safety": "applied_indexes=0",
           "committed-not-lost": "committed_indexes=0", "metals-agreement": "indexes_compared=0"}
 
 
@@ -28,6 +28,13 @@ def test_an_idle_cluster_is_unknown_with_the_reason(leaf: str) -> None:
     r = RAFT_CHECKS[leaf]({}, [], idle_cluster())
     assert r.valid == "unknown", r.explain()
     assert NEEDED[leaf] in r.note and r.stats.get("vacuous") is True
+
+
+def test_log_matching_needs_final_logs_not_uncompacted_entries() -> None:
+    """Logs all compacted into snapshots are judged (True); no final log at all is unknown."""
+    assert RAFT_CHECKS["log-matching"]({}, [], idle_cluster()).valid is True
+    r = RAFT_CHECKS["log-matching"]({}, [], {"nodes": {}})
+    assert r.valid == "unknown"
 
 
 def test_the_composed_raft_result_of_an_idle_cluster_is_unknown() -> None:
