@@ -39,14 +39,17 @@ def main() -> int:
         print("no mutmut results under mutants/: run scripts/mutation", file=sys.stderr)
         return 255
     total: Counter[str] = Counter()
-    print(f"{'file':44} {'mutants':>8} {'killed':>7} {'survived':>9} {'no-tests':>9} {'killed%':>8}")
+    # killed% is over the mutants that were run: an interrupted run still gives a fair share
+    print(f"{'file':44} {'mutants':>8} {'not-run':>8} {'killed':>7} {'survived':>9} "
+          f"{'no-tests':>9} {'killed%':>8}")
     for src, c in [*per_file.items(), ("all of checkers/", total)]:
         if c is not total:
             total.update(c)
         n = sum(c.values())
-        print(f"{src:44} {n:8} {c['caught']:7} {c['survived']:9} {c['no tests']:9}"
-              f" {100 * c['caught'] / max(n, 1):7.1f}%")
-    share = 100 * total["caught"] / max(sum(total.values()), 1)
+        ran = n - c["not checked"]
+        print(f"{src:44} {n:8} {c['not checked']:8} {c['caught']:7} {c['survived']:9} "
+              f"{c['no tests']:9} {100 * c['caught'] / max(ran, 1):7.1f}%")
+    share = 100 * total["caught"] / max(sum(total.values()) - total["not checked"], 1)
     if a.survivors:
         print("\n".join(survivors))
     if a.fail_under is not None and share < a.fail_under:
