@@ -48,6 +48,10 @@ class PipelineChecker:
     #: the registry re-run (:mod:`reports.rerun`) skips them and compares their stored
     #: verdict with this checker's instead
     covers: tuple[str, ...] = ()
+    #: the verdict rule over the whole run's summed counts, applied to a merged pass: a part
+    #: judges only itself, so a rule such as "every invoked function has an ok op somewhere"
+    #: must see the sum (the harness checks the whole history and must agree)
+    whole: Callable[[Result], Result] | None = None
 
     def arrow_filter(self, t: pa.Table) -> pa.Array:
         """The rows this checker reads (both engines filter with it before Python sees ops)."""
@@ -80,7 +84,8 @@ def run_checker(chk: PipelineChecker, test: dict[str, Any], ops: list[Op],
             for a in r.anomalies:
                 a.witness.setdefault("key", key)
         results.append(r)
-    return merge_parts(chk.name, results, time.perf_counter() - t0)
+    merged = merge_parts(chk.name, results, time.perf_counter() - t0)
+    return chk.whole(merged) if chk.whole is not None and merged.valid is True else merged
 
 
 def merge_parts(name: str, results: list[Result], elapsed_s: float = 0.0) -> Result:
@@ -261,8 +266,14 @@ def kv_linearizable(test: dict[str, Any], ops: list[Op], observations: dict[str,
     return judged(out, examined(h, res))
 
 
+def _kv_whole(merged: Result) -> Result:
+    from checkers.linearizable.wrapper import judged
+
+    return judged(merged, merged.examined)
+
+
 KV_LINEARIZABLE = PipelineChecker("kv-linearizable", kv_linearizable, partition="key",
-                                  kv_only=True, covers=("linearizable",))
+                                  kv_only=True, covers=("linearizable",), whole=_kv_whole)
 
 #: the Python checkers the pipeline runs over event rows (the join-shaped ``phantom-read`` is
 #: SQL: ``aggregate.phantom_reads`` / ``SparkEngine.phantom_reads``; the protocols' own

@@ -15,8 +15,9 @@ point after their call, or never). Nemesis ops are skipped.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,9 @@ class LinHistory:
     timed: bool
     #: events read (lines / ops), for stats
     events: int = 0
+    #: invocations per function, the dropped (``fail``) ones included: a function that was
+    #: invoked but never completed ``ok`` is one the check could not test
+    invoked: Counter[str] = field(default_factory=Counter)
 
 
 def from_ops(history: Iterable[dict[str, Any]]) -> LinHistory:
@@ -102,6 +106,7 @@ def from_ops(history: Iterable[dict[str, Any]]) -> LinHistory:
     open_: dict[Any, Operation] = {}
     started: list[Operation] = []
     failed: set[int] = set()  # id() of ops that certainly did not happen
+    invoked: Counter[str] = Counter()
     for pos, o in enumerate(client):
         at = o["time"] if timed else pos
         proc = o.get("process")
@@ -113,6 +118,7 @@ def from_ops(history: Iterable[dict[str, Any]]) -> LinHistory:
                            node=o.get("node"))
             open_[proc] = op
             started.append(op)
+            invoked[str(op.f)] += 1
             continue
         op = open_.pop(proc, None)
         if op is None:
@@ -127,7 +133,7 @@ def from_ops(history: Iterable[dict[str, Any]]) -> LinHistory:
     ops = [op for op in started if id(op) not in failed]
     for i, op in enumerate(ops):
         op.id = i
-    return LinHistory(ops=ops, timed=timed, events=len(client))
+    return LinHistory(ops=ops, timed=timed, events=len(client), invoked=invoked)
 
 
 def read_jsonl(path: str | Path) -> LinHistory:
@@ -190,7 +196,7 @@ def parse_porcupine_etcd(text: str) -> LinHistory:
     kept = [op for op in ops if id(op) not in dropped]
     for i, op in enumerate(kept):
         op.id = i
-    return LinHistory(ops=kept, timed=False, events=events)
+    return LinHistory(ops=kept, timed=False, events=events, invoked=Counter(op.f for op in ops))
 
 
 def _matched_lines(text: str, rx: re.Pattern[str], what: str) -> Iterator[tuple[int, re.Match[str]]]:
@@ -241,7 +247,7 @@ def parse_porcupine_kv(text: str) -> LinHistory:
             raise HistoryFormatError(f"line {n + 1}: completion for process {proc} with no call")
         op.ret, op.ret_index = n, n
         op.output = [key, val if val is not None else ""] if f == "read" else None
-    return LinHistory(ops=ops, timed=False, events=events)
+    return LinHistory(ops=ops, timed=False, events=events, invoked=Counter(op.f for op in ops))
 
 
 FORMATS = ("jsonl", "porcupine-etcd", "porcupine-kv")

@@ -9,6 +9,8 @@ its path recorded in the anomaly's witness.
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,24 +48,44 @@ def to_result(r: LinResult, name: str = "linearizable",
 
 def examined(h: LinHistory, r: LinResult | None = None) -> dict[str, int]:
     """What a check looked at: operations that may have happened (``fail`` ones are dropped),
-    how many of them completed ``ok``, how many stayed open (``info``), and the parts (keys;
-    none when the model could not read the history, ``r`` absent)."""
-    ok = sum(1 for op in h.ops if op.ret is not None)
+    how many of them completed ``ok``, how many stayed open (``info``), the parts (keys; none
+    when the model could not read the history, ``r`` absent), and ``ok_<f>``: the ``ok``
+    operations of each function the history invoked (zero for one that never succeeded)."""
+    ok_by_f = Counter(str(op.f) for op in h.ops if op.ret is not None)
+    ok = sum(ok_by_f.values())
     keys = len(r.parts) if r is not None else 0
-    return {"ops": len(h.ops), "ok": ok, "info": len(h.ops) - ok, "keys": keys}
+    functions = sorted(set(h.invoked) | {str(op.f) for op in h.ops})
+    return {"ops": len(h.ops), "ok": ok, "info": len(h.ops) - ok, "keys": keys,
+            **{f"ok_{f}": ok_by_f[f] for f in functions}}
+
+
+def needs(counts: Mapping[str, int]) -> tuple[str, ...]:
+    """The counts a pass cannot do without: some ``ok`` op, and an ``ok`` op of every invoked
+    function (Jepsen's ``stats`` rule), over the whole history handed in. A cas that failed its
+    precondition is a ``fail``: fine, as long as some cas succeeded somewhere."""
+    return ("ok", *(k for k in counts if k.startswith("ok_")))
 
 
 def judged(res: Result, counts: dict[str, int]) -> Result:
-    """``res`` with its examined counts; a pass over a history in which no operation
-    completed ``ok`` (empty, all ``fail``, all ``info``) proved nothing, so it is unknown."""
+    """``res`` with its examined counts. A pass over a history in which no operation completed
+    ``ok`` (empty, all ``fail``, all ``info``), or in which some invoked function never did
+    (every write failed), proved nothing about what never took effect, so it is unknown."""
     res.examined = counts
     if res.valid is not True:
         return res
-    out = verdict(res.checker, [], res.stats, examined=counts, needs=("ok",))
+    out = verdict(res.checker, [], res.stats, examined=counts, needs=needs(counts))
     if out.valid == "unknown":
-        out.note += (f" (none of the {counts['ops']} operations that may have happened "
-                     "completed ok: an empty, all-fail or all-info history has no order to check)")
+        out.note += f" ({_why_unproven(counts)})"
     return out
+
+
+def _why_unproven(counts: Mapping[str, int]) -> str:
+    if not counts["ok"]:
+        return (f"none of the {counts['ops']} operations that may have happened completed ok: "
+                "an empty, all-fail or all-info history has no order to check")
+    never = [k.removeprefix("ok_") for k in needs(counts)[1:] if not counts[k]]
+    return (f"no {', '.join(never)} completed ok: the history never showed one take effect, "
+            "so its linearizability was not tested; look at why those operations failed")
 
 
 def checker(model: str | Model = "kv", *, time_s: float | None = 60.0,

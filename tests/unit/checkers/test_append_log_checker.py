@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -129,6 +130,21 @@ def test_examined_counts_and_nothing_committed_is_unknown() -> None:
                           "committed_entries": 2}
     r = append_checker({}, [], cluster([]))
     assert r.valid == "unknown" and "committed_entries=0" in r.note and r.stats["vacuous"]
+
+
+@pytest.mark.parametrize(("history", "log"), [
+    pytest.param(H(), [], id="empty"),
+    pytest.param(H().invoke(0, "a").fail(0, "a").invoke(1, "b").fail(1, "b"), [], id="all-fail"),
+    pytest.param(H().invoke(0, "a").info(0, "a").invoke(1, "b").info(1, "b"), ["a"],
+                 id="all-info"),
+])
+def test_a_history_with_no_acknowledged_append_proves_nothing(history: H, log: list[str]) -> None:
+    """Failed appends are absent, an info one may sit in the log: no violation, nothing proved."""
+    r = append_checker({}, history.ops, cluster(log))
+    assert r.valid == "unknown" and "nothing to judge: acknowledged=0" in r.note, r.note
+    assert r.stats["vacuous"] is True and not r.anomalies
+    assert r.examined == {"appends": len(history.ops) // 2, "acknowledged": 0,
+                          "nodes_with_log": 3, "committed_entries": len(log)}
 
 
 def test_no_node_left_a_log_is_unknown_and_counts_no_node() -> None:
