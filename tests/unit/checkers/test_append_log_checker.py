@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from checkers.append_log import append_checker, append_ops
 from tests.unit.checkers.gf_builders import append_entry, commits_and_applies, entry, node, state
+from tests.unit.golden import Golden
 
 
 class H:
@@ -58,9 +59,10 @@ def kinds(r: Any) -> set[str]:
     return {a.kind for a in r.anomalies}
 
 
-def test_every_ack_found_once_in_order_passes() -> None:
+def test_every_ack_found_once_in_order_passes(golden: Golden) -> None:
     h = H().invoke(0, "a").ok(0, "a", 1).invoke(1, "b").ok(1, "b", 2).invoke(0, "c").info(0, "c")
     r = append_checker({}, h.ops, cluster(["a", "b", "c"]))
+    golden(r)
     assert r.valid is True, r.explain()
     assert r.stats["acknowledged"] == 2 and r.stats["found"] == 2 and r.stats["info_found"] == 1
 
@@ -72,24 +74,27 @@ def test_plain_string_ok_value_and_unmatched_invoke() -> None:
     assert append_checker({}, h.ops, cluster(["a"])).valid is True
 
 
-def test_lost_acknowledged_append() -> None:
+def test_lost_acknowledged_append(golden: Golden) -> None:
     h = H().invoke(0, "a").ok(0, "a", 1).invoke(0, "b").ok(0, "b", 2)
     r = append_checker({}, h.ops, cluster(["a"]))
+    golden(r)
     assert r.valid is False and kinds(r) == {"lost-append"}
     assert r.stats["lost"] == 1
     assert r.anomalies[0].witness["op"]["value"] == "b"
 
 
-def test_duplicated_append() -> None:
+def test_duplicated_append(golden: Golden) -> None:
     h = H().invoke(0, "a").ok(0, "a", 1)
     r = append_checker({}, h.ops, cluster(["a", "a"]))
+    golden(r)
     assert kinds(r) == {"duplicate-append"}
     assert r.stats["duplicated"] == 1 and r.anomalies[0].witness["indexes"] == [1, 2]
 
 
-def test_realtime_reorder() -> None:
+def test_realtime_reorder(golden: Golden) -> None:
     h = H().invoke(0, "a").ok(0, "a").invoke(1, "b").ok(1, "b")
     r = append_checker({}, h.ops, cluster(["b", "a"]))
+    golden(r)
     assert kinds(r) == {"realtime-reorder"}
     w = r.anomalies[0].witness
     assert w["earlier"]["value"] == "a" and w["earlier_index"] == 2 and w["later_index"] == 1
@@ -100,35 +105,40 @@ def test_concurrent_appends_may_commit_in_any_order() -> None:
     assert append_checker({}, h.ops, cluster(["b", "a"])).valid is True
 
 
-def test_wrong_reported_index() -> None:
+def test_wrong_reported_index(golden: Golden) -> None:
     h = H().invoke(0, "a").ok(0, "a", 2).invoke(0, "b").ok(0, "b", 1)
     r = append_checker({}, h.ops, cluster(["x", "a", "b"]))
+    golden(r)
     assert "wrong-index" in kinds(r)
     w = next(a for a in r.anomalies if a.kind == "wrong-index").witness
     assert w["reported_index"] == 1 and w["actual_indexes"] == [3]
 
 
-def test_failed_append_present() -> None:
+def test_failed_append_present(golden: Golden) -> None:
     h = H().invoke(0, "a").fail(0, "a")
     r = append_checker({}, h.ops, cluster(["a"]))
+    golden(r)
     assert kinds(r) == {"failed-append-present"}
 
 
-def test_failed_append_absent_and_info_absent_is_no_violation_but_proves_nothing() -> None:
+def test_failed_append_absent_and_info_absent_is_no_violation_but_proves_nothing(golden: Golden) -> None:
     h = H().invoke(0, "a").fail(0, "a").invoke(1, "b").info(1, "b")
     r = append_checker({}, h.ops, cluster([]))
+    golden(r)
     assert r.valid == "unknown" and "acknowledged=0" in r.note and not r.anomalies
     assert r.examined == {"appends": 2, "acknowledged": 0, "nodes_with_log": 3,
                           "committed_entries": 0}
 
 
-def test_examined_counts_and_nothing_committed_is_unknown() -> None:
+def test_examined_counts_and_nothing_committed_is_unknown(golden: Golden) -> None:
     h = H().invoke(0, "a").ok(0, "a", 1).invoke(1, "b").info(1, "b")
     r = append_checker({}, h.ops, cluster(["a", "b"]))
+    golden(r)
     assert r.valid is True
     assert r.examined == {"appends": 2, "acknowledged": 1, "nodes_with_log": 3,
                           "committed_entries": 2}
     r = append_checker({}, [], cluster([]))
+    golden(r)
     assert r.valid == "unknown" and "committed_entries=0" in r.note and r.stats["vacuous"]
 
 
@@ -138,18 +148,20 @@ def test_examined_counts_and_nothing_committed_is_unknown() -> None:
     pytest.param(H().invoke(0, "a").info(0, "a").invoke(1, "b").info(1, "b"), ["a"],
                  id="all-info"),
 ])
-def test_a_history_with_no_acknowledged_append_proves_nothing(history: H, log: list[str]) -> None:
+def test_a_history_with_no_acknowledged_append_proves_nothing(history: H, log: list[str], golden: Golden) -> None:
     """Failed appends are absent, an info one may sit in the log: no violation, nothing proved."""
     r = append_checker({}, history.ops, cluster(log))
+    golden(r)
     assert r.valid == "unknown" and "nothing to judge: acknowledged=0" in r.note, r.note
     assert r.stats["vacuous"] is True and not r.anomalies
     assert r.examined == {"appends": len(history.ops) // 2, "acknowledged": 0,
                           "nodes_with_log": 3, "committed_entries": len(log)}
 
 
-def test_no_node_left_a_log_is_unknown_and_counts_no_node() -> None:
+def test_no_node_left_a_log_is_unknown_and_counts_no_node(golden: Golden) -> None:
     h = H().invoke(0, "a").ok(0, "a", 1)
     r = append_checker({}, h.ops, {"nodes": {}})
+    golden(r)
     assert r.valid == "unknown" and "no node's final state" in r.note and not r.anomalies
     assert r.examined == {"appends": 1, "acknowledged": 1, "nodes_with_log": 0,
                           "committed_entries": 0}
@@ -167,15 +179,17 @@ def test_other_entries_are_ignored() -> None:
     assert append_checker({}, h.ops, obs).valid is True
 
 
-def test_uncommitted_ack_is_unknown_not_lost() -> None:
+def test_uncommitted_ack_is_unknown_not_lost(golden: Golden) -> None:
     h = H().invoke(0, "a").ok(0, "a").invoke(0, "b").ok(0, "b")
     r = append_checker({}, h.ops, cluster(["a", "b"], commit=1))
+    golden(r)
     assert r.valid == "unknown" and r.stats["unknown"] == 1
 
 
-def test_compacted_without_applies_is_unknown() -> None:
+def test_compacted_without_applies_is_unknown(golden: Golden) -> None:
     h = H().invoke(0, "a").ok(0, "a").invoke(0, "b").ok(0, "b")
     r = append_checker({}, h.ops, cluster(["a", "b"], snapshot=1))
+    golden(r)
     assert r.valid == "unknown" and r.stats["dark_indexes"] == 1
 
 
@@ -186,11 +200,12 @@ def test_compacted_entries_recovered_from_apply_events() -> None:
     assert append_checker({}, h.ops, obs).valid is True
 
 
-def test_missing_state_makes_not_found_unknown() -> None:
+def test_missing_state_makes_not_found_unknown(golden: Golden) -> None:
     h = H().invoke(0, "a").ok(0, "a").invoke(0, "b").ok(0, "b")
     obs = cluster(["a"])
     obs["nodes"]["n3"]["state"] = None
     r = append_checker({}, h.ops, obs)
+    golden(r)
     assert r.valid == "unknown"
     assert any("n3" in g for g in r.stats["missing_evidence"])
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from checkers.faults import fault_coverage
 from faults.vocabulary import kind_of_name, nemesis_pairs, requested_kinds
+from tests.unit.golden import Golden
 
 Op = dict[str, Any]
 
@@ -23,34 +24,38 @@ def client_ok() -> list[Op]:
             {"process": 0, "type": "ok", "f": "read", "value": 1}]
 
 
-def test_every_requested_kind_applied_is_valid_and_counted() -> None:
+def test_every_requested_kind_applied_is_valid_and_counted(golden: Golden) -> None:
     h = [*nem("start-partition", {"shape": "halves"}), *client_ok(), *nem("stop-partition"),
          *nem("kill", {"node": "n2"}), *nem("restart", {"node": "n2"}),
          *nem("pause", {"node": "n1"}), *nem("resume")]
     r = fault_coverage({"nemesis": "partition-halves,kill-leader,pause"}, h, {})
+    golden(r)
     assert r.valid is True
     assert r.examined == {"requested_kinds": 3, "faults_applied": 3, "faults_failed": 0}
     assert r.stats["applied"] == {"partition": 1, "kill": 1, "pause": 1}
 
 
-def test_a_kind_whose_every_op_failed_is_unknown_and_named() -> None:
+def test_a_kind_whose_every_op_failed_is_unknown_and_named(golden: Golden) -> None:
     h = [*nem("start-partition", {"shape": "halves"}), *nem("stop-partition"),
          *nem("kill", {"node": "leader"}, error="no leader to kill"), *nem("restart")]
     r = fault_coverage({"nemesis": "partition,kill-leader"}, h, {})
+    golden(r)
     assert r.valid == "unknown"
     assert "kill: never applied (1 attempts failed, first: kill: no leader to kill)" in r.note
     assert r.examined["faults_failed"] == 1 and r.examined["faults_applied"] == 1
 
 
-def test_a_kind_never_attempted_within_the_time_limit_is_unknown() -> None:
+def test_a_kind_never_attempted_within_the_time_limit_is_unknown(golden: Golden) -> None:
     h = [*nem("start-partition", {"shape": "halves"}), *nem("stop-partition")]
     r = fault_coverage({"nemesis": "partition,pause"}, h, {})
+    golden(r)
     assert r.valid == "unknown" and "pause: never attempted within the time limit" in r.note
 
 
-def test_a_fault_cut_off_before_its_completion_is_not_applied() -> None:
+def test_a_fault_cut_off_before_its_completion_is_not_applied(golden: Golden) -> None:
     h = nem("pause", {"node": "n1"}, complete=False)
     r = fault_coverage({"nemesis": "pause"}, h, {})
+    golden(r)
     assert r.valid == "unknown" and "no completion" in r.note
 
 
@@ -61,8 +66,9 @@ def test_a_custom_schedule_is_judged_by_the_kinds_it_invoked() -> None:
     assert fault_coverage({"nemesis": "isolate_in_turn"}, bad, {}).valid == "unknown"
 
 
-def test_a_nemesis_that_attempted_nothing_is_unknown() -> None:
+def test_a_nemesis_that_attempted_nothing_is_unknown(golden: Golden) -> None:
     r = fault_coverage({"nemesis": "custom"}, client_ok(), {})
+    golden(r)
     assert r.valid == "unknown" and "no fault was ever attempted" in r.note
 
 

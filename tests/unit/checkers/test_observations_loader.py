@@ -8,6 +8,7 @@ from pathlib import Path
 from checkers.observations import evidence_gaps, load_observations, verdict
 from checkers.raft import election_safety, raft_checker
 from tests.unit.checkers.gf_builders import healthy_cluster
+from tests.unit.golden import Golden
 
 
 def write_run(tmp_path: Path, obs: dict) -> Path:
@@ -51,7 +52,7 @@ def test_event_written_after_a_tear_is_salvaged(tmp_path: Path) -> None:
     assert gap["type"] is None  # the fragment does not say which event was lost
 
 
-def test_missing_and_null_state_and_journal(tmp_path: Path) -> None:
+def test_missing_and_null_state_and_journal(tmp_path: Path, golden: Golden) -> None:
     cl = healthy_cluster()
     cl["nodes"]["n3"]["state"] = None
     run = write_run(tmp_path, cl)
@@ -64,6 +65,7 @@ def test_missing_and_null_state_and_journal(tmp_path: Path) -> None:
     assert any(g.startswith("n2: no final state") for g in gaps)
     assert any(g.startswith("n3: no final state") for g in gaps)
     r = raft_checker()({}, [], obs)
+    golden(r)
     assert r.valid == "unknown", r.explain()
 
 

@@ -26,6 +26,7 @@ from tests.unit.checkers.gf_builders import (
     node,
     state,
 )
+from tests.unit.golden import Golden
 
 
 def kinds(result: Any) -> set[str]:
@@ -37,14 +38,16 @@ def passes(result: Any) -> bool:
     return result.valid is True or (result.valid == "unknown" and result.stats.get("vacuous"))
 
 
-def test_healthy_cluster_passes_every_check() -> None:
+def test_healthy_cluster_passes_every_check(golden: Golden) -> None:
     r = raft_checker()({}, [], healthy_cluster())
+    golden(r)
     assert r.valid is True, r.explain()
     assert len(r.children) == 6
 
 
-def test_no_observations_is_unknown_not_pass() -> None:
+def test_no_observations_is_unknown_not_pass(golden: Golden) -> None:
     r = raft_checker()({}, [], {"nodes": {}})
+    golden(r)
     assert r.valid == "unknown"
     assert all(c.valid == "unknown" for c in r.children)
 
@@ -52,13 +55,14 @@ def test_no_observations_is_unknown_not_pass() -> None:
 # ----------------------------------------------------------------- election safety
 
 
-def test_two_leaders_in_term_3() -> None:
+def test_two_leaders_in_term_3(golden: Golden) -> None:
     obs = healthy_cluster()
     obs["nodes"]["n1"]["events"].append({"seq": 99, "t": 5.0, "type": "role", "role": "leader",
                                          "term": 3, "leader": 1})
     obs["nodes"]["n3"]["events"].append({"seq": 98, "t": 6.0, "type": "role", "role": "leader",
                                          "term": 3, "leader": 3})
     r = election_safety({}, [], obs)
+    golden(r)
     assert r.valid is False
     (a,) = r.anomalies
     assert a.kind == "two-leaders"
@@ -85,7 +89,7 @@ def test_torn_role_event_makes_election_safety_unknown() -> None:
 # ----------------------------------------------------------------- vote safety
 
 
-def test_double_vote_after_restart_names_the_restart() -> None:
+def test_double_vote_after_restart_names_the_restart(golden: Golden) -> None:
     obs = healthy_cluster()
     obs["nodes"]["n3"] = node([
         ev("vote", term=4, candidate=1, granted=True),
@@ -93,6 +97,7 @@ def test_double_vote_after_restart_names_the_restart() -> None:
         ev("vote", term=4, candidate=2, granted=True),
     ], state(3, [entry(1, 1, "x1")], term=4, voted_for=2))
     r = vote_safety({}, [], obs)
+    golden(r)
     assert r.valid is False
     assert kinds(r) == {"double-vote", "vote-forgotten"}
     (a,) = [x for x in r.anomalies if x.kind == "double-vote"]
@@ -101,13 +106,14 @@ def test_double_vote_after_restart_names_the_restart() -> None:
     assert a.witness["restarts_between"][0]["voted_for"] is None
 
 
-def test_vote_forgotten_across_restart_even_without_a_second_vote() -> None:
+def test_vote_forgotten_across_restart_even_without_a_second_vote(golden: Golden) -> None:
     obs = healthy_cluster()
     obs["nodes"]["n3"] = node([
         ev("vote", term=4, candidate=1, granted=True),
         ev("start", term=4, voted_for=None, last_index=5),
     ], state(3, [entry(1, 1, "x1")], term=4, voted_for=None))
     r = vote_safety({}, [], obs)
+    golden(r)
     assert kinds(r) == {"vote-forgotten"}
     w = r.anomalies[0].witness
     assert w["node"] == "n3" and w["term"] == 4 and w["restart"]["voted_for"] is None
@@ -131,11 +137,12 @@ def test_rejected_votes_do_not_count() -> None:
     assert vote_safety({}, [], obs).valid is True
 
 
-def test_candidate_voting_for_another_in_its_own_term() -> None:
+def test_candidate_voting_for_another_in_its_own_term(golden: Golden) -> None:
     obs = healthy_cluster()
     obs["nodes"]["n1"]["events"].append(
         {"seq": 50, "t": 1.0, "type": "vote", "term": 1, "candidate": 3, "granted": True})
     r = vote_safety({}, [], obs)
+    golden(r)
     assert kinds(r) == {"double-vote"}
     assert {v["source"] for v in r.anomalies[0].witness["votes"]} == {"own candidacy", "vote"}
 
@@ -143,22 +150,24 @@ def test_candidate_voting_for_another_in_its_own_term() -> None:
 # ----------------------------------------------------------------- log matching
 
 
-def test_diverging_logs_at_one_index() -> None:
+def test_diverging_logs_at_one_index(golden: Golden) -> None:
     obs = healthy_cluster()
     log = obs["nodes"]["n3"]["state"]["log"]
     log[2] = {**log[2], "digest": digest(3, log[2]["term"], "other")}
     r = log_matching({}, [], obs)
+    golden(r)
     assert r.valid is False
     assert "log-divergence" in kinds(r)
     a = next(a for a in r.anomalies if a.kind == "log-divergence")
     assert a.witness["index"] == 3 and "n3" in a.witness["nodes"]
 
 
-def test_prefix_mismatch_below_a_matching_entry() -> None:
+def test_prefix_mismatch_below_a_matching_entry(golden: Golden) -> None:
     a = [entry(1, 1), entry(2, 1), entry(3, 3)]
     b = [entry(1, 1), entry(2, 2), entry(3, 3)]
     obs = {"nodes": {"n1": node([], state(1, a)), "n2": node([], state(2, b))}}
     r = log_matching({}, [], obs)
+    golden(r)
     assert kinds(r) == {"log-prefix-mismatch"}
     w = r.anomalies[0].witness
     assert w["index"] == 2 and w["anchor"]["index"] == 3
@@ -185,10 +194,11 @@ def test_log_term_regression() -> None:
     assert kinds(log_matching({}, [], obs)) == {"log-term-regression"}
 
 
-def test_missing_state_makes_log_matching_unknown() -> None:
+def test_missing_state_makes_log_matching_unknown(golden: Golden) -> None:
     obs = healthy_cluster()
     obs["nodes"]["n3"]["state"] = None
     r = log_matching({}, [], obs)
+    golden(r)
     assert r.valid == "unknown"
     assert any("n3" in g for g in r.stats["missing_evidence"])
 
@@ -237,25 +247,27 @@ def test_a_changed_digest_in_a_shared_entry_is_caught(data: st.DataObject) -> No
 # ----------------------------------------------------------------- state machine safety
 
 
-def test_different_digests_applied_at_one_index() -> None:
+def test_different_digests_applied_at_one_index(golden: Golden) -> None:
     obs = healthy_cluster()
     obs["nodes"]["n2"]["events"].append({"seq": 77, "t": 9.0, "type": "apply", "index": 4,
                                          "term": 2, "digest": "deadbeefdeadbeef", "kind": "app",
                                          "data": None})
     r = state_machine_safety({}, [], obs)
+    golden(r)
     assert r.valid is False
     (a,) = r.anomalies
     assert a.kind == "apply-divergence" and a.witness["index"] == 4
     assert "deadbeefdeadbeef" in a.witness["applies"]
 
 
-def test_reapply_after_restart_with_same_digest_is_fine() -> None:
+def test_reapply_after_restart_with_same_digest_is_fine(golden: Golden) -> None:
     obs = healthy_cluster()
     evs = obs["nodes"]["n2"]["events"]
     again = [dict(e) for e in evs if e["type"] == "apply"]
     evs += [{"seq": 200, "t": 1.0, "type": "start", "term": 2, "voted_for": 2, "last_index": 5},
             *again]
     r = state_machine_safety({}, [], obs)
+    golden(r)
     assert r.valid is True
     assert r.stats["reapplied"] == 5
 
@@ -281,8 +293,9 @@ def _after_restart_lost_entry() -> dict[str, Any]:
     }}
 
 
-def test_committed_entry_overwritten_after_restart() -> None:
+def test_committed_entry_overwritten_after_restart(golden: Golden) -> None:
     r = committed_not_lost({}, [], _after_restart_lost_entry())
+    golden(r)
     assert r.valid is False
     assert "committed-entry-overwritten" in kinds(r)
     assert "commit-divergence" in kinds(r)
@@ -290,7 +303,7 @@ def test_committed_entry_overwritten_after_restart() -> None:
     assert a.witness["first"]["index"] == 3 and a.witness["first"]["found"]["term"] == 2
 
 
-def test_committed_entry_missing_from_the_leader() -> None:
+def test_committed_entry_missing_from_the_leader(golden: Golden) -> None:
     full = [entry(1, 1, "a"), entry(2, 1, "b"), entry(3, 1, "c")]
     obs = {"nodes": {
         "n1": node(commits_and_applies(full), state(1, full, commit_index=3, term=1)),
@@ -298,6 +311,7 @@ def test_committed_entry_missing_from_the_leader() -> None:
         "n3": node([], state(3, full[:2], commit_index=2, term=2)),
     }}
     r = committed_not_lost({}, [], obs)
+    golden(r)
     assert kinds(r) == {"committed-entry-lost"}
     (a,) = r.anomalies
     assert a.witness["node"] == "n2" and a.witness["indexes"] == [[3, 3]]
@@ -313,23 +327,25 @@ def test_lagging_follower_without_the_entry_is_fine() -> None:
     assert committed_not_lost({}, [], obs).valid is True
 
 
-def test_no_up_to_date_node_and_no_leader_is_unknown() -> None:
+def test_no_up_to_date_node_and_no_leader_is_unknown(golden: Golden) -> None:
     full = [entry(1, 1, "a"), entry(2, 1, "b")]
     obs = {"nodes": {
         "n1": node(commits_and_applies(full), state(1, full, commit_index=0)),
         "n2": node([], state(2, full, commit_index=0)),
     }}
     r = committed_not_lost({}, [], obs)
+    golden(r)
     assert r.valid == "unknown" and r.stats["unverified"] == 2
 
 
-def test_compacted_committed_entry_counts_as_kept() -> None:
+def test_compacted_committed_entry_counts_as_kept(golden: Golden) -> None:
     full = [entry(i, 1, str(i)) for i in range(1, 6)]
     obs = {"nodes": {
         "n1": node(commits_and_applies(full), state(1, full[3:], commit_index=5,
                                                      snapshot=(3, 1), role="leader")),
     }}
     r = committed_not_lost({}, [], obs)
+    golden(r)
     assert r.valid is True and r.stats["compacted"] == 3
 
 
@@ -342,10 +358,11 @@ def test_missing_state_makes_committed_not_lost_unknown() -> None:
 # ----------------------------------------------------------------- metals
 
 
-def test_metals_disagreement() -> None:
+def test_metals_disagreement(golden: Golden) -> None:
     obs = healthy_cluster()
     obs["nodes"]["n3"]["state"]["metals"] = {"publisher": 1, "as_of_index": 5}
     r = metals_agreement({}, [], obs)
+    golden(r)
     assert r.valid is False
     (a,) = r.anomalies
     assert a.kind == "metals-disagreement" and a.witness["publishers"]["n3"] == 1
@@ -363,7 +380,8 @@ def test_metals_unknown_when_a_state_is_missing() -> None:
     assert metals_agreement({}, [], obs).valid == "unknown"
 
 
-def test_composed_result_is_false_when_one_check_fails() -> None:
+def test_composed_result_is_false_when_one_check_fails(golden: Golden) -> None:
     r = raft_checker()({}, [], _after_restart_lost_entry())
+    golden(r)
     assert r.valid is False
     assert {c.checker for c in r.children if c.valid is False} >= {"committed-not-lost"}

@@ -9,6 +9,7 @@ import pytest
 
 from checkers.raft import RAFT_CHECKS, raft_checker
 from tests.unit.checkers.gf_builders import healthy_cluster, node, state
+from tests.unit.golden import Golden
 
 
 def idle_cluster(n: int = 3) -> dict[str, Any]:
@@ -24,16 +25,18 @@ NEEDED = {"election-safety": "leader_terms=0", "vote-safety": "votes=0",
 
 
 @pytest.mark.parametrize("leaf", sorted(NEEDED))
-def test_an_idle_cluster_is_unknown_with_the_reason(leaf: str) -> None:
+def test_an_idle_cluster_is_unknown_with_the_reason(leaf: str, golden: Golden) -> None:
     r = RAFT_CHECKS[leaf]({}, [], idle_cluster())
+    golden(r)
     assert r.valid == "unknown", r.explain()
     assert NEEDED[leaf] in r.note and r.stats.get("vacuous") is True
 
 
-def test_log_matching_needs_final_logs_not_uncompacted_entries() -> None:
+def test_log_matching_needs_final_logs_not_uncompacted_entries(golden: Golden) -> None:
     """Logs all compacted into snapshots are judged (True); no final log at all is unknown."""
     assert RAFT_CHECKS["log-matching"]({}, [], idle_cluster()).valid is True
     r = RAFT_CHECKS["log-matching"]({}, [], {"nodes": {}})
+    golden(r)
     assert r.valid == "unknown"
 
 
@@ -41,8 +44,9 @@ def test_the_composed_raft_result_of_an_idle_cluster_is_unknown() -> None:
     assert raft_checker()({}, [], idle_cluster()).valid == "unknown"
 
 
-def test_examined_counts_of_a_healthy_cluster() -> None:
+def test_examined_counts_of_a_healthy_cluster(golden: Golden) -> None:
     r = raft_checker()({}, [], healthy_cluster(n=3, length=5))
+    golden(r)
     assert r.valid is True, r.explain()
     seen = {path: leaf.examined for path, leaf in r.leaves()}
     assert seen == {
@@ -70,35 +74,39 @@ def test_no_leader_ever_elected_is_unknown_while_votes_still_count() -> None:
     assert RAFT_CHECKS["vote-safety"]({}, [], obs).valid is True
 
 
-def test_no_vote_cast_is_unknown() -> None:
+def test_no_vote_cast_is_unknown(golden: Golden) -> None:
     obs = _without(healthy_cluster(), "vote", "role")
     for n in obs["nodes"].values():
         n["state"]["voted_for"] = None
     r = RAFT_CHECKS["vote-safety"]({}, [], obs)
+    golden(r)
     assert r.valid == "unknown" and "votes=0" in r.note
 
 
-def test_nothing_committed_is_unknown_while_the_logs_still_match() -> None:
+def test_nothing_committed_is_unknown_while_the_logs_still_match(golden: Golden) -> None:
     obs = _without(healthy_cluster(), "commit", "apply")
     for n in obs["nodes"].values():
         n["state"]["commit_index"] = 0
     r = RAFT_CHECKS["committed-not-lost"]({}, [], obs)
+    golden(r)
     assert r.valid == "unknown" and "committed_indexes=0" in r.note
     assert RAFT_CHECKS["state-machine-safety"]({}, [], obs).valid == "unknown"
     assert RAFT_CHECKS["log-matching"]({}, [], obs).valid is True
 
 
-def test_metals_before_any_status_entry_compares_nothing() -> None:
+def test_metals_before_any_status_entry_compares_nothing(golden: Golden) -> None:
     obs = healthy_cluster()
     for n in obs["nodes"].values():
         n["state"]["metals"] = {"publisher": None, "as_of_index": 0}
     r = RAFT_CHECKS["metals-agreement"]({}, [], obs)
+    golden(r)
     assert r.valid == "unknown" and r.examined["nodes_with_status"] == 0
 
 
-def test_metals_of_one_node_alone_compares_nothing() -> None:
+def test_metals_of_one_node_alone_compares_nothing(golden: Golden) -> None:
     obs = healthy_cluster()
     obs["nodes"]["n1"]["state"]["metals"]["as_of_index"] = 4
     obs["nodes"]["n2"]["state"]["metals"]["as_of_index"] = 3
     r = RAFT_CHECKS["metals-agreement"]({}, [], obs)
+    golden(r)
     assert r.valid == "unknown" and r.examined == {"nodes_with_status": 3, "indexes_compared": 0}

@@ -9,6 +9,7 @@ from typing import Any
 from drip_sim import Sim
 
 from checkers.twopc import check
+from tests.unit.golden import Golden
 
 RING4 = [("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n1", "n4")]
 
@@ -44,40 +45,44 @@ def run_ops(sim: Sim, ops: list[tuple[str, str, Any, str]]) -> list[dict[str, An
 OPS = [("n1", "k", "a", "ua"), ("n3", "k", "b", "ub"), ("n2", "j", 1, "uc")]
 
 
-def test_a_correct_run_is_valid() -> None:
+def test_a_correct_run_is_valid(golden: Golden) -> None:
     sim = Sim(RING4)
     h = run_ops(sim, OPS)
     r = check({}, h, sim.observations())
+    golden(r)
     assert r.valid is True, r.explain()
     assert r.stats["committed"] >= 1
 
 
-def test_forget_in_progress_is_caught_as_conflicting_commits() -> None:
+def test_forget_in_progress_is_caught_as_conflicting_commits(golden: Golden) -> None:
     sim = Sim(RING4, bugs=frozenset({"forget-in-progress"}))
     h = run_ops(sim, OPS)
     r = check({}, h, sim.observations())
+    golden(r)
     assert r.valid is False and "conflicting-commits" in kinds(r)
     a = next(a for a in r.anomalies if a.kind == "conflicting-commits")
     assert "ua" in a.message + str(a.witness) and "ub" in a.message + str(a.witness)
 
 
-def test_partial_vote_is_caught() -> None:
+def test_partial_vote_is_caught(golden: Golden) -> None:
     sim = Sim(RING4, bugs=frozenset({"commit-partial-vote"}))
     sim.down.add("n3")
     sim.heartbeat_round()
     h = run_ops(sim, [("n1", "k", 1, "u1")])
     sim.down.discard("n3")
     r = check({}, h, sim.observations())
+    golden(r)
     assert "commit-without-all-yes" in kinds(r)
     assert "['n3'] never voted yes" in r.anomalies[0].message
 
 
-def test_skip_sync_is_caught(tmp_path: Path) -> None:
+def test_skip_sync_is_caught(tmp_path: Path, golden: Golden) -> None:
     sim = Sim([("n1", "n2")], bugs=frozenset({"skip-sync"}), root=tmp_path)
     h = run_ops(sim, [("n1", "k", 1, "u1")])
     sim.cores["n2"].store.close()
     sim.boot("n2")
     r = check({}, h, sim.observations())
+    golden(r)
     assert "sync-skipped" in kinds(r)
     assert "restarted with data" in r.anomalies[0].message
 
@@ -97,19 +102,22 @@ UPD = [{"index": 0, "process": 0, "type": "invoke", "f": "update", "value": ["k"
         "error": "aborted: voted no: ['n2']"}]
 
 
-def test_an_aborted_update_that_is_visible_somewhere() -> None:
+def test_an_aborted_update_that_is_visible_somewhere(golden: Golden) -> None:
     kv = {"k": {"value": 1, "version": 1, "uid": "u1"}}
     r = check({}, UPD, _obs({"n1": [_apply("u1", "k", 1, 1)], "n2": []}, {"n1": kv, "n2": kv}))
+    golden(r)
     assert "failed-update-visible" in kinds(r)
 
 
-def test_an_update_nobody_invoked_and_a_wrong_value() -> None:
+def test_an_update_nobody_invoked_and_a_wrong_value(golden: Golden) -> None:
     kv = {"k": {"value": 9, "version": 1, "uid": "zz"}}
     r = check({}, [], _obs({"n1": [_apply("zz", "k", 9, 1)]}, {"n1": kv}))
+    golden(r)
     assert "unknown-update" in kinds(r)
     h = [dict(UPD[0]), dict(UPD[1], type="ok")]
     r = check({}, h, _obs({"n1": [_apply("u1", "k", 2, 1)]},
                           {"n1": {"k": {"value": 2, "version": 1, "uid": "u1"}}}))
+    golden(r)
     assert "wrong-value" in kinds(r)
 
 
@@ -122,7 +130,7 @@ def _commit(uid: str, missing: list[str]) -> dict[str, Any]:
             "voters": sorted({"n1", "n2"} - set(missing)), "no_voters": [], "missing": missing}
 
 
-def test_a_commit_before_every_yes_arrived_is_caught_even_if_the_yes_was_cast() -> None:
+def test_a_commit_before_every_yes_arrived_is_caught_even_if_the_yes_was_cast(golden: Golden) -> None:
     """n2 voted yes, but its vote was lost on the way: n1 committed on what it had. The result
     happens to match all-yes, the rule was still broken (a no could have been lost as well)."""
     h = [dict(UPD[0]), dict(UPD[1], type="ok")]
@@ -130,6 +138,7 @@ def test_a_commit_before_every_yes_arrived_is_caught_even_if_the_yes_was_cast() 
     evs = {"n1": [_vote("u1"), _commit("u1", ["n2"]), _apply("u1", "k", 1, 1)],
            "n2": [_vote("u1"), _apply("u1", "k", 1, 1)]}
     r = check({}, h, _obs(evs, {"n1": kv, "n2": kv}))
+    golden(r)
     assert kinds(r) == {"commit-without-all-yes"}
     assert "decided without a vote from ['n2']" in r.anomalies[0].message
     # the same evidence with every vote in hand is a pass
@@ -137,11 +146,12 @@ def test_a_commit_before_every_yes_arrived_is_caught_even_if_the_yes_was_cast() 
     assert check({}, h, _obs(evs, {"n1": kv, "n2": kv})).valid is True
 
 
-def test_missing_commit_divergence_and_lost_data() -> None:
+def test_missing_commit_divergence_and_lost_data(golden: Golden) -> None:
     h = [dict(UPD[0]), dict(UPD[1], type="ok")]
     kv = {"k": {"value": 1, "version": 1, "uid": "u1"}}
     r = check({}, h, _obs({"n1": [_apply("u1", "k", 1, 1)], "n2": [_apply("u1", "k", 1, 1)]},
                           {"n1": kv, "n2": {}}))
+    golden(r)
     assert {"missing-commit", "divergent-stores", "lost-after-apply"} <= kinds(r)
     a = next(a for a in r.anomalies if a.kind == "missing-commit")
     assert a.witness["final_versions"] == {"n2": [0, None]}
@@ -154,7 +164,7 @@ def test_missing_evidence_is_unknown_not_valid() -> None:
     assert check({}, [], obs).valid == "unknown"
 
 
-def test_a_run_in_which_nothing_committed_is_unknown_not_valid() -> None:
+def test_a_run_in_which_nothing_committed_is_unknown_not_valid(golden: Golden) -> None:
     """No violation, but no evidence of safety either: the verdict must not be a pass."""
     sim = Sim(RING4)
     sim.run(until=5)
@@ -163,5 +173,6 @@ def test_a_run_in_which_nothing_committed_is_unknown_not_valid() -> None:
          {"index": 1, "process": 0, "type": "fail", "f": "update", "value": ["k", 1, "u1"],
           "node": "n1", "error": "aborted: no vote from ['n4']"}]
     r = check({}, h, sim.observations())
+    golden(r)
     assert r.stats["committed"] == 0
     assert r.valid == "unknown" and "nothing to judge" in r.note, r.explain()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from checkers.linearizable import Budget, check, from_ops
 from checkers.linearizable.engine import SLICE
+from tests.unit.golden import Golden
 from tests.unit.linearizable.helpers import hist
 
 
@@ -14,11 +15,12 @@ def v(model, events, **kw):
 
 # -- hand-made histories that must fail ------------------------------------------------------
 
-def test_stale_read_fails_and_the_witness_names_it():
+def test_stale_read_fails_and_the_witness_names_it(golden: Golden):
     h = hist((0, "invoke", "write", 1), (0, "ok", "write", 1),
              (0, "invoke", "write", 2), (0, "ok", "write", 2),
              (1, "invoke", "read", None), (1, "ok", "read", 1))
     r = check(from_ops(h), "register")
+    golden(r)
     assert r.valid is False
     w = r.witness
     assert w["failed_op"]["f"] == "read" and w["failed_op"]["output"] == 1
@@ -82,11 +84,12 @@ def test_fail_ops_are_removed():
     assert v("register", h) is True
 
 
-def test_nemesis_ops_are_skipped():
+def test_nemesis_ops_are_skipped(golden: Golden):
     h = hist(("nemesis", "invoke", "start-partition", {"a": 1}), (0, "invoke", "write", 1),
              ("nemesis", "info", "start-partition", {"a": 1}), (0, "ok", "write", 1),
              (0, "invoke", "read", None), (0, "ok", "read", 1))
     r = check(from_ops(h), "register")
+    golden(r)
     assert r.valid is True and r.ops == 2
 
 
@@ -128,39 +131,44 @@ def hard(n: int = 13, key=None):
     return hist(*ev)
 
 
-def test_time_budget_gives_unknown_not_a_pass():
+def test_time_budget_gives_unknown_not_a_pass(golden: Golden):
     r = check(from_ops(hard()), "register", Budget(time_s=0.0, memory_mb=None))
+    golden(r)
     assert r.valid == "unknown" and "time budget" in r.note
     assert r.explored > 0
 
 
-def test_memory_budget_gives_unknown_not_a_crash():
+def test_memory_budget_gives_unknown_not_a_crash(golden: Golden):
     r = check(from_ops(hard()), "register", Budget(time_s=None, memory_mb=1))
+    golden(r)
     assert r.valid == "unknown" and "memory budget" in r.note
     assert r.parts[0].memo > 0
 
 
-def test_small_hard_history_is_decided_within_budget():
+def test_small_hard_history_is_decided_within_budget(golden: Golden):
     r = check(from_ops(hard(8)), "register")
+    golden(r)
     assert r.valid is False and r.explored > 1000
 
 
-def test_stops_at_the_first_failing_part_while_a_hard_part_is_still_open():
+def test_stops_at_the_first_failing_part_while_a_hard_part_is_still_open(golden: Golden):
     # the failing part is the bigger one, so smallest-first alone would not find it first
     ev = []
     for i in range(30):
         ev += [(100, "invoke", "write", ["b", i]), (100, "ok", "write", ["b", i])]
     ev += [(100, "invoke", "read", ["b", None]), (100, "ok", "read", ["b", 3])]
     r = check(from_ops(hard(16, key="a") + hist(*ev)), "kv", Budget(time_s=30))
+    golden(r)
     assert r.valid is False and r.failed.key == "b"
     hard_part = next(p for p in r.parts if p.key == "a")
     assert hard_part.valid is None and "first failing part" in hard_part.note
     assert 0 < hard_part.explored <= SLICE  # it got one slice, then the failing part ended it
 
 
-def test_memory_budget_abandons_the_biggest_part_and_keeps_checking_the_rest():
+def test_memory_budget_abandons_the_biggest_part_and_keeps_checking_the_rest(golden: Golden):
     ok = hist((100, "invoke", "write", ["b", 1]), (100, "ok", "write", ["b", 1]))
     r = check(from_ops(hard(14, key="a") + ok), "kv", Budget(time_s=30, memory_mb=2))
+    golden(r)
     by_key = {p.key: p for p in r.parts}
     assert by_key["b"].valid is True
     assert by_key["a"].valid == "unknown"

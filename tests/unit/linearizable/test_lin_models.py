@@ -6,6 +6,7 @@ import pytest
 
 from checkers.linearizable import UNKNOWN, ModelError, check, from_ops, get_model
 from checkers.linearizable.models import MODELS, CasRegister, Model
+from tests.unit.golden import Golden
 from tests.unit.linearizable.helpers import hist
 
 
@@ -49,13 +50,15 @@ def test_cas_compare_failed_output_constrains_the_state():
     assert m.step(1, ("c", 1, 2), UNKNOWN) == (True, 2)
 
 
-def test_kv_partitions_per_key_and_fails_on_one_key():
+def test_kv_partitions_per_key_and_fails_on_one_key(golden: Golden):
     ok = seq(("write", ["a", 1], ["a", 1]), ("write", ["b", 2], ["b", 2]),
              ("read", ["a", None], ["a", 1]), ("read", ["b", None], ["b", 2]))
     r = check(from_ops(hist(*ok)), "kv")
+    golden(r)
     assert r.valid is True and len(r.parts) == 2
     bad = ok + seq(("read", ["b", None], ["b", 1]))
     r = check(from_ops(hist(*bad)), "kv")
+    golden(r)
     assert r.valid is False and r.failed.key == "b"
 
 
@@ -90,11 +93,13 @@ def test_queue_fifo_and_empty():
                    (0, "invoke", "dequeue", None), (0, "ok", "dequeue", 2)) is True
 
 
-def test_unique_ids_partitioned_by_id():
+def test_unique_ids_partitioned_by_id(golden: Golden):
     good = seq(("generate", None, 1), ("generate", None, 2), ("generate", None, 3))
     r = check(from_ops(hist(*good)), "unique-ids")
+    golden(r)
     assert r.valid is True and len(r.parts) == 3
     r = check(from_ops(hist(*seq(("generate", None, 1), ("generate", None, 1)))), "unique-ids")
+    golden(r)
     assert r.valid is False and r.failed.key == 1
 
 

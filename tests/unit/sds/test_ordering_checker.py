@@ -7,6 +7,7 @@ import copy
 from typing import Any
 
 from checkers import ordering
+from tests.unit.golden import Golden
 
 
 def ev(seq: int, type_: str, mid: str, lamport: int, sender: str, deps=(), t: float = 0.0,
@@ -41,20 +42,22 @@ def child(res, name: str):
     return next(c for c in res.children if c.checker == name)
 
 
-def test_good_run_is_valid_with_stats() -> None:
+def test_good_run_is_valid_with_stats(golden: Golden) -> None:
     h, obs = good()
     r = ordering.check({}, h, obs)
+    golden(r)
     assert r.valid is True, r.explain()
     assert r.stats["deliveries"] == 3 and r.stats["sends_ok"] == 1
     assert r.stats["delivery_latency_ms"]["max"] == 50.0
     assert r.stats["datagrams_per_delivered_entry"] == 2.0
 
 
-def test_causal_violation() -> None:
+def test_causal_violation(golden: Golden) -> None:
     h, obs = good()
     n2 = obs["nodes"]["n2"]["events"]
     n2[1], n2[2] = n2[2], n2[1]  # c delivered before a
     r = ordering.check({}, h, obs)
+    golden(r)
     c = child(r, "causal-delivery")
     assert c.valid is False and c.anomalies[0].witness["missing_deps"] == ["a"]
     assert "n2 delivered c" in c.anomalies[0].message
@@ -70,11 +73,12 @@ def test_order_differs() -> None:
     assert w["nodes"] == ["n1", "n2"] and (w["first"]["id"], w["second"]["id"]) == ("a", "b")
 
 
-def test_acked_send_lost_and_not_converged() -> None:
+def test_acked_send_lost_and_not_converged(golden: Golden) -> None:
     h, obs = good()
     obs["nodes"]["n2"]["state"]["log"] = [e for e in obs["nodes"]["n2"]["state"]["log"]
                                           if e["id"] != "a"]
     r = ordering.check({}, h, obs)
+    golden(r)
     lost = child(r, "acked-not-lost")
     assert lost.valid is False and lost.anomalies[0].witness["missing_at"] == ["n2"]
     conv = child(r, "convergence")
@@ -95,10 +99,11 @@ def test_one_id_two_lamports() -> None:
     assert c.valid is False and set(c.anomalies[0].witness["seen"]) == {"1", "7"}
 
 
-def test_missing_state_is_unknown_not_valid() -> None:
+def test_missing_state_is_unknown_not_valid(golden: Golden) -> None:
     h, obs = good()
     obs["nodes"]["n2"]["state"] = None
     r = ordering.check({}, h, obs)
+    golden(r)
     assert r.valid == "unknown"
     assert child(r, "convergence").valid == "unknown"
 

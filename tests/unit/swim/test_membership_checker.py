@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from checkers.membership import build_timeline, check_membership
+from tests.unit.golden import Golden
 
 NODES = ["n1", "n2", "n3", "n4"]
 S = 1_000_000_000  # ns
@@ -68,27 +69,30 @@ def joined_group() -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def test_all_good() -> None:
+def test_all_good(golden: Golden) -> None:
     res = check_membership(test_desc(), hist(), obs(joined_group()))
+    golden(res)
     assert res.valid is True, res.explain()
 
 
-def test_view_missing_a_live_member_is_not_converged() -> None:
+def test_view_missing_a_live_member_is_not_converged(golden: Golden) -> None:
     st = {n: state(n, [m for m in NODES if m != n]) for n in NODES}
     st["n1"] = state("n1", ["n2", "n3"], dead=["n4"])
     res = check_membership(test_desc(), hist(), obs(states=st))
+    golden(res)
     conv = child(res, "convergence")
     assert conv.valid is False and conv.anomalies[0].witness["missing"] == ["n4"]
 
 
-def test_left_member_must_not_be_alive_anywhere() -> None:
+def test_left_member_must_not_be_alive_anywhere(golden: Golden) -> None:
     st = {n: state(n, [m for m in NODES if m != n]) for n in NODES}
     st["n4"] = state("n4", [], left=True)
     res = check_membership(test_desc(), hist(), obs(states=st))
+    golden(res)
     assert child(res, "convergence").valid is False  # n1..n3 still hold n4 alive
 
 
-def test_capacity_rules() -> None:
+def test_capacity_rules(golden: Golden) -> None:
     ring = {"n1": ["n2", "n4"], "n2": ["n1", "n3"], "n3": ["n2", "n4"], "n4": ["n3", "n1"]}
     st = {n: state(n, ring[n], capacity=2) for n in NODES}
     ok = check_membership(test_desc(), hist(), obs(states=st))
@@ -98,20 +102,23 @@ def test_capacity_rules() -> None:
     assert [a.kind for a in child(bad, "convergence").anomalies] == ["over-capacity"]
     orphan = {n: state(n, ["n1"] if n != "n1" else ["n2"], capacity=2) for n in NODES}
     res = check_membership(test_desc(), hist(), obs(states=orphan))
+    golden(res)
     assert "orphan" in [a.kind for a in child(res, "convergence").anomalies]
 
 
-def test_missing_final_state_is_unknown_not_a_pass() -> None:
+def test_missing_final_state_is_unknown_not_a_pass(golden: Golden) -> None:
     st: dict[str, Any] = {n: state(n, [m for m in NODES if m != n]) for n in NODES}
     st["n3"] = None
     res = check_membership(test_desc(), hist(), obs(states=st))
+    golden(res)
     assert child(res, "convergence").valid == "unknown"
 
 
-def test_false_positive_on_a_healthy_member() -> None:
+def test_false_positive_on_a_healthy_member(golden: Golden) -> None:
     e = {"n1": [ev(10, "suspect", member=2, gen=0, by=1, local=True),
                 ev(14, "dead", member=2, gen=0, by=1, local=True)]}
     res = check_membership(test_desc(), hist(), obs(e))
+    golden(res)
     acc = child(res, "accuracy")
     assert acc.valid is False and acc.stats["false_positives"] == 1
     assert acc.anomalies[0].witness["member"] == "n2"
@@ -131,12 +138,14 @@ def test_death_of_a_paused_or_cut_member_is_excused_but_loss_is_not() -> None:
     assert child(check_membership(test_desc(), hist(), obs(hearsay)), "accuracy").valid is True
 
 
-def test_false_suspicion_threshold() -> None:
+def test_false_suspicion_threshold(golden: Golden) -> None:
     e = {"n1": [ev(10 + i, "suspect", member=2, gen=i, by=1, local=True) for i in range(5)]}
     res = check_membership(test_desc(swim_max_false_suspicions_per_member_hour=10), hist(),
                            obs(e))
+    golden(res)
     assert child(res, "accuracy").valid is False
     res = check_membership(test_desc(), hist(), obs(e))
+    golden(res)
     assert child(res, "accuracy").valid is True  # reported only
 
 
@@ -147,11 +156,12 @@ def kill_events(observers: list[str], dead_at: float = 26.0) -> dict[str, list[d
     return out
 
 
-def test_crashed_member_declared_dead_by_every_survivor() -> None:
+def test_crashed_member_declared_dead_by_every_survivor(golden: Golden) -> None:
     h = hist((20, "kill", {"node": "n4", "nodes": ["n4"]}),
              (40, "restart", {"nodes": ["n4"]}))
     res = check_membership(test_desc(swim_max_first_detection_periods=2.0), h,
                            obs(kill_events(["n1", "n2", "n3"])))
+    golden(res)
     comp = child(res, "completeness")
     assert comp.valid is True, res.explain()
     assert comp.stats["first_detection_since_crash_periods"]["mean"] == 1.5
@@ -162,9 +172,10 @@ def test_crashed_member_declared_dead_by_every_survivor() -> None:
     assert child(slow, "completeness").valid is False
 
 
-def test_survivor_that_never_declares_the_crash_is_incomplete() -> None:
+def test_survivor_that_never_declares_the_crash_is_incomplete(golden: Golden) -> None:
     h = hist((20, "kill", {"nodes": ["n4"]}), (40, "restart", {"nodes": ["n4"]}))
     res = check_membership(test_desc(), h, obs(kill_events(["n1", "n2"])))
+    golden(res)
     comp = child(res, "completeness")
     assert comp.valid is False
     assert comp.anomalies[0].witness == {"node": "n3", "member": "n4", "down_s": 20.0,
@@ -177,16 +188,18 @@ def test_short_crash_is_not_judged() -> None:
     assert comp.valid is True and comp.stats["too_short"] == 1
 
 
-def test_join_dissemination_figures_and_threshold() -> None:
+def test_join_dissemination_figures_and_threshold(golden: Golden) -> None:
     e = {"n4": [ev(1, "join-ok", seed=1, gen=0)],
          "n1": [ev(0.5, "join-ok", seed=None, gen=0), ev(1.1, "joined", member=4, gen=0, via=1)],
          "n2": [ev(0.6, "join-ok", seed=1, gen=0), ev(3, "joined", member=4, gen=0, via=1)],
          "n3": [ev(0.7, "join-ok", seed=1, gen=0), ev(6, "joined", member=4, gen=0, via=2)]}
     res = check_membership(test_desc(swim_max_dissemination_periods=3), hist(), obs(e))
+    golden(res)
     dis = child(res, "dissemination")
     assert dis.stats["join_periods"]["max"] == 5.0 and dis.valid is False
     e["n3"] = e["n3"][:1]
     res = check_membership(test_desc(swim_max_dissemination_periods=30), hist(), obs(e))
+    golden(res)
     assert child(res, "dissemination").valid is False  # never reached n3
 
 
@@ -198,13 +211,14 @@ def test_timeline_from_heal_all() -> None:
     assert tl.troubled("n3", 7, 8) and not tl.troubled("n3", 10, 11)
 
 
-def test_with_capacity_only_members_that_tracked_the_victim_must_declare_it() -> None:
+def test_with_capacity_only_members_that_tracked_the_victim_must_declare_it(golden: Golden) -> None:
     h = hist((20, "kill", {"nodes": ["n4"]}), (40, "restart", {"nodes": ["n4"]}))
     e = kill_events(["n1", "n2"])
     e["n1"].insert(0, ev(2, "joined", member=4, gen=0, via=1))
     e["n2"].insert(0, ev(2, "joined", member=4, gen=0, via=1))
     e["n3"] = [ev(2, "joined", member=4, gen=0, via=1), ev(3, "left", member=4, gen=0)]
     res = check_membership(test_desc(capacity=2), h, obs(e))
+    golden(res)
     assert child(res, "completeness").valid is True, res.explain()
     for gone in ("evicted", "dropped"):  # made room for another member / stopped tracking
         e["n3"] = [ev(2, "joined", member=4, gen=0, via=1), ev(3, gone, member=4)]
@@ -212,12 +226,14 @@ def test_with_capacity_only_members_that_tracked_the_victim_must_declare_it() ->
         assert child(res, "completeness").valid is True, (gone, res.explain())
     e["n3"] = [ev(2, "joined", member=4, gen=0, via=1)]  # n3 tracked it and never noticed
     res = check_membership(test_desc(capacity=2), h, obs(e))
+    golden(res)
     assert child(res, "completeness").valid is False
 
 
-def test_torn_journal_makes_journal_checks_unknown() -> None:
+def test_torn_journal_makes_journal_checks_unknown(golden: Golden) -> None:
     o = obs()
     o["nodes"]["n2"]["missing"] = [{"what": "event", "type": "dead", "detail": "torn line 7"}]
     res = check_membership(test_desc(), hist(), o)
+    golden(res)
     assert child(res, "accuracy").valid == "unknown"
     assert child(res, "convergence").valid is True

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from checkers.membership import check_membership
+from tests.unit.golden import Golden
 from tests.unit.swim.test_membership_checker import (
     NODES,
     child,
@@ -32,38 +33,43 @@ def empty() -> dict[str, Any]:
     ("completeness", "no node journal"),
     ("dissemination", "no node journal"),
 ])
-def test_empty_journals_and_views_are_unknown(leaf: str, reason: str) -> None:
+def test_empty_journals_and_views_are_unknown(leaf: str, reason: str, golden: Golden) -> None:
     r = child(check_membership(test_desc(), hist(), empty()), leaf)
+    golden(r)
     assert r.valid == "unknown" and reason in r.note, r.note
     assert r.stats.get("vacuous") is True
 
 
-def test_no_live_member_at_the_end_is_unknown_convergence() -> None:
+def test_no_live_member_at_the_end_is_unknown_convergence(golden: Golden) -> None:
     gone = {n: state(n, [], left=True) for n in NODES}
     r = child(check_membership(test_desc(), hist(), obs(states=gone)), "convergence")
+    golden(r)
     assert r.valid == "unknown" and "no live member" in r.note
     assert r.examined == {"final_views": 4, "live": 0}
 
 
-def test_nothing_seen_spreading_is_unknown_dissemination() -> None:
+def test_nothing_seen_spreading_is_unknown_dissemination(golden: Golden) -> None:
     r = child(check_membership(test_desc(), hist(), obs()), "dissemination")
+    golden(r)
     assert r.valid == "unknown" and "dissemination not measured" in r.note
     assert r.examined == {"journals": 4, "joins": 0, "deaths": 0, "spreads": 0}
 
 
-def test_no_crash_keeps_completeness_true_but_says_so() -> None:
+def test_no_crash_keeps_completeness_true_but_says_so(golden: Golden) -> None:
     r = child(check_membership(test_desc(), hist(), obs(joined_group())), "completeness")
+    golden(r)
     assert r.valid is True
     assert "no node crashed: detection not exercised" in r.note
     assert r.examined == {"journals": 4, "crashes": 0, "judged": 0, "detected": 0}
 
 
-def test_examined_counts_of_a_judged_crash() -> None:
+def test_examined_counts_of_a_judged_crash(golden: Golden) -> None:
     h = hist((20, "kill", {"nodes": ["n4"]}), (40, "restart", {"nodes": ["n4"]}))
     e = joined_group()
     for n, evs in kill_events(["n1", "n2", "n3"]).items():
         e[n] = e[n] + evs
     res = check_membership(test_desc(), h, obs(e))
+    golden(res)
     assert res.valid is True, res.explain()
     seen = {path: leaf.examined for path, leaf in res.leaves()}
     assert seen == {
