@@ -10,7 +10,8 @@ import urllib.request
 import pytest
 
 from nodes.garlicfarm.client import KVClient, KVFail, WireClient, WireConnection
-from nodes.garlicfarm.codec import MsgType, Request
+from checkers.observations import evidence_gaps, reported_gaps
+from nodes.garlicfarm.codec import LogEntry, MsgType, Request, ValueType
 from tests.integration.garlicfarm.cluster import LocalCluster
 
 
@@ -209,5 +210,39 @@ def test_malformed_frame_closes_only_that_connection(tmp_path):
         refused = [e for e in events if e["type"] == "node-error"]
         assert refused and refused[0]["evidence"] is False  # journaled, not silently dropped
         assert "peer frame refused" in refused[0]["where"], refused
+    finally:
+        c.stop_all()
+
+
+def test_a_forged_meta_ls_status_is_journaled_as_lost_evidence_and_the_node_goes_on(tmp_path):
+    """A peer proposes a Meta LS status whose id is not a number: every node commits it, none
+    can apply it. Each says so in its journal (a node error that cost evidence), the checkers
+    read that as a gap, and the cluster keeps serving."""
+    c = LocalCluster(tmp_path, n=1)
+    forged = json.dumps({"cluster": "farm", "date": 1, "id": "not-a-number"}).encode()
+    try:
+        c.start_all()
+        c.leader()
+
+        async def go() -> None:
+            conn = WireConnection("127.0.0.1", c.ports["n1"]["peer"])
+            await conn.open()
+            resp = await conn.request(Request(MsgType.CLIENT_REQUEST, 0, 1, 0, entries=(
+                LogEntry(0, ValueType.APPLICATION, forged),)), 3)
+            assert resp.accepted
+            conn.close()
+            async with KVClient(f"http://127.0.0.1:{c.ports['n1']['client']}") as kv:
+                await kv.write("k", 1)  # still serving: raises KVFail otherwise
+                assert await kv.read("k") == 1
+
+        asyncio.run(go())
+        events = c.admin("n1", "/admin/events?since=0")["events"]
+        errors = [e for e in events if e["type"] == "node-error"]
+        assert errors and errors[0]["evidence"] is True, events
+        assert "Meta LS status at index" in errors[0]["where"] and "not-a-number" in errors[0]["error"]
+        gaps = evidence_gaps({"nodes": {"n1": {"events": events, "state": {},
+                                                "missing": reported_gaps(events)}}},
+                             event_types=("metals",))
+        assert len(gaps) == 1 and "Meta LS status at index" in gaps[0], gaps
     finally:
         c.stop_all()
