@@ -50,10 +50,10 @@ from typing import Any
 
 import aiohttp
 
-from faults.procs import die_with_parent
 from harness.cluster import Cluster
 from harness.spec import TestSpec
 from harness.store import new_run
+from harness.suites.garlicfarm import PROTOCOL, leader_of, num_id
 from nodes.garlicfarm.client import (
     KVClient,
     KVFail,
@@ -65,7 +65,7 @@ from nodes.garlicfarm.client import (
     parse_endpoint,
 )
 from nodes.garlicfarm.codec import LogEntry, MsgType, Request, ValueType
-from nodes.garlicfarm.harness import PROTOCOL, leader_of, num_id
+from osutil.procs import die_with_parent
 
 ROOT = Path(__file__).resolve().parents[1]
 # The Go library's figures quoted in the issue (same machine, loopback TCP).

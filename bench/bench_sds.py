@@ -26,8 +26,8 @@ from typing import Any
 from harness.cluster import Cluster, open_cluster
 from harness.spec import TestSpec
 from harness.store import new_run
+from harness.suites.sds import PROTOCOL
 from nodes.sds.client import SdsClient
-from nodes.sds.harness import PROTOCOL
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -39,15 +39,15 @@ async def _clients(c: Cluster, n: int, stop: asyncio.Event, tag: str) -> list[st
     sent: list[str] = []
 
     async def one(i: int) -> None:
-        cl = SdsClient(c.client_addr(i), i)
+        cl = SdsClient(c.client_addr(i).host, c.client_addr(i).port, i)
         k = 0
         try:
             while not stop.is_set():
                 k += 1
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(3):
-                        r = await cl.invoke({"f": "send", "value": f"{tag}{i}:{k}:b"})
-                        sent.append(r["value"]["id"])
+                        r = await cl.send(f"{tag}{i}:{k}:b")
+                        sent.append(r["id"])
         finally:
             await cl.close()
 

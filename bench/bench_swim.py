@@ -83,7 +83,7 @@ async def bench_real_size(n: int, kills: int, steady_s: float, seed: int) -> dic
     from harness.cluster import Cluster
     from harness.spec import TestSpec
     from harness.store import new_run
-    from nodes.swim.harness import PROTOCOL
+    from harness.suites.swim import PROTOCOL
 
     period = SETTINGS["period_s"]
     store = Path(tempfile.mkdtemp(prefix="bench-swim-"))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from checkers.result import Anomaly, Result
-from faults.vocabulary import KIND_OF_START, nemesis_pairs, requested_kinds
+from vocabulary.faults import KIND_OF_START, nemesis_pairs, requested_kinds
 
 NAME = "faults"
 

@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any
 
 from checkers.result import Result, verdict
-from faults.vocabulary import is_nemesis
+from vocabulary.faults import is_nemesis
 
 NAME = "stats"
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from faults.vocabulary import STOP_FOR
+from vocabulary.faults import STOP_FOR
 
 Op = dict[str, Any]
 Step = tuple[float, Op]

@@ -6,7 +6,7 @@ Two pieces:
   port (binary at ``<project>/.tools/bin/toxiproxy-server`` or on ``PATH``), or attaches to the
   one named by ``TOXIPROXY_URL``. A process we started is always stopped: by the context manager,
   by ``atexit``, and, should the Python process die from a signal (even SIGKILL), by the kernel
-  (see `faults.procs`).
+  (see `osutil.procs`).
 * `ToxiproxyClient` is the control client. Every proxy it creates is named ``<prefix><link>``,
   and it only ever lists, changes or deletes proxies under its own prefix, so concurrent runs
   sharing one server never touch each other's proxies.
@@ -23,7 +23,7 @@ v2.5.0), and how this wrapper works around it:
 3. ``Toxiproxy.populate`` ignores v2's bulk ``POST /populate``, issues a GET per proxy, raises
    ``KeyError('listen')`` when a proxy already exists and no ``listen`` is given, and returns
    only the proxies it newly created. -> ``create_proxies`` uses ``/populate`` once and returns
-   every listen address (we pass free ports from below the ephemeral range, see harness.ports).
+   every listen address (we pass free ports from below the ephemeral range, see osutil.ports).
 4. ``Proxy.add_toxic`` returns ``None`` (the created toxic is lost); there is no toxic update.
    -> ``add_toxic``/``update_toxic`` return the server's JSON.
 5. Error mapping: a duplicate *toxic* (409) raises ``ProxyExists``; exceptions carry the raw
@@ -69,8 +69,8 @@ import toxiproxy as toxiproxy_python
 from toxiproxy.api import APIConsumer
 from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists
 
-from faults import procs
-from harness.ports import free_port
+from osutil import procs
+from osutil.ports import free_port
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BINARY_NAME = "toxiproxy-server"
@@ -346,7 +346,7 @@ class ToxiproxyClient:
         clash = sorted(n for n in names if n in existing)
         if clash:
             raise ProxyExistsError(409, f"proxies already exist: {clash}", "POST", "/populate")
-        # ports from below the ephemeral range (harness.ports): a proxy re-enabled after a
+        # ports from below the ephemeral range (osutil.ports): a proxy re-enabled after a
         # heal must get its port back, which an outgoing connection's source port could steal
         body = [{"name": self.proxy_name(link), "upstream": up,
                  "listen": f"{listen_host}:{free_port(listen_host)}",

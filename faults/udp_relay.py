@@ -60,8 +60,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from faults import procs
 from faults.links import Kind, LinkVocabulary, UnsupportedFault
+from osutil import procs
 
 Flow = tuple[str, str]
 Addr = tuple[str, int]
@@ -446,7 +446,7 @@ class UdpRelayClient:
 
 
 class UdpRelayProcess:
-    """A relay subprocess that dies with us (see `faults.procs`); a context manager."""
+    """A relay subprocess that dies with us (see `osutil.procs`); a context manager."""
 
     def __init__(self, seed: int = 0, host: str = "127.0.0.1", control_port: int = 0,
                  startup_timeout_s: float = 10.0) -> None:

@@ -11,6 +11,7 @@ import logging
 import sys
 from collections import Counter
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -22,6 +23,8 @@ from checkers.result import Result, Validity, examined_text
 
 console = Console(stderr=True)
 EXIT = {True: 0, False: 1, "unknown": 2}
+#: entry point group of subcommand providers: each is called with the subparsers to add to
+COMMANDS = "chaos_harness.commands"
 INTERRUPTED, USAGE, INTERNAL = 130, 254, 255
 EXIT_CODES = """exit codes:
   0    valid: every checker passed and examined something
@@ -267,9 +270,8 @@ def parser() -> argparse.ArgumentParser:
     cl.add_argument("--images", action="store_true", help="also the cached node images")
     cl.add_argument("--dry-run", action="store_true", help="only say what would be removed")
     cl.set_defaults(fn=cmd_clean)
-    from reports.cli import add_subcommands
-
-    add_subcommands(sub)  # report, serve
+    for ep in sorted(entry_points(group=COMMANDS), key=lambda e: e.name):
+        ep.load()(sub)  # ours: report, serve (reports.cli); a plugin's own
     return ap
 
 

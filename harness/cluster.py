@@ -19,9 +19,9 @@ from typing import Any
 import aiohttp
 
 from harness.backends import NodeSpec, get_backend
-from harness.ports import free_port
 from harness.spec import NodeAddr, TestSpec
 from harness.store import RunDir, write_json
+from osutil.ports import free_port
 
 log = logging.getLogger("harness.cluster")
 

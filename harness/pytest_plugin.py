@@ -92,7 +92,7 @@ def chaos_options(request: pytest.FixtureRequest) -> ChaosOptions:
 
 def ok_client_ops(ops: Iterable[dict[str, Any]]) -> int:
     """Client (non-nemesis) completions of type ``ok``: what the run really got done."""
-    from faults.vocabulary import is_nemesis
+    from vocabulary.faults import is_nemesis
 
     return sum(1 for o in ops if o.get("type") == "ok" and not is_nemesis(o))
 
@@ -202,7 +202,7 @@ def has_nemesis(spec: TestSpec) -> bool:
 
 def ok_ops_of(res: RunResult) -> int:
     """Ok client ops in the run's stored history (the evidence, not a checker's summary)."""
-    from harness.history import read_history
+    from vocabulary.history import read_history
 
     return ok_client_ops(read_history(res.run_dir.history).ops)
 
@@ -302,8 +302,8 @@ def chaos_run(chaos_options: ChaosOptions, tmp_path_factory: pytest.TempPathFact
 @pytest.fixture
 def chaos_cluster(chaos_options: ChaosOptions, tmp_path: Any) -> Callable[..., Any]:
     from harness.cluster import open_cluster
-    from harness.history import HistoryWriter
     from harness.store import new_run
+    from vocabulary.history import HistoryWriter
 
     @contextlib.asynccontextmanager
     async def _open(spec: Any) -> AsyncIterator[Any]:

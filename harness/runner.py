@@ -25,8 +25,8 @@ from checkers.result import Result, Validity, compose, run_checker
 from checkers.stats import stats_checker
 from harness import store as store_mod
 from harness.generators import Context, Generator, Pending, time_limit
-from harness.history import NEMESIS, History, HistoryWriter, read_history
 from harness.spec import Client, DefiniteFailure, TestSpec, Workload
+from vocabulary.history import NEMESIS, History, HistoryWriter, read_history
 
 log = logging.getLogger("harness.runner")
 

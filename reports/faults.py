@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from faults.vocabulary import HEAL_ALL, KIND_OF_END, KIND_OF_START, NEMESIS
+from vocabulary.faults import HEAL_ALL, KIND_OF_END, KIND_OF_START, NEMESIS
 
 DEFAULT_RECOVERY_WINDOW_NS = 5_000_000_000
 

@@ -1,6 +1,6 @@
 """History -> event rows: one pass per run, shared by the Spark and the in-process drivers.
 
-Reading uses the harness's own reader (``harness.history.read_history``), so a torn last line
+Reading uses the harness's own reader (``vocabulary.history.read_history``), so a torn last line
 means "incomplete" and a corrupt middle means "error" exactly as the CLI says. The pass also
 does everything that needs the history *in order*: pairing completions with invocations
 (latency), the phase and fault each op ran under, the time since the last heal. What is left
@@ -19,10 +19,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.history import OP_TYPES, History, HistoryError, read_history
 from reports.discover import RunInfo
 from reports.faults import DEFAULT_RECOVERY_WINDOW_NS, NEMESIS, PhaseIndex, fault_windows
 from reports.schema import EVENTS
+from vocabulary.history import OP_TYPES, History, HistoryError, read_history
 
 _dumps = json.JSONEncoder(separators=(",", ":"), default=repr).encode
 KV_FS = ("read", "write", "cas")
@@ -103,7 +103,7 @@ def _fast_read(path: str) -> History | None:
 
 def load_history(path: str) -> History:
     """A history file as the harness reads it (fast path first); raises ``HistoryError``
-    (an unreadable file included) exactly where ``harness.history.read_history`` would."""
+    (an unreadable file included) exactly where ``vocabulary.history.read_history`` would."""
     h = _fast_read(path)
     if h is not None:
         return h

@@ -76,8 +76,8 @@ def rerun_run(run_id: str, path: str) -> list[tuple[Result, int]]:
     Mirrors ``harness.runner.run_checkers``: a crashing checker is ``unknown``, never a pass.
     """
     from checkers.observations import load_observations
-    from harness.history import HistoryError
     from reports.ingest import load_history
+    from vocabulary.history import HistoryError
 
     root = Path(path)
     try:

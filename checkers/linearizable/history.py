@@ -138,7 +138,7 @@ def from_ops(history: Iterable[dict[str, Any]]) -> LinHistory:
 
 def read_jsonl(path: str | Path) -> LinHistory:
     """Read the harness ``history.jsonl`` (a torn last line is tolerated by the reader)."""
-    from harness.history import read_history
+    from vocabulary.history import read_history
 
     return from_ops(read_history(path).ops)
 

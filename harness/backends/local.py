@@ -16,8 +16,8 @@ import sys
 import weakref
 from pathlib import Path
 
-from faults.procs import die_with_parent
 from harness.backends.base import BackendError, NodeSpec, copy_local
+from osutil.procs import die_with_parent
 
 _live: weakref.WeakSet[LocalBackend] = weakref.WeakSet()
 

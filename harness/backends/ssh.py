@@ -571,7 +571,7 @@ class SshBackend:
 # ---- a real sshd on a loopback port -----------------------------------------------------------
 class LoopbackSshd:
     """Debian's sshd on 127.0.0.1:<free port>, with its own host key, a client key pair,
-    authorized_keys and known_hosts, all in ``dir``. Killed with us (``faults.procs``:
+    authorized_keys and known_hosts, all in ``dir``. Killed with us (``osutil.procs``:
     PDEATHSIG, close, atexit), so start it from a long-lived thread, not ``to_thread``."""
 
     def __init__(self, dir: Path | str | None = None, user: str | None = None,
@@ -590,8 +590,8 @@ class LoopbackSshd:
                        workdir or str(self.dir / "remote"))
 
     def start(self, timeout_s: float = 10.0) -> LoopbackSshd:
-        from faults import procs
-        from harness.ports import free_port, is_listening
+        from osutil import procs
+        from osutil.ports import free_port, is_listening
 
         if not Path(self.sshd).exists():
             raise BackendError(f"{self.sshd} not found: run scripts/setup-sshd "
@@ -645,7 +645,7 @@ class LoopbackSshd:
                 while kids.read_text().strip() and time.monotonic() < deadline:
                     time.sleep(0.02)
         if self.proc is not None:
-            from faults import procs
+            from osutil import procs
 
             procs.stop(self.proc, grace_s=1.0)
         if self._own_dir:

@@ -83,7 +83,7 @@ class Options:
 
 @dataclass
 class Extra:
-    """The config keys beyond docs/contracts.md that ``nodes.drip.harness.node_extra`` writes."""
+    """The config keys beyond docs/contracts.md that ``harness.suites.drip.node_extra`` writes."""
 
     tls: NodeFiles
     jwt: dict[str, Any]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 
 from nodes.common.runtime import main
-from nodes.garlicfarm.server import KNOWN_BUGS, GarlicFarmNode
+from nodes.garlicfarm.core import BUGS
+from nodes.garlicfarm.server import GarlicFarmNode
 
 if __name__ == "__main__":
-    sys.exit(main(None, "garlicfarm", KNOWN_BUGS, GarlicFarmNode))
+    sys.exit(main(None, "garlicfarm", BUGS, GarlicFarmNode))

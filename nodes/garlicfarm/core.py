@@ -57,6 +57,11 @@ from nodes.garlicfarm.codec import (
     encode_snapshot_sync,
 )
 
+#: the node's bug modes (off by default; docs/garlicfarm.md): the core's own, and the
+#: runtime's ack-before-fsync and local-reads. Here so a suite learns them without loading
+#: the asyncio runtime.
+BUGS = ("ack-before-fsync", "commit-without-majority", "local-reads", "forget-vote")
+
 # ---------------------------------------------------------------- effects
 
 

@@ -80,7 +80,6 @@ from nodes.garlicfarm.handshake import (
 from nodes.garlicfarm.kv import KVStateMachine
 from nodes.garlicfarm.storage import RaftStorage
 
-KNOWN_BUGS = ("ack-before-fsync", "commit-without-majority", "local-reads", "forget-vote")
 log = logging.getLogger("garlicfarm")
 
 

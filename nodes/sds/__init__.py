@@ -13,5 +13,5 @@ Layers, as every protocol package here:
 * `nodes.sds.core`: the participant as a sans-IO state machine; `nodes.sds.sim` runs many
   of them on a simulated lossy network for tests;
 * `nodes.sds.server`: the process (UDP through the harness relay, durable log, admin API);
-  `nodes.sds.client`: the harness's client; `nodes.sds.harness`: ``PROTOCOL``.
+  `nodes.sds.client`: the harness's client; `harness.suites.sds`: ``PROTOCOL``.
 """

@@ -1,9 +1,10 @@
-"""The harness's client for an SDS node: JSON over UDP to ``ports.client`` (via the relay).
+"""A client library for an SDS node: JSON over UDP to ``ports.client``.
 
-``invoke({"f": "send", "value": "c3:17:9f2a"})`` asks the node to broadcast that payload and
-completes ``ok`` with ``{"v": payload, "id": message id, "lamport": t}`` once the node has it
-in its durable log. Requests are retried every ``retry_s`` (the node dedups by content hash);
-the runner's op timeout turns silence into ``info``. A node's explicit refusal is ``fail``.
+``send("c3:17:9f2a")`` asks the node to broadcast that payload and returns
+``{"id": message id, "lamport": t}`` once the node has it in its durable log; ``ephemeral``
+broadcasts without keeping it. Requests are retried every ``retry_s`` until the node answers
+(it dedups by content hash): bound the wait with a timeout of your own. A node's explicit
+refusal raises :class:`SdsRefused`.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import itertools
 import json
 from typing import Any
 
-from harness.spec import DefiniteFailure, NodeAddr
 
-Op = dict[str, Any]
+class SdsRefused(Exception):
+    """The node answered that it will not broadcast the payload."""
 
 
 class _Proto(asyncio.DatagramProtocol):
@@ -36,9 +37,11 @@ class _Proto(asyncio.DatagramProtocol):
 
 
 class SdsClient:
-    def __init__(self, addr: NodeAddr, process: int, retry_s: float = 0.5) -> None:
-        self.node: str | None = addr.node
-        self.addr = (addr.host, addr.port)
+    """One UDP endpoint talking to one node; ``process`` keeps request ids of concurrent
+    clients apart."""
+
+    def __init__(self, host: str, port: int, process: int = 0, retry_s: float = 0.5) -> None:
+        self.addr = (host, port)
         self.retry_s = retry_s
         self._ids = itertools.count(process * 1_000_000)
         self._transport: asyncio.DatagramTransport | None = None
@@ -67,16 +70,20 @@ class SdsClient:
         finally:
             self._proto.waiting.pop(req, None)
 
-    async def invoke(self, op: Op) -> Op:
-        if op["f"] not in ("send", "ephemeral"):
-            raise DefiniteFailure(f"unknown op {op['f']!r}")
-        reply = await self.request({"op": op["f"], "payload": op["value"]})
+    async def send(self, payload: str) -> dict[str, Any]:
+        """Broadcast ``payload`` durably: its ``{"id", "lamport"}``."""
+        reply = await self._ok({"op": "send", "payload": payload})
+        return {"id": reply.get("id"), "lamport": reply.get("lamport")}
+
+    async def ephemeral(self, payload: str) -> None:
+        """Broadcast ``payload`` without keeping it (best effort, no repair)."""
+        await self._ok({"op": "ephemeral", "payload": payload})
+
+    async def _ok(self, body: dict[str, Any]) -> dict[str, Any]:
+        reply = await self.request(body)
         if not reply.get("ok"):
-            raise DefiniteFailure(str(reply.get("error")))
-        if op["f"] == "send":
-            return {"type": "ok", "value": {"v": op["value"], "id": reply.get("id"),
-                                            "lamport": reply.get("lamport")}}
-        return {"type": "ok", "value": op["value"]}
+            raise SdsRefused(str(reply.get("error")))
+        return reply
 
     async def close(self) -> None:
         if self._transport is not None:

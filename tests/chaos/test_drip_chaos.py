@@ -19,7 +19,7 @@ import pytest
 from faults import schedules as sch
 from harness.nemeses import build_nemesis, from_schedule
 from harness.spec import TestSpec
-from nodes.drip.harness import PROTOCOL
+from harness.suites.drip import PROTOCOL
 from nodes.drip.topology import figure1, line, ring
 
 pytestmark = pytest.mark.chaos

@@ -13,7 +13,7 @@ import pytest
 from faults import schedules as sch
 from harness.nemeses import build_nemesis, from_schedule
 from harness.spec import TestSpec
-from nodes.garlicfarm.harness import PROTOCOL
+from harness.suites.garlicfarm import PROTOCOL
 
 pytestmark = pytest.mark.chaos
 

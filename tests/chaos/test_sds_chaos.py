@@ -15,7 +15,7 @@ import pytest
 from faults import schedules as sch
 from harness.nemeses import from_schedule
 from harness.spec import TestSpec
-from nodes.sds.harness import PROTOCOL
+from harness.suites.sds import PROTOCOL
 
 pytestmark = pytest.mark.chaos
 

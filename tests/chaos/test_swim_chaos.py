@@ -21,7 +21,7 @@ import pytest
 from faults import schedules as sch
 from harness.nemeses import from_schedule
 from harness.spec import TestSpec
-from nodes.swim.harness import PROTOCOL
+from harness.suites.swim import PROTOCOL
 
 FAST = {"period_s": 0.2, "probe_timeout_s": 0.1, "suspicion_mult": 4}
 #: ok client ops of a run without planned leaves/joins: the clock-sync (SWIM has no others)

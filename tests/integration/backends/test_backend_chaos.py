@@ -20,14 +20,14 @@ from backend_helpers import sshd_available
 
 from faults import schedules as sch
 from harness.nemeses import build_nemesis, from_schedule
-from harness.protocols import REGISTRY, get_protocol
+from harness.protocols import get_protocol, names
 from harness.pytest_plugin import assert_correct_run
 from harness.runner import run
 from harness.spec import TestSpec
 from tests.integration.harness.test_cluster import ECHO
 
 #: every registered protocol; each must pass on every backend (a missing one is a failure)
-PROTOCOLS = tuple(REGISTRY)
+PROTOCOLS = tuple(names())
 BACKENDS = ("docker", "ssh")
 #: ok client ops a 15 s run must reach (SWIM's only client op is its clock-sync)
 MIN_OK = {"garlicfarm": 100, "drip": 30, "sds": 30, "swim": 1}

@@ -15,10 +15,10 @@ from backend_helpers import docker_leftovers
 from harness.backends.base import NodeSpec
 from harness.backends.docker import DockerBackend
 from harness.cluster import open_cluster
-from harness.ports import free_port
 from harness.runner import run
 from harness.spec import TestSpec, Workload
 from harness.store import new_run
+from osutil.ports import free_port
 from tests.child_run import interrupt_a_run
 from tests.integration.harness.test_cluster import ECHO, Exploding
 from tests.waiting import eventually

@@ -15,9 +15,9 @@ from typing import Any
 
 import aiohttp
 
-from harness.ports import free_port
 from harness.spec import TestSpec
-from nodes.drip.harness import PROTOCOL, node_extra
+from harness.suites.drip import PROTOCOL, node_extra
+from osutil.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 

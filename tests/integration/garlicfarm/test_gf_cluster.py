@@ -9,8 +9,8 @@ import urllib.request
 
 import pytest
 
-from nodes.garlicfarm.client import KVClient, KVFail, WireClient, WireConnection
 from checkers.observations import evidence_gaps, reported_gaps
+from nodes.garlicfarm.client import KVClient, KVFail, WireClient, WireConnection
 from nodes.garlicfarm.codec import LogEntry, MsgType, Request, ValueType
 from tests.integration.garlicfarm.cluster import LocalCluster
 

@@ -11,10 +11,10 @@ import pytest
 
 from harness import generators as g
 from harness.cluster import open_cluster
-from harness.ports import is_listening
 from harness.runner import run
 from harness.spec import NodeAddr, ProtocolDef, TestSpec, Workload
 from harness.store import new_run
+from osutil.ports import is_listening
 from tests.child_run import interrupt_a_run
 from tests.proc_state import gone, processes_mentioning, settles
 from tests.waiting import eventually

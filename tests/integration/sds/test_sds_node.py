@@ -9,8 +9,8 @@ import socket
 from harness.cluster import open_cluster
 from harness.spec import TestSpec
 from harness.store import new_run
+from harness.suites.sds import PROTOCOL
 from nodes.sds.client import SdsClient
-from nodes.sds.harness import PROTOCOL
 from tests.waiting import eventually
 
 
@@ -19,7 +19,7 @@ def test_broadcast_restart_and_bad_bytes(tmp_path) -> None:
 
     async def body() -> None:
         async with open_cluster(spec, new_run("sds-node", tmp_path)) as c:
-            clients = {n: SdsClient(c.client_addr(i), i) for i, n in enumerate(c.nodes)}
+            clients = {n: SdsClient(c.client_addr(i).host, c.client_addr(i).port, i) for i, n in enumerate(c.nodes)}
 
             async def logs() -> dict[str, list[str]]:
                 return {n: [e["id"] for e in (await c.admin(n, "GET", "/admin/state"))["log"]]
@@ -31,8 +31,8 @@ def test_broadcast_restart_and_bad_bytes(tmp_path) -> None:
                 return len(first) == k and all(v == first for v in got.values())
 
             for i in range(6):
-                r = await clients[c.nodes[i % 3]].invoke({"f": "send", "value": f"c:{i}:x"})
-                assert r["type"] == "ok" and r["value"]["id"]
+                r = await clients[c.nodes[i % 3]].send(f"c:{i}:x")
+                assert r["id"]
             assert await eventually(lambda: converged(6))
             st = await c.admin("n1", "GET", "/admin/state")
             for key in ("lamport", "log", "incoming_buffer", "outgoing_buffer", "bloom",
@@ -48,7 +48,7 @@ def test_broadcast_restart_and_bad_bytes(tmp_path) -> None:
             # kill -9 n2, send while it is down, restart: old log kept, new ones caught up
             await c.nemesis_invoke({"f": "kill", "value": {"node": "n2"}})
             for i in range(6, 9):
-                await clients["n1"].invoke({"f": "send", "value": f"c:{i}:y"})
+                await clients["n1"].send(f"c:{i}:y")
             await c.nemesis_invoke({"f": "restart", "value": {"node": "n2"}})
             assert await eventually(lambda: converged(9), 15.0)
             ev = (await c.admin("n2", "GET", "/admin/events?since=0"))["events"]

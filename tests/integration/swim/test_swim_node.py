@@ -14,11 +14,11 @@ from typing import Any
 import aiohttp
 
 from harness.cluster import open_cluster
-from harness.ports import free_port
 from harness.spec import TestSpec
 from harness.store import new_run
+from harness.suites.swim import PROTOCOL
 from nodes.swim import codec as c
-from nodes.swim.harness import PROTOCOL
+from osutil.ports import free_port
 from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from checkers.faults import fault_coverage
-from faults.vocabulary import kind_of_name, nemesis_pairs, requested_kinds
 from tests.unit.golden import Golden
+from vocabulary.faults import kind_of_name, nemesis_pairs, requested_kinds
 
 Op = dict[str, Any]
 

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from harness.history import HistoryError, HistoryWriter, pairs, read_history
+from vocabulary.history import HistoryError, HistoryWriter, pairs, read_history
 
 
 def test_write_then_read(tmp_path):

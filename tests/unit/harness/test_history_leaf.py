@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.history import History
 from harness.runner import history_result, standard_checkers
+from vocabulary.history import History
 
 OPS = [{"index": 0, "time": 1, "process": 0, "type": "invoke", "f": "read", "value": None}]
 

@@ -4,9 +4,9 @@ import json
 
 from checkers.result import Anomaly, Result
 from harness import generators as g
-from harness.history import read_history
 from harness.runner import run
 from harness.spec import DefiniteFailure, TestSpec, Workload
+from vocabulary.history import read_history
 
 
 class FlakyRegister:

@@ -17,7 +17,7 @@ import pytest
 from node_builders import protocol_store, write_run
 
 from checkers.result import Result
-from harness.protocols import REGISTRY, get_protocol
+from harness.protocols import get_protocol, names
 from reports import rerun
 from reports.checks import covered
 from reports.cli import add_subcommands
@@ -89,7 +89,7 @@ def test_one_registry_serves_runner_and_report():
     """The re-run takes the very dict the runner takes (Workload.checkers), minus what a
     pipeline checker re-checks per key: no second list of checkers."""
     assert covered() == {"linearizable": "kv-linearizable"}
-    for proto in REGISTRY:
+    for proto in names():
         p = get_protocol(proto)
         for wl, factory in p.workloads.items():
             got, why = rerun.registry_checkers({"protocol": proto, "workload": wl})

@@ -2,7 +2,7 @@
 
 The schedules build ops from it, the checkers judge whether each requested kind was applied,
 and the reports shade fault windows by kind; all three read these tables, so a new fault is
-added here and nowhere else. Imports nothing, so any layer may use it.
+added here and nowhere else.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-NEMESIS = "nemesis"
+from vocabulary.history import NEMESIS
 
 #: start op -> (fault kind, end op). ``kill`` is undone by ``restart``, ``pause`` by ``resume``.
 FAULTS: dict[str, tuple[str, str]] = {

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import generators as g
-from harness.spec import NodeAddr, ProtocolDef, TestSpec, Workload
-from nodes.drip.client import DripClient
+from harness.spec import DefiniteFailure, NodeAddr, ProtocolDef, TestSpec, Workload
+from nodes.drip.client import DripClient, DripRefused, DripUnsure
 from nodes.drip.core import BUGS
 from nodes.drip.material import ensure_ca, ensure_jwt_keypair, ensure_shared_secret, issue_node_cert
 
@@ -37,8 +37,40 @@ def node_extra(spec: TestSpec, index: int, run_path: Path) -> dict[str, Any]:
             "jwt": jwt_cfg, "mesh_members": list(ids)}
 
 
-def _client(addr: NodeAddr | None, process: int) -> DripClient:
-    return DripClient(addr, process)
+class _Client:
+    """One harness process's client (harness.spec.Client) over the node's client library:
+    ``update`` value ``[key, value, uid]``: ok when committed, fail when the node refused it
+    (certainly never commits), info when it answered without knowing; ``read`` value
+    ``[key, null]``: ok ``[key, value, version]``. A timeout or lost connection is info."""
+
+    def __init__(self, addr: NodeAddr | None, process: int) -> None:
+        if addr is None:
+            raise ValueError("the drip workload needs a cluster: no node address given")
+        self.node: str | None = addr.node
+        self.drip = DripClient(addr.host, addr.port)
+
+    async def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
+        f, value = op["f"], op.get("value")
+        try:
+            if f == "update":
+                key, new, uid = value
+                await self.drip.update(key, new, uid)
+                return {"type": "ok", "value": value}
+            if f == "read":
+                v, version = await self.drip.read(value[0])
+                return {"type": "ok", "value": [value[0], v, version]}
+        except DripRefused as e:
+            raise DefiniteFailure(str(e)) from e
+        except DripUnsure as e:
+            return {"type": "info", "value": value, "error": str(e)}
+        raise DefiniteFailure(f"unknown op {f!r}: the drip client does update and read")
+
+    async def close(self) -> None:
+        await self.drip.close()
+
+
+def _client(addr: NodeAddr | None, process: int) -> _Client:
+    return _Client(addr, process)
 
 
 def update_reads(keys: int = 4, read_ratio: float = 0.2) -> g.Generator:

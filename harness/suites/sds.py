@@ -19,8 +19,8 @@ from typing import Any
 
 from checkers import ordering
 from harness import generators as g
-from harness.spec import NodeAddr, ProtocolDef, TestSpec, Workload
-from nodes.sds.client import SdsClient
+from harness.spec import DefiniteFailure, NodeAddr, ProtocolDef, TestSpec, Workload
+from nodes.sds.client import SdsClient, SdsRefused
 from nodes.sds.core import BUGS
 
 DEFAULT_OPTIONS: dict[str, Any] = {
@@ -33,10 +33,34 @@ DEFAULT_OPTIONS: dict[str, Any] = {
 }
 
 
-def _client(addr: NodeAddr | None, process: int) -> SdsClient:
+class _Client:
+    """One harness process's client (harness.spec.Client): ``send`` completes ``ok`` with
+    ``{"v": payload, "id", "lamport"}`` once the node holds it durably; a refusal is ``fail``;
+    silence runs into the runner's op timeout and is ``info``."""
+
+    def __init__(self, addr: NodeAddr, process: int) -> None:
+        self.node: str | None = addr.node
+        self.sds = SdsClient(addr.host, addr.port, process)
+
+    async def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
+        try:
+            if op["f"] == "send":
+                return {"type": "ok", "value": {"v": op["value"], **await self.sds.send(op["value"])}}
+            if op["f"] == "ephemeral":
+                await self.sds.ephemeral(op["value"])
+                return {"type": "ok", "value": op["value"]}
+        except SdsRefused as e:
+            raise DefiniteFailure(str(e)) from e
+        raise DefiniteFailure(f"unknown op {op['f']!r}")
+
+    async def close(self) -> None:
+        await self.sds.close()
+
+
+def _client(addr: NodeAddr | None, process: int) -> _Client:
     if addr is None:
         raise ValueError("the SDS client needs a node address")
-    return SdsClient(addr, process)
+    return _Client(addr, process)
 
 
 def _generator(spec: TestSpec) -> g.Generator:

@@ -33,7 +33,7 @@ from nodes.garlicfarm.client import (
     WireFail,
     WireIndeterminate,
 )
-from nodes.garlicfarm.server import KNOWN_BUGS
+from nodes.garlicfarm.core import BUGS
 
 Op = dict[str, Any]
 
@@ -172,7 +172,7 @@ PROTOCOL = ProtocolDef(
     module="nodes.garlicfarm",
     workloads={"kv": kv_workload, "append": append_workload},
     default_workload="kv",
-    bugs=KNOWN_BUGS,
+    bugs=BUGS,
     default_options={"election_timeout_ms": [300, 600], "heartbeat_ms": 75,
                      "meta_interval_ms": 1000},
     leader_of=leader_of,
