@@ -32,6 +32,8 @@ from checkers.observations import (
     verdict,
 )
 from checkers.result import Anomaly, Result
+from vocabulary.faults import is_nemesis
+from vocabulary.history import pairs
 
 NAME = "append-log"
 
@@ -59,24 +61,21 @@ class AppendOp:
 
 def append_ops(history: list[dict[str, Any]]) -> list[AppendOp]:
     """Pair each append invocation with its process's next completion."""
-    pending: dict[Any, AppendOp] = {}
     ops: list[AppendOp] = []
-    for pos, op in enumerate(history):
-        if op.get("f") != "append" or op.get("process") == "nemesis":
+    for p in pairs(history):
+        op = p.invoke
+        if op.get("f") != "append" or is_nemesis(op):
             continue
-        proc = op.get("process")
-        if op.get("type") == "invoke":
-            rec = AppendOp(str(op.get("value")), proc, op.get("node"), op.get("index", pos),
-                           int(op.get("time") or 0))
-            pending[proc] = rec
-            ops.append(rec)
-        elif op.get("type") in ("ok", "fail", "info") and proc in pending:
-            rec = pending.pop(proc)
-            rec.outcome = op["type"]
-            rec.complete_index = op.get("index", pos)
-            rec.complete_time = int(op.get("time") or 0)
-            if op["type"] == "ok":
-                rec.reported_index = _reported_index(op.get("value"))
+        rec = AppendOp(str(op.get("value")), op.get("process"), op.get("node"),
+                       op.get("index", p.at), int(op.get("time") or 0))
+        ops.append(rec)
+        if p.complete is not None:
+            done = p.complete
+            rec.outcome = done["type"]
+            rec.complete_index = done.get("index", p.done_at)
+            rec.complete_time = int(done.get("time") or 0)
+            if done["type"] == "ok":
+                rec.reported_index = _reported_index(done.get("value"))
     return ops
 
 

@@ -34,6 +34,8 @@ from typing import Any
 
 from checkers.observations import evidence_gaps, node_observations, verdict, where
 from checkers.result import Anomaly, Result
+from vocabulary.faults import is_nemesis
+from vocabulary.history import pairs
 
 EVENT_TYPES = ("start", "state", "vote", "decide", "apply", "release", "sync-done")
 
@@ -60,21 +62,14 @@ class UpdateOp:
 
 def _updates(history: list[Op]) -> dict[str, UpdateOp]:
     out: dict[str, UpdateOp] = {}
-    open_: dict[Any, UpdateOp] = {}
-    for op in history:
-        if op.get("f") != "update" or op.get("process") == "nemesis":
+    for p in pairs(history):
+        op, v = p.invoke, p.invoke.get("value")
+        if op.get("f") != "update" or is_nemesis(op) or not isinstance(v, list | tuple) \
+                or len(v) != 3:
             continue
-        v = op.get("value")
-        if not isinstance(v, list | tuple) or len(v) != 3:
-            continue
-        if op.get("type") == "invoke":
-            u = UpdateOp(str(v[2]), str(v[0]), v[1], op)
-            out[u.uid] = u
-            open_[op.get("process")] = u
-        else:
-            u2 = open_.pop(op.get("process"), None)
-            if u2 is not None:
-                u2.done = op
+        u = UpdateOp(str(v[2]), str(v[0]), v[1], op)
+        u.done = p.complete
+        out[u.uid] = u
     return out
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from vocabulary.history import NEMESIS
+from vocabulary.history import NEMESIS, pairs
 
 #: start op -> (fault kind, end op). ``kill`` is undone by ``restart``, ``pause`` by ``resume``.
 FAULTS: dict[str, tuple[str, str]] = {
@@ -65,15 +65,6 @@ def is_nemesis(op: dict[str, Any]) -> bool:
 def nemesis_pairs(ops: Iterable[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
     """Each nemesis invocation with its completion (None when the history ends first). The
     nemesis runs one op at a time, so a completion belongs to the last open invocation."""
-    out: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
-    open_: int | None = None
-    for op in ops:
-        if not is_nemesis(op):
-            continue
-        if op.get("type") == "invoke":
-            out.append((op, None))
-            open_ = len(out) - 1
-        elif open_ is not None and out[open_][0].get("f") == op.get("f"):
-            out[open_] = (out[open_][0], op)
-            open_ = None
-    return out
+    return [(p.invoke, p.complete if p.complete is None
+             or p.complete.get("f") == p.invoke.get("f") else None)
+            for p in pairs(op for op in ops if is_nemesis(op))]

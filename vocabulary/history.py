@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -111,22 +111,36 @@ def read_history(path: Path | str) -> History:
     return History(ops=ops, complete=complete, problems=problems)
 
 
-def pairs(ops: Iterable[Op]) -> Iterator[tuple[Op, Op | None]]:
-    """Yield (invoke, completion) per client op; completion is None when the history ends first.
+@dataclass(frozen=True)
+class Pair:
+    """One operation: its invocation, its completion (None when the history ended first),
+    and where each sits in the history (list positions)."""
 
-    Nemesis ops are paired too (its invocations complete with ``info``).
-    """
-    open_: dict[Any, Op] = {}
-    order: list[Op] = []
-    done: dict[int, Op] = {}
-    for op in ops:
+    invoke: Op
+    complete: Op | None
+    at: int
+    done_at: int | None
+
+    @property
+    def outcome(self) -> str | None:
+        """``ok``, ``fail`` or ``info``; None when it never completed."""
+        return None if self.complete is None else self.complete.get("type")
+
+
+def pairs(ops: Iterable[Op]) -> list[Pair]:
+    """Every invocation with its completion, in invocation order: the one pairing rule every
+    checker and report reads a history by. A completion belongs to its process's open
+    invocation; a process that invokes again left the previous one open-ended; a completion
+    with no open invocation belongs to nothing. Nemesis ops pair the same way (one process)."""
+    out: list[Pair] = []
+    open_: dict[Any, int] = {}
+    for pos, op in enumerate(ops):
         proc = op.get("process")
-        if op["type"] == "invoke":
-            open_[proc] = op
-            order.append(op)
-        else:
-            inv = open_.pop(proc, None)
-            if inv is not None:
-                done[id(inv)] = op
-    for inv in order:
-        yield inv, done.get(id(inv))
+        if op.get("type") == "invoke":
+            open_[proc] = len(out)
+            out.append(Pair(op, None, pos, None))
+            continue
+        k = open_.pop(proc, None)
+        if k is not None:
+            out[k] = Pair(out[k].invoke, op, out[k].at, pos)
+    return out

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-NEMESIS = "nemesis"
+from vocabulary.history import NEMESIS, pairs
 
 
 class _Unknown:
@@ -103,36 +103,22 @@ def from_ops(history: Iterable[dict[str, Any]]) -> LinHistory:
     """
     client = [o for o in history if o.get("process") != NEMESIS]
     timed = bool(client) and all(isinstance(o.get("time"), int | float) for o in client)
-    open_: dict[Any, Operation] = {}
-    started: list[Operation] = []
-    failed: set[int] = set()  # id() of ops that certainly did not happen
+    ops: list[Operation] = []
     invoked: Counter[str] = Counter()
-    for pos, o in enumerate(client):
-        at = o["time"] if timed else pos
-        proc = o.get("process")
-        typ = o.get("type")
-        if typ == "invoke":
-            # a process that invokes again left its previous call open-ended (never returned)
-            op = Operation(id=-1, process=proc, f=o.get("f"), value=o.get("value"),
-                           output=UNKNOWN, call=at, ret=None, index=o.get("index", pos),
-                           node=o.get("node"))
-            open_[proc] = op
-            started.append(op)
-            invoked[str(op.f)] += 1
-            continue
-        op = open_.pop(proc, None)
-        if op is None:
-            continue  # a completion with no invocation: nothing to check against
-        if typ == "ok":
-            op.output = o.get("value")
-            op.ret = at
-            op.ret_index = o.get("index", pos)
-        elif typ == "fail":
-            failed.add(id(op))
-        # info: stays open-ended
-    ops = [op for op in started if id(op) not in failed]
-    for i, op in enumerate(ops):
-        op.id = i
+    for p in pairs(client):
+        o = p.invoke
+        invoked[str(o.get("f"))] += 1
+        if p.outcome == "fail":
+            continue  # certainly did not happen
+        op = Operation(id=len(ops), process=o.get("process"), f=o.get("f"), value=o.get("value"),
+                       output=UNKNOWN, call=o["time"] if timed else p.at, ret=None,
+                       index=o.get("index", p.at), node=o.get("node"))
+        if p.complete is not None and p.outcome == "ok":
+            c = p.complete
+            op.output = c.get("value")
+            op.ret = c["time"] if timed else p.done_at
+            op.ret_index = c.get("index", p.done_at)
+        ops.append(op)  # info or no completion: open-ended
     return LinHistory(ops=ops, timed=timed, events=len(client), invoked=invoked)
 
 

@@ -65,5 +65,19 @@ def test_pairs_matches_per_process_and_leaves_open_ones():
         {"process": 2, "type": "invoke", "f": "w"},
         {"process": 1, "type": "info", "f": "r"},
     ]
-    ps = list(pairs(ops))
-    assert [(i["process"], c and c["type"]) for i, c in ps] == [(0, "ok"), (1, "info"), (2, None)]
+    ps = pairs(ops)
+    assert [(p.invoke["process"], p.outcome) for p in ps] == [(0, "ok"), (1, "info"), (2, None)]
+    assert [(p.at, p.done_at) for p in ps] == [(0, 2), (1, 4), (3, None)]
+
+
+def test_pairs_an_invoke_again_leaves_the_last_open_and_an_orphan_completion_is_dropped():
+    ops = [
+        {"process": 0, "type": "ok", "f": "w"},  # completes nothing
+        {"process": 0, "type": "invoke", "f": "w"},
+        {"process": 0, "type": "invoke", "f": "r"},  # the write never returned
+        {"process": 0, "type": "fail", "f": "r"},
+        {"process": "nemesis", "type": "invoke", "f": "kill"},
+        {"process": "nemesis", "type": "info", "f": "kill"},
+    ]
+    assert [(p.invoke["f"], p.outcome, p.done_at) for p in pairs(ops)] == [
+        ("w", None, None), ("r", "fail", 3), ("kill", "info", 5)]
