@@ -131,7 +131,7 @@ def _finish(result: Result, run_dir: Path) -> int:
 def cmd_run(a: argparse.Namespace) -> int:
     import random
 
-    from harness.nemeses import build_nemesis
+    from harness.nemesis_generator import build_nemesis
     from harness.runner import run
     from harness.spec import TestSpec
 

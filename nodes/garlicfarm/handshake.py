@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -119,13 +120,16 @@ class ServerHandshake:
     realm: str = REALM
     version: str = VERSION
     secret: bytes = b""
+    #: the node's wall clock (seconds): nonces are issued and aged on it, so a clock-skew
+    #: fault moves them as it moves the rest of the node
+    clock: Callable[[], float] = time.time
 
     def __post_init__(self) -> None:
         if not self.secret:
             self.secret = hashlib.sha256(f"{self.cluster}\0{self.realm}\0{self.password}".encode()).digest()
 
     def make_nonce(self, now: float | None = None) -> str:
-        ts = f"{int(time.time() if now is None else now):x}"
+        ts = f"{int(self.clock() if now is None else now):x}"
         mac = hmac.new(self.secret, ts.encode(), hashlib.sha256).hexdigest()[:32]
         return f"{ts}.{mac}"
 
@@ -138,7 +142,7 @@ class ServerHandshake:
             issued = int(ts, 16)
         except ValueError:
             return False
-        t = time.time() if now is None else now
+        t = self.clock() if now is None else now
         return issued - 60 <= t <= issued + NONCE_TTL_S
 
     def _challenge(self, stale: bool = False) -> bytes:

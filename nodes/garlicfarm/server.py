@@ -24,7 +24,6 @@ import hashlib
 import json
 import logging
 import random
-import time
 import uuid
 from typing import Any
 
@@ -146,9 +145,11 @@ class GarlicFarmNode:
             bootstrap = {}
         self.bootstrap = bootstrap
         self.clock = Clock()
-        self.started_mono = time.monotonic()
+        self.started_mono = self.clock.monotonic()
+        #: the Meta LS publisher's jitter: seeded, so a run's schedule of status entries replays
+        self.meta_rng = random.Random(f"{cfg.seed}:{cfg.num_id}:metals")
         self.cache = CredentialCache()
-        self.hs = ServerHandshake(self.cluster, self.username, self.password)
+        self.hs = ServerHandshake(self.cluster, self.username, self.password, clock=self.clock.wall)
         self.kv = KVStateMachine()
         self.metals = metals.MetaLS()
         self.timers: dict[str, float] = {}
@@ -457,11 +458,11 @@ class GarlicFarmNode:
 
     async def _meta_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.meta_interval * (0.75 + 0.5 * random.random()))
+            await asyncio.sleep(self.meta_interval * (0.75 + 0.5 * self.meta_rng.random()))
             if self.cfg.num_id not in self.core.servers:
                 continue
             st = metals.make_status(self.cluster, self.cfg.num_id, self.clock.wall_ms(),
-                                    int((time.monotonic() - self.started_mono) * 1000),
+                                    int((self.clock.monotonic() - self.started_mono) * 1000),
                                     self.metals.publisher == self.cfg.num_id,
                                     str(self.cfg.options.get("publish_config", "auto")))
             with contextlib.suppress(_NoLeader, _Indeterminate):

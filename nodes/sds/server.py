@@ -23,7 +23,6 @@ import json
 import logging
 import random
 import socket
-import time
 from typing import Any
 
 from nodes.common.admin import AdminServer
@@ -226,7 +225,7 @@ class SdsNode:
         await self.admin.start()
         self.journal.emit("start", log_len=len(self.core.log), lamport=self.core.lamport,
                           recovered_bytes_dropped=self.records.report.dropped_bytes,
-                          wall=time.time())
+                          wall=self.clock.wall())
         self._task = asyncio.create_task(self._ticker())
         self.admin.set_ready()
 

@@ -96,7 +96,7 @@ class SwimNode:
         self._loop_task: asyncio.Task[None] | None = None
         self._client_runner: web.AppRunner | None = None
         self._cpu0 = time.process_time()
-        self._mono0 = time.monotonic()
+        self._mono0 = self.clock.monotonic()
 
     def _next_generation(self) -> int:
         """Each process start gets a higher generation than any before it (durable)."""
@@ -120,17 +120,17 @@ class SwimNode:
         app.router.add_post("/swim/join", self._join_h)
 
     async def _leave_h(self, _req: web.Request) -> web.Response:
-        self._perform(self.core.leave(time.monotonic()))
+        self._perform(self.core.leave(self.clock.monotonic()))
         return web.json_response({"ok": True, "gen": self.core.gen, "left": self.core.left})
 
     async def _join_h(self, _req: web.Request) -> web.Response:
-        self._perform(self.core.rejoin(time.monotonic()))
+        self._perform(self.core.rejoin(self.clock.monotonic()))
         return web.json_response({"ok": True, "gen": self.core.gen, "left": self.core.left})
 
     def state(self) -> dict[str, Any]:
         core = self.core
         members = [{**m, "name": self.names.get(m["id"], str(m["id"]))} for m in core.view()]
-        elapsed = max(time.monotonic() - self._mono0, 1e-9)
+        elapsed = max(self.clock.monotonic() - self._mono0, 1e-9)
         return {
             "id": self.cfg.id, "num_id": self.cfg.num_id, "gen": core.gen,
             "period": core.period, "joined": core.joined, "left": core.left,
@@ -147,7 +147,7 @@ class SwimNode:
                       "stalls": core.counters.stalls,
                       "cpu_s": round(time.process_time() - self._cpu0, 4),
                       "uptime_s": round(elapsed, 3)},
-            "mono": time.monotonic(), "t": self.clock.wall(),
+            "mono": self.clock.monotonic(), "t": self.clock.wall(),
         }
 
     # ---- the datagram path
@@ -166,7 +166,7 @@ class SwimNode:
         from_id = self.by_addr.get((addr[0], addr[1]))
         if from_id is None:
             self.stats["unknown_sender"] += 1
-        self._perform(self.core.on_message(msg, time.monotonic(), from_id))
+        self._perform(self.core.on_message(msg, self.clock.monotonic(), from_id))
 
     def _perform(self, effects: list[Effect], wake: bool = True) -> None:
         """Carry out effects; ``wake`` re-arms the timer loop (a message may have set an
@@ -181,7 +181,7 @@ class SwimNode:
                 self.stats["datagrams_out"] += 1
                 self.stats["bytes_out"] += len(raw)
             elif isinstance(e, Emit):
-                self.journal.emit(e.type, mono=round(time.monotonic(), 6), **e.fields)
+                self.journal.emit(e.type, mono=round(self.clock.monotonic(), 6), **e.fields)
             elif isinstance(e, Announce) and self._bcast is not None:
                 port = int(self.cfg.options.get("broadcast_port", 0))
                 self._bcast.sendto(c.encode(e.msg), (BROADCAST_HOST, port))
@@ -193,12 +193,12 @@ class SwimNode:
 
     async def _timer_loop(self) -> None:
         while True:
-            delay = self.core.next_wakeup() - time.monotonic()
+            delay = self.core.next_wakeup() - self.clock.monotonic()
             if delay > 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), delay)
             self._wake.clear()
-            self._perform(self.core.poll(time.monotonic()), wake=False)
+            self._perform(self.core.poll(self.clock.monotonic()), wake=False)
 
     # ---- life cycle
     async def start(self) -> None:
@@ -220,10 +220,10 @@ class SwimNode:
         await self._client_runner.setup()
         await web.TCPSite(self._client_runner, self.cfg.host, self.cfg.ports.client,
                           reuse_address=True).start()
-        self.journal.emit("start", mono=round(time.monotonic(), 6), gen=self.gen,
+        self.journal.emit("start", mono=round(self.clock.monotonic(), 6), gen=self.gen,
                           num_id=self.cfg.num_id, seeds=self.core.seeds,
                           options=self.opts.__dict__, bugs=sorted(self.cfg.bugs))
-        self._perform(self.core.start(time.monotonic()))
+        self._perform(self.core.start(self.clock.monotonic()))
         self._loop_task = asyncio.create_task(self._timer_loop())
         self.admin.set_ready()
 

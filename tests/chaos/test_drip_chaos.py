@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from faults import schedules as sch
-from harness.nemeses import build_nemesis, from_schedule
+from harness.nemesis_generator import build_nemesis, from_schedule
 from harness.spec import TestSpec
 from harness.suites.drip import PROTOCOL
 from nodes.drip.topology import figure1, line, ring

@@ -11,7 +11,7 @@ from functools import partial
 import pytest
 
 from faults import schedules as sch
-from harness.nemeses import build_nemesis, from_schedule
+from harness.nemesis_generator import build_nemesis, from_schedule
 from harness.spec import TestSpec
 from harness.suites.garlicfarm import PROTOCOL
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from faults import schedules as sch
-from harness.nemeses import from_schedule
+from harness.nemesis_generator import from_schedule
 from harness.spec import TestSpec
 from harness.suites.sds import PROTOCOL
 

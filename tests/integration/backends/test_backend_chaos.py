@@ -19,7 +19,7 @@ import pytest
 from backend_helpers import sshd_available
 
 from faults import schedules as sch
-from harness.nemeses import build_nemesis, from_schedule
+from harness.nemesis_generator import build_nemesis, from_schedule
 from harness.protocols import get_protocol, names
 from harness.pytest_plugin import assert_correct_run
 from harness.runner import run

@@ -1,4 +1,4 @@
-"""Named nemesis packages for the CLI and tests: "partition,kill" -> a seeded schedule.
+"""The nemesis stream's generator: named nemesis packages ("partition,kill") or a schedule -> steps.
 
 The fault menu and its names live in faults/schedules.py (``named_kinds``); a schedule is
 data, ``(delay_before_s, op)`` steps. ``from_schedule`` turns one into the nemesis stream's
