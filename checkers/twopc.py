@@ -302,21 +302,14 @@ def _stale_reads(history: list[Op], updates: dict[str, UpdateOp],
         if u.done is not None and u.done.get("type") == "ok" and uid in version_of:
             acked.append((int(u.done.get("index", 0)), u.key, version_of[uid][1]))
     acked.sort()
-    invokes: dict[Any, Op] = {}
     count, total, example = 0, 0, None
-    for op in history:
-        if op.get("f") != "read":
-            continue
-        if op.get("type") == "invoke":
-            invokes[op.get("process")] = op
-            continue
-        inv = invokes.pop(op.get("process"), None)
-        v = op.get("value")
-        if op.get("type") != "ok" or inv is None or not isinstance(v, list) or len(v) < 3:
+    for p in pairs(history):
+        inv, v = p.invoke, p.complete and p.complete.get("value")
+        if inv.get("f") != "read" or p.outcome != "ok" or not isinstance(v, list) or len(v) < 3:
             continue
         total += 1
         before = [ver for idx, k, ver in acked if idx < int(inv.get("index", 0)) and k == v[0]]
         if before and int(v[2] or 0) < max(before):
             count += 1
-            example = example or {"read": op, "newest_acknowledged_version": max(before)}
+            example = example or {"read": p.complete, "newest_acknowledged_version": max(before)}
     return {"reads": total, "stale": count, "example": example}

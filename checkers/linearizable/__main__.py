@@ -18,7 +18,7 @@ from checkers.linearizable.svg import render_html
 EXIT = {True: 0, False: 1, "unknown": 2}
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m checkers.linearizable",
                                  description="Check a history for linearizability.")
     ap.add_argument("file")
@@ -28,7 +28,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--memory-mb", type=float, default=1024.0, help="memory budget (default 1024)")
     ap.add_argument("--html", help="also write the visual explanation to this file")
     ap.add_argument("--explain", action="store_true", help="print the witness text to stderr")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
     # Porcupine's kv data reads a missing key as "": that is the kv model's initial value there
     options = {"initial": ""} if a.model == "kv" and a.format == "porcupine-kv" else {}
     try:

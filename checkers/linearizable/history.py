@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vocabulary.history import NEMESIS, pairs
+from vocabulary.history import NEMESIS, HistoryError, pairs, read_history
 
 
 class _Unknown:
@@ -124,9 +124,10 @@ def from_ops(history: Iterable[dict[str, Any]]) -> LinHistory:
 
 def read_jsonl(path: str | Path) -> LinHistory:
     """Read the harness ``history.jsonl`` (a torn last line is tolerated by the reader)."""
-    from vocabulary.history import read_history
-
-    return from_ops(read_history(path).ops)
+    try:
+        return from_ops(read_history(path).ops)
+    except HistoryError as e:  # missing, or corrupt in the middle: this reader's one error
+        raise HistoryFormatError(str(e)) from e
 
 
 _ETCD = re.compile(r"^INFO\s+jepsen\.util\s+-\s+(\d+)\s+:(invoke|ok|fail|info)\s+:(read|write|cas)\s+(.*?)\s*$")

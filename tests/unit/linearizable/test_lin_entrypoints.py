@@ -81,3 +81,44 @@ def test_cli_runs_as_a_module(tmp_path):
     assert p.returncode == 1, p.stderr
     line = json.loads(p.stdout)
     assert set(line) >= {"valid", "ops", "elapsed_s", "witness"} and line["valid"] is False
+
+
+def test_cli_options_their_defaults_and_help(monkeypatch, golden):
+    from checkers.linearizable.__main__ import parser
+
+    monkeypatch.setenv("COLUMNS", "100")
+    assert vars(parser().parse_args(["h.jsonl"])) == {
+        "file": "h.jsonl", "model": "cas-register", "format": "jsonl", "time_s": 60.0,
+        "memory_mb": 1024.0, "html": None, "explain": False}
+    golden({"help": parser().format_help()})
+
+
+def test_cli_explains_on_stderr_and_writes_the_html(tmp_path, capsys, golden):
+    f = tmp_path / "history.jsonl"
+    f.write_text("".join(json.dumps(o) + "\n" for o in BAD))
+    html = tmp_path / "why.html"
+    assert main(["--model", "kv", "--explain", "--html", str(html), str(f)]) == 1
+    cap = capsys.readouterr()
+    out = json.loads(cap.out)
+    assert out["html"] == str(html) and html.exists() and "<svg" in html.read_text()
+    assert cap.err.strip() == out["witness"]["text"].strip()
+    out.pop("html")
+    golden(out)
+    assert main(["--model", "kv", str(f)]) == 1 and capsys.readouterr().err == ""
+
+
+def test_cli_an_unreadable_input_says_why_on_both_streams(tmp_path, capsys):
+    missing = tmp_path / "nope.jsonl"
+    assert main([str(missing)]) == 3
+    cap = capsys.readouterr()
+    out = json.loads(cap.out)
+    assert list(out) == ["valid", "error"] and out["valid"] == "unknown"
+    assert "nope.jsonl" in out["error"] and cap.err == f"error: {out['error']}\n"
+
+
+def test_cli_porcupine_kv_reads_a_missing_key_as_empty(tmp_path, capsys):
+    f = tmp_path / "kv.txt"
+    f.write_text('{:process 0, :type :invoke, :f :get, :key "1", :value nil}\n'
+                 '{:process 0, :type :ok, :f :get, :key "1", :value ""}\n')
+    assert main(["--model", "kv", "--format", "porcupine-kv", str(f)]) == 0, capsys.readouterr()
+    assert json.loads(capsys.readouterr().out)["valid"] is True
