@@ -42,10 +42,12 @@ import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from checkers.observations import evidence_gaps
 from checkers.result import Anomaly, Result, compose
+from vocabulary.history import pairs
 
 E_RATIO = math.e / (math.e - 1)
 JOURNAL_TYPES = ("start", "join-ok", "joined", "alive", "suspect", "dead", "left")
@@ -91,7 +93,6 @@ def build_timeline(history: list[Op], nodes: list[str]) -> Timeline:
     open_: dict[tuple[str, str], float] = {}
     cut_since: dict[str, float] = {}
     slow_since: float | None = None
-    last_invoke: dict[Any, float] = {}
 
     def close(kind: str, node: str, t: float, into: dict[str, list[Interval]]) -> None:
         s = open_.pop((kind, node), None)
@@ -105,14 +106,12 @@ def build_timeline(history: list[Op], nodes: list[str]) -> Timeline:
             tl.cut.setdefault(n, []).append((s, t))
         cut_since.clear()
 
-    for o in history:
+    done = sorted((p for p in pairs(history) if p.complete is not None),
+                  key=attrgetter("done_at"))
+    for p in done:  # in completion order: a fault is in force from its invocation on
+        o, start = p.complete, p.invoke.get("time", 0) / 1e9
         t = o.get("time", 0) / 1e9
         f = o.get("f")
-        key = (o.get("process"), f)
-        if o.get("type") == "invoke":
-            last_invoke[key] = t
-            continue
-        start = last_invoke.get(key, t)
         if o.get("process") != "nemesis":
             if o.get("type") == "ok" and f in ("leave", "join"):
                 n = str(o.get("value", {}).get("node") if isinstance(o.get("value"), dict)
@@ -178,16 +177,12 @@ def align(test: dict[str, Any], history: list[Op], observations: dict[str, Any],
           names: dict[int, str]) -> Aligned:
     nodes = observations.get("nodes", {})
     mono_off: float | None = None
-    inv: dict[Any, float] = {}
-    for o in history:
-        if o.get("f") != "clock-sync":
-            continue
-        if o.get("type") == "invoke":
-            inv[o.get("process")] = o["time"]
-        elif o.get("type") == "ok" and isinstance(o.get("value"), dict):
-            mid = (inv.get(o.get("process"), o["time"]) + o["time"]) / 2e9
-            mono_off = float(o["value"]["mono"]) - mid
-            break
+    syncs = sorted((p for p in pairs(history) if p.invoke.get("f") == "clock-sync"
+                    and p.outcome == "ok" and isinstance(p.complete["value"], dict)),
+                   key=attrgetter("done_at"))
+    if syncs:  # the first: the node's monotonic clock read at the midpoint of the call
+        inv, done = syncs[0].invoke, syncs[0].complete
+        mono_off = float(done["value"]["mono"]) - (inv["time"] + done["time"]) / 2e9
     method = "clock-sync"
     wall_off: float | None = None
     if mono_off is None:

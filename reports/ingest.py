@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from reports.discover import RunInfo
 from reports.faults import DEFAULT_RECOVERY_WINDOW_NS, NEMESIS, PhaseIndex, fault_windows
 from reports.schema import EVENTS
-from vocabulary.history import OP_TYPES, History, HistoryError, read_history
+from vocabulary.history import OP_TYPES, History, HistoryError, pairs, read_history
 
 _dumps = json.JSONEncoder(separators=(",", ":"), default=repr).encode
 KV_FS = ("read", "write", "cas")
@@ -167,25 +167,20 @@ def event_rows(run: RunInfo, recovery_window_ns: int = DEFAULT_RECOVERY_WINDOW_N
     c_fid: list[Any] = [None] * n
     c_heal: list[Any] = [None] * n
     phases = PhaseIndex(windows, recovery_window_ns)
-    open_: dict[Any, int] = {}  # process -> row of its open invocation
     for i in range(n):
-        proc, typ, f = c_proc[i], c_type[i], c_f[i]
-        if f in KV_FS:
-            c_key[i], c_val[i] = _kv(f, values[i], typ)
-        if proc == NEMESIS:
+        if c_f[i] in KV_FS:
+            c_key[i], c_val[i] = _kv(c_f[i], values[i], c_type[i])
+    for p in pairs(ops):  # the invocation row and its completion's row share the phase
+        j = p.at
+        if c_proc[j] == NEMESIS:
             continue
-        if typ == "invoke":
-            open_[proc] = i
-            ph = phases.at(c_time[i])
-            c_phase[i], c_fault[i], c_fid[i] = ph.phase, ph.fault, ph.fault_id
+        ph = phases.at(c_time[j])
+        c_phase[j], c_fault[j], c_fid[j] = ph.phase, ph.fault, ph.fault_id
+        i = p.done_at
+        if i is None:
             continue
-        j = open_.pop(proc, None)
-        if j is None:
-            continue
-        c_outcome[j] = typ
-        ti = c_time[j]
-        ph = phases.at(ti)
-        c_inv_i[i], c_inv_t[i], c_lat[i] = c_index[j], ti, c_time[i] - ti
+        c_outcome[j] = c_type[i]
+        c_inv_i[i], c_inv_t[i], c_lat[i] = c_index[j], c_time[j], c_time[i] - c_time[j]
         c_phase[i], c_fault[i], c_fid[i] = ph.phase, ph.fault, ph.fault_id
         if ph.heal_time is not None:
             c_heal[i] = c_time[i] - ph.heal_time
