@@ -16,6 +16,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 Validity = bool | Literal["unknown"]
@@ -44,6 +45,20 @@ class Anomaly:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class Artifact:
+    """A file that explains an anomaly (the linearizability SVG page), described by the check
+    and written by the runner after it: a checker stays a pure function of its inputs."""
+
+    #: where, relative to the run directory
+    path: str
+    render: Callable[[], str]
+    #: the anomaly (index into ``Result.anomalies``) whose witness gets the written path
+    anomaly: int = 0
+    #: the witness key that holds the path
+    key: str = "html"
+
+
 @dataclass
 class Result:
     checker: str
@@ -56,6 +71,8 @@ class Result:
     #: what the checker looked at, as counts ("ops", "keys", "commits", ...); a leaf with
     #: nothing examined is never ``True``
     examined: dict[str, int] = field(default_factory=dict)
+    #: files to write after the check (never serialized: what they explain is in the witness)
+    artifacts: list[Artifact] = field(default_factory=list, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -114,6 +131,27 @@ class Result:
         for c in self.children:
             if c.valid is not True:
                 c._explain(lines, depth + 1, limit)
+
+
+def write_artifacts(result: Result, root: str | Path) -> list[Path]:
+    """Write every artifact in ``result``'s tree under ``root`` and put each path in its
+    anomaly's witness. Called by the runner (and ``harness check``) once the checks are done."""
+    written = []
+    for r in _walk(result):
+        for a in r.artifacts:
+            p = Path(root) / a.path
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(a.render(), encoding="utf-8")
+            if a.anomaly < len(r.anomalies):
+                r.anomalies[a.anomaly].witness[a.key] = str(p)
+            written.append(p)
+    return written
+
+
+def _walk(result: Result) -> Iterator[Result]:
+    yield result
+    for c in result.children:
+        yield from _walk(c)
 
 
 def compose(name: str, results: Iterable[Result]) -> Result:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from checkers.faults import fault_coverage
-from checkers.result import Result, Validity, compose, run_checker
+from checkers.result import Result, Validity, compose, run_checker, write_artifacts
 from checkers.stats import stats_checker
 from harness import store as store_mod
 from harness.generators import Context, Generator, Pending, time_limit
@@ -222,6 +222,7 @@ def run_checkers(spec_desc: dict[str, Any], checkers: dict[str, Any], run_dir: s
     for name, chk in checkers.items():
         results.append(run_checker(name, chk, spec_desc, history.ops, observations))
     top = compose("all", results)
+    write_artifacts(top, run_dir.path)  # the checks are pure: their explanations are written here
     complete = results[0].valid is True
     if not complete:
         top.note = results[0].note

@@ -139,9 +139,15 @@ def part_svg(part: PartResult) -> str:
 
 def render_html(result: LinResult, path: str | Path, part: PartResult | None = None) -> Path:
     """Write the page for ``part`` (default: the first failing part, else the first part)."""
-    part = part or result.failed or (result.parts[0] if result.parts else None)
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(html_page(result, part))
+    return p
+
+
+def html_page(result: LinResult, part: PartResult | None = None) -> str:
+    """The self-contained page (SVG inline) for ``part``, as text."""
+    part = part or result.failed or (result.parts[0] if result.parts else None)
     text = (part.witness or {}).get("text", "") if part else ""
     body = part_svg(part) if part else "<p>(empty history)</p>"
     legend = ("green: linearized prefix (numbers give the order); red: could not be "
@@ -158,5 +164,4 @@ def render_html(result: LinResult, path: str | Path, part: PartResult | None = N
 <pre>{_esc(text)}</pre>
 </body></html>
 """
-    p.write_text(doc)
-    return p
+    return doc

@@ -11,31 +11,31 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping
-from pathlib import Path
+from functools import partial
 from typing import Any
 
 from checkers.linearizable.engine import Budget, LinResult, check
 from checkers.linearizable.history import LinHistory, from_ops
 from checkers.linearizable.models import Model, ModelError, get_model
-from checkers.linearizable.svg import render_html
-from checkers.result import Anomaly, Checker, Result, verdict
+from checkers.linearizable.svg import html_page
+from checkers.result import Anomaly, Artifact, Checker, Result, verdict
 
 
 def _slug(key: Any) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", "all" if key is None else str(key))[:80] or "part"
 
 
-def to_result(r: LinResult, name: str = "linearizable",
-              run_dir: str | Path | None = None) -> Result:
-    """The harness Result for a LinResult (writes the HTML when ``run_dir`` is given)."""
+def to_result(r: LinResult, name: str = "linearizable") -> Result:
+    """The harness Result for a LinResult; a failure carries its HTML explanation as an
+    artifact (``linearizable/<part>.html``), written by the runner after the check."""
     anomalies: list[Anomaly] = []
+    artifacts: list[Artifact] = []
     note = r.note
     part = r.failed
     if part is not None and part.witness is not None:
         w = dict(part.witness)
-        if run_dir is not None:
-            path = Path(run_dir) / "linearizable" / f"{_slug(part.key)}.html"
-            w["html"] = str(render_html(r, path, part))
+        artifacts.append(Artifact(f"linearizable/{_slug(part.key)}.html",
+                                  partial(html_page, r, part)))
         f = w["failed_op"]
         where = "" if part.key is None else f" on key {part.key!r}"
         note = (f"not linearizable{where}: {f['describe']} by process {f['process']} cannot be "
@@ -43,7 +43,8 @@ def to_result(r: LinResult, name: str = "linearizable",
         anomalies.append(Anomaly(kind="nonlinearizable", message=note, witness=w))
     elif r.valid == "unknown":
         note = f"undecided: {r.note}; raise the budget or shorten the history"
-    return Result(checker=name, valid=r.valid, anomalies=anomalies, stats=r.stats(), note=note)
+    return Result(checker=name, valid=r.valid, anomalies=anomalies, stats=r.stats(), note=note,
+                  artifacts=artifacts)
 
 
 def examined(h: LinHistory, r: LinResult | None = None) -> dict[str, int]:
@@ -103,6 +104,6 @@ def checker(model: str | Model = "kv", *, time_s: float | None = 60.0,
             return Result(checker=name, valid="unknown", examined=examined(h),
                           note=f"the {m.name} model cannot read this history: {e}; give the "
                                "checker the model its workload speaks")
-        return judged(to_result(r, name, observations.get("run_dir")), examined(h, r))
+        return judged(to_result(r, name), examined(h, r))
 
     return run

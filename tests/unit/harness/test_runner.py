@@ -2,7 +2,7 @@
 
 import json
 
-from checkers.result import Anomaly, Result
+from checkers.result import Anomaly, Artifact, Result
 from harness import generators as g
 from harness.runner import run
 from harness.spec import DefiniteFailure, TestSpec, Workload
@@ -95,3 +95,17 @@ def test_same_seed_same_schedule(tmp_path):
     b = [(o["f"], o.get("value")) for o in read_history(run(spec(tmp_path)).run_dir.history).ops
          if o["type"] == "invoke"]
     assert a == b
+
+
+def explaining_checker(test, history, obs):
+    return Result("explained", valid=False, anomalies=[Anomaly("made-up", "see the page")],
+                  artifacts=[Artifact("explained/why.html", lambda: "<p>because</p>")])
+
+
+def test_the_runner_writes_what_a_pure_checker_asks_for(tmp_path):
+    r = run(spec(tmp_path, checkers={"explained": explaining_checker}))
+    page = r.run_dir.path / "explained" / "why.html"
+    assert page.read_text() == "<p>because</p>"
+    stored = json.loads(r.run_dir.results_json.read_text())
+    leaf = Result.from_json(stored["result"]).find("explained")
+    assert leaf.anomalies[0].witness["html"] == str(page)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from checkers.linearizable import check, checker, from_ops, render_html
 from checkers.linearizable.__main__ import main
-from checkers.result import Result
+from checkers.result import Result, compose, write_artifacts
 from tests.unit.linearizable.helpers import hist
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -23,13 +23,18 @@ BAD = hist((0, "invoke", "write", ["x", 1]), (0, "ok", "write", ["x", 1]),
            (2, "invoke", "read", ["x", None]), (2, "ok", "read", ["x", 1]))
 
 
-def test_wrapper_returns_a_result_with_witness_and_writes_html(tmp_path):
+def test_wrapper_returns_a_result_with_witness_and_the_html_to_write(tmp_path):
     r = checker("kv", time_s=10)({}, BAD, {"run_dir": str(tmp_path)})
     assert isinstance(r, Result) and r.valid is False
     w = r.anomalies[0].witness
     assert r.anomalies[0].kind == "nonlinearizable"
     assert w["failed_op"]["output"] == ["x", 1] and "Cannot linearize" in w["text"]
-    assert Path(w["html"]) == tmp_path / "linearizable" / "x.html" and Path(w["html"]).exists()
+    assert "html" not in w and not list(tmp_path.iterdir())  # the check wrote nothing
+    assert [a.path for a in r.artifacts] == ["linearizable/x.html"]
+    top = compose("all", [Result("stats", True), r])
+    assert write_artifacts(top, tmp_path) == [tmp_path / "linearizable" / "x.html"]
+    assert Path(w["html"]) == tmp_path / "linearizable" / "x.html"
+    assert "<svg" in Path(r.anomalies[0].witness["html"]).read_text()
     assert r.stats["ops"] == 4 and r.stats["explored"] > 0
     json.dumps(r.to_json())  # the store can save it
     assert Result.from_json(r.to_json()).valid is False
