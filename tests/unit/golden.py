@@ -44,7 +44,8 @@ class Golden:
         self.stem = ROOT / module / test.replace("/", "_").replace("[", "-").rstrip("]")
         self.calls = 0
 
-    def __call__(self, result: Any) -> None:
+    def __call__(self, result: Any) -> Any:
+        """Compare ``result`` with its stored copy; returns it, so a call can wrap a check."""
         self.calls += 1
         path = self.stem.with_name(f"{self.stem.name}-{self.calls}.json") if self.calls > 1 \
             else self.stem.with_suffix(".json")
@@ -52,10 +53,11 @@ class Golden:
         if os.environ.get("UPDATE_GOLDEN") == "1":
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
-            return
+            return result
         if not path.exists():
             raise AssertionError(f"no golden file {path}: run UPDATE_GOLDEN=1 .venv/bin/pytest "
                                  f"{path.parent.name} once, then review and commit it")
         want = json.loads(path.read_text())
         assert got == want, (f"the result differs from {path} (if the change is intended, rerun "
                              f"with UPDATE_GOLDEN=1 and review the diff)")
+        return result

@@ -67,11 +67,11 @@ def test_every_ack_found_once_in_order_passes(golden: Golden) -> None:
     assert r.stats["acknowledged"] == 2 and r.stats["found"] == 2 and r.stats["info_found"] == 1
 
 
-def test_plain_string_ok_value_and_unmatched_invoke() -> None:
+def test_plain_string_ok_value_and_unmatched_invoke(golden: Golden) -> None:
     h = H().invoke(0, "a").ok(0, "a").invoke(1, "b")
     ops = append_ops(h.ops)
     assert [o.outcome for o in ops] == ["ok", "info"] and ops[0].reported_index is None
-    assert append_checker({}, h.ops, cluster(["a"])).valid is True
+    assert golden(append_checker({}, h.ops, cluster(["a"]))).valid is True
 
 
 def test_lost_acknowledged_append(golden: Golden) -> None:
@@ -100,9 +100,9 @@ def test_realtime_reorder(golden: Golden) -> None:
     assert w["earlier"]["value"] == "a" and w["earlier_index"] == 2 and w["later_index"] == 1
 
 
-def test_concurrent_appends_may_commit_in_any_order() -> None:
+def test_concurrent_appends_may_commit_in_any_order(golden: Golden) -> None:
     h = H().invoke(0, "a").invoke(1, "b").ok(0, "a").ok(1, "b")
-    assert append_checker({}, h.ops, cluster(["b", "a"])).valid is True
+    assert golden(append_checker({}, h.ops, cluster(["b", "a"]))).valid is True
 
 
 def test_wrong_reported_index(golden: Golden) -> None:
@@ -167,16 +167,16 @@ def test_no_node_left_a_log_is_unknown_and_counts_no_node(golden: Golden) -> Non
                           "committed_entries": 0}
 
 
-def test_phantom_append() -> None:
-    assert kinds(append_checker({}, [], cluster(["ghost"]))) == {"phantom-append"}
+def test_phantom_append(golden: Golden) -> None:
+    assert kinds(golden(append_checker({}, [], cluster(["ghost"])))) == {"phantom-append"}
 
 
-def test_other_entries_are_ignored() -> None:
+def test_other_entries_are_ignored(golden: Golden) -> None:
     log = [entry(1, 1, "cfg", None, kind="config"), entry(2, 1, "kv", {"op": "put"}),
            append_entry(3, 1, "a")]
     obs = {"nodes": {"n1": node([], state(1, log, role="leader"))}}
     h = H().invoke(0, "a").ok(0, "a", 3)
-    assert append_checker({}, h.ops, obs).valid is True
+    assert golden(append_checker({}, h.ops, obs)).valid is True
 
 
 def test_uncommitted_ack_is_unknown_not_lost(golden: Golden) -> None:
@@ -193,11 +193,11 @@ def test_compacted_without_applies_is_unknown(golden: Golden) -> None:
     assert r.valid == "unknown" and r.stats["dark_indexes"] == 1
 
 
-def test_compacted_entries_recovered_from_apply_events() -> None:
+def test_compacted_entries_recovered_from_apply_events(golden: Golden) -> None:
     h = H().invoke(0, "a").ok(0, "a").invoke(0, "b").ok(0, "b")
     obs = cluster(["a", "b"], snapshot=1)
     obs["nodes"]["n2"]["events"] = commits_and_applies([append_entry(1, 1, "a")])
-    assert append_checker({}, h.ops, obs).valid is True
+    assert golden(append_checker({}, h.ops, obs)).valid is True
 
 
 def test_missing_state_makes_not_found_unknown(golden: Golden) -> None:
@@ -210,9 +210,9 @@ def test_missing_state_makes_not_found_unknown(golden: Golden) -> None:
     assert any("n3" in g for g in r.stats["missing_evidence"])
 
 
-def test_no_states_at_all_is_unknown() -> None:
+def test_no_states_at_all_is_unknown(golden: Golden) -> None:
     h = H().invoke(0, "a").ok(0, "a")
-    assert append_checker({}, h.ops, {"nodes": {"n1": node([], None)}}).valid == "unknown"
+    assert golden(append_checker({}, h.ops, {"nodes": {"n1": node([], None)}})).valid == "unknown"
 
 
 @settings(max_examples=50, deadline=None)

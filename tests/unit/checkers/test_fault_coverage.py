@@ -59,11 +59,11 @@ def test_a_fault_cut_off_before_its_completion_is_not_applied(golden: Golden) ->
     assert r.valid == "unknown" and "no completion" in r.note
 
 
-def test_a_custom_schedule_is_judged_by_the_kinds_it_invoked() -> None:
+def test_a_custom_schedule_is_judged_by_the_kinds_it_invoked(golden: Golden) -> None:
     ok = [*nem("start-partition", {"shape": "explicit"}), *nem("stop-partition")]
-    assert fault_coverage({"nemesis": "isolate_in_turn"}, ok, {}).valid is True
+    assert golden(fault_coverage({"nemesis": "isolate_in_turn"}, ok, {})).valid is True
     bad = nem("start-partition", {"shape": "explicit"}, error="proxy refused")
-    assert fault_coverage({"nemesis": "isolate_in_turn"}, bad, {}).valid == "unknown"
+    assert golden(fault_coverage({"nemesis": "isolate_in_turn"}, bad, {})).valid == "unknown"
 
 
 def test_a_nemesis_that_attempted_nothing_is_unknown(golden: Golden) -> None:
@@ -72,9 +72,9 @@ def test_a_nemesis_that_attempted_nothing_is_unknown(golden: Golden) -> None:
     assert r.valid == "unknown" and "no fault was ever attempted" in r.note
 
 
-def test_end_ops_and_heals_are_not_faults() -> None:
+def test_end_ops_and_heals_are_not_faults(golden: Golden) -> None:
     h = [*nem("heal-all"), *nem("stop-partition"), *nem("resume")]
-    assert fault_coverage({"nemesis": "custom"}, h, {}).valid == "unknown"
+    assert golden(fault_coverage({"nemesis": "custom"}, h, {})).valid == "unknown"
 
 
 def test_names_map_to_kinds() -> None:

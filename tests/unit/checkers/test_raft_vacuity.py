@@ -40,8 +40,8 @@ def test_log_matching_needs_final_logs_not_uncompacted_entries(golden: Golden) -
     assert r.valid == "unknown"
 
 
-def test_the_composed_raft_result_of_an_idle_cluster_is_unknown() -> None:
-    assert raft_checker()({}, [], idle_cluster()).valid == "unknown"
+def test_the_composed_raft_result_of_an_idle_cluster_is_unknown(golden: Golden) -> None:
+    assert golden(raft_checker()({}, [], idle_cluster())).valid == "unknown"
 
 
 def test_examined_counts_of_a_healthy_cluster(golden: Golden) -> None:

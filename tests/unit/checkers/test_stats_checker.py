@@ -34,12 +34,12 @@ def test_a_function_that_never_succeeded_is_unknown_and_named(golden: Golden) ->
     assert r.valid == "unknown" and "ok_write=0" in r.note and "ok_read" not in r.note
 
 
-def test_an_empty_history_is_unknown() -> None:
+def test_an_empty_history_is_unknown(golden: Golden) -> None:
     for h in ([], NEMESIS):
-        r = stats_checker({}, h, {})
+        r = golden(stats_checker({}, h, {}))
         assert r.valid == "unknown" and "invocations=0" in r.note
 
 
-def test_all_fail_and_all_info_histories_are_unknown() -> None:
-    assert stats_checker({}, ops("cas", "fail", "fail"), {}).valid == "unknown"
-    assert stats_checker({}, ops("cas", "info", "info"), {}).valid == "unknown"
+def test_all_fail_and_all_info_histories_are_unknown(golden: Golden) -> None:
+    assert golden(stats_checker({}, ops("cas", "fail", "fail"), {})).valid == "unknown"
+    assert golden(stats_checker({}, ops("cas", "info", "info"), {})).valid == "unknown"

@@ -143,7 +143,7 @@ def test_a_commit_before_every_yes_arrived_is_caught_even_if_the_yes_was_cast(go
     assert "decided without a vote from ['n2']" in r.anomalies[0].message
     # the same evidence with every vote in hand is a pass
     evs["n1"][1] = _commit("u1", [])
-    assert check({}, h, _obs(evs, {"n1": kv, "n2": kv})).valid is True
+    assert golden(check({}, h, _obs(evs, {"n1": kv, "n2": kv}))).valid is True
 
 
 def test_missing_commit_divergence_and_lost_data(golden: Golden) -> None:
@@ -157,11 +157,11 @@ def test_missing_commit_divergence_and_lost_data(golden: Golden) -> None:
     assert a.witness["final_versions"] == {"n2": [0, None]}
 
 
-def test_missing_evidence_is_unknown_not_valid() -> None:
+def test_missing_evidence_is_unknown_not_valid(golden: Golden) -> None:
     obs = _obs({"n1": []}, {})
     obs["nodes"]["n2"] = {"events": [], "state": None,
                           "missing": [{"what": "state", "type": None, "detail": "no state.json"}]}
-    assert check({}, [], obs).valid == "unknown"
+    assert golden(check({}, [], obs)).valid == "unknown"
 
 
 def test_a_run_in_which_nothing_committed_is_unknown_not_valid(golden: Golden) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from checkers.linearizable import check, checker, from_ops, render_html
 from checkers.linearizable.__main__ import main
 from checkers.result import Result, compose, write_artifacts
+from tests.unit.golden import Golden
 from tests.unit.linearizable.helpers import hist
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -23,8 +24,8 @@ BAD = hist((0, "invoke", "write", ["x", 1]), (0, "ok", "write", ["x", 1]),
            (2, "invoke", "read", ["x", None]), (2, "ok", "read", ["x", 1]))
 
 
-def test_wrapper_returns_a_result_with_witness_and_the_html_to_write(tmp_path):
-    r = checker("kv", time_s=10)({}, BAD, {"run_dir": str(tmp_path)})
+def test_wrapper_returns_a_result_with_witness_and_the_html_to_write(tmp_path, golden: Golden):
+    r = golden(checker("kv", time_s=10)({}, BAD, {"run_dir": str(tmp_path)}))
     assert isinstance(r, Result) and r.valid is False
     w = r.anomalies[0].witness
     assert r.anomalies[0].kind == "nonlinearizable"
@@ -40,15 +41,15 @@ def test_wrapper_returns_a_result_with_witness_and_the_html_to_write(tmp_path):
     assert Result.from_json(r.to_json()).valid is False
 
 
-def test_wrapper_valid_and_unreadable_histories():
+def test_wrapper_valid_and_unreadable_histories(golden: Golden):
     good = BAD[:-1] + [{**BAD[-1], "value": ["x", 2]}]
-    assert checker("kv")({}, good, {}).valid is True
-    r = checker("register")({}, hist((0, "invoke", "cas", [1, 2]), (0, "ok", "cas", [1, 2])), {})
+    assert golden(checker("kv")({}, good, {})).valid is True
+    r = golden(checker("register")({}, hist((0, "invoke", "cas", [1, 2]), (0, "ok", "cas", [1, 2])), {}))
     assert r.valid == "unknown" and "cas-register" in r.note
 
 
-def test_html_is_self_contained_svg_with_the_failure_highlighted(tmp_path):
-    r = check(from_ops(BAD), "kv")
+def test_html_is_self_contained_svg_with_the_failure_highlighted(tmp_path, golden: Golden):
+    r = golden(check(from_ops(BAD), "kv"))
     p = render_html(r, tmp_path / "out.html")
     doc = p.read_text()
     assert "http://" not in doc.replace("http://www.w3.org/2000/svg", "")

@@ -63,11 +63,11 @@ def test_causal_violation(golden: Golden) -> None:
     assert "n2 delivered c" in c.anomalies[0].message
 
 
-def test_order_differs() -> None:
+def test_order_differs(golden: Golden) -> None:
     h, obs = good()
     log = obs["nodes"]["n2"]["state"]["log"]
     log[0], log[1] = log[1], log[0]
-    c = child(ordering.check({}, h, obs), "common-order")
+    c = child(golden(ordering.check({}, h, obs)), "common-order")
     assert c.valid is False
     w = c.anomalies[0].witness
     assert w["nodes"] == ["n1", "n2"] and (w["first"]["id"], w["second"]["id"]) == ("a", "b")
@@ -85,17 +85,17 @@ def test_acked_send_lost_and_not_converged(golden: Golden) -> None:
     assert conv.valid is False and conv.anomalies[0].witness["id"] == "a"
 
 
-def test_duplicate_delivery() -> None:
+def test_duplicate_delivery(golden: Golden) -> None:
     h, obs = good()
     obs["nodes"]["n2"]["events"].append(ev(3, "deliver", "a", 1, "n1"))
-    c = child(ordering.check({}, h, obs), "no-duplicates")
+    c = child(golden(ordering.check({}, h, obs)), "no-duplicates")
     assert c.valid is False and c.anomalies[0].kind == "duplicate-delivery"
 
 
-def test_one_id_two_lamports() -> None:
+def test_one_id_two_lamports(golden: Golden) -> None:
     h, obs = good()
     obs["nodes"]["n1"]["events"].append(ev(3, "resend", "a", 7, "n1"))
-    c = child(ordering.check({}, h, obs), "lamport-unique")
+    c = child(golden(ordering.check({}, h, obs)), "lamport-unique")
     assert c.valid is False and set(c.anomalies[0].witness["seen"]) == {"1", "7"}
 
 
@@ -108,6 +108,6 @@ def test_missing_state_is_unknown_not_valid(golden: Golden) -> None:
     assert child(r, "convergence").valid == "unknown"
 
 
-def test_no_observations_is_unknown() -> None:
+def test_no_observations_is_unknown(golden: Golden) -> None:
     h, _ = good()
-    assert ordering.check({}, h, {"nodes": {}}).valid == "unknown"
+    assert golden(ordering.check({}, h, {"nodes": {}})).valid == "unknown"

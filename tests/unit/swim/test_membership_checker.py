@@ -95,10 +95,10 @@ def test_left_member_must_not_be_alive_anywhere(golden: Golden) -> None:
 def test_capacity_rules(golden: Golden) -> None:
     ring = {"n1": ["n2", "n4"], "n2": ["n1", "n3"], "n3": ["n2", "n4"], "n4": ["n3", "n1"]}
     st = {n: state(n, ring[n], capacity=2) for n in NODES}
-    ok = check_membership(test_desc(), hist(), obs(states=st))
+    ok = golden(check_membership(test_desc(), hist(), obs(states=st)))
     assert child(ok, "convergence").valid is True, ok.explain()
     st["n2"] = state("n2", ["n1", "n3", "n4"], capacity=2)
-    bad = check_membership(test_desc(), hist(), obs(states=st))
+    bad = golden(check_membership(test_desc(), hist(), obs(states=st)))
     assert [a.kind for a in child(bad, "convergence").anomalies] == ["over-capacity"]
     orphan = {n: state(n, ["n1"] if n != "n1" else ["n2"], capacity=2) for n in NODES}
     res = check_membership(test_desc(), hist(), obs(states=orphan))
@@ -124,18 +124,18 @@ def test_false_positive_on_a_healthy_member(golden: Golden) -> None:
     assert acc.anomalies[0].witness["member"] == "n2"
 
 
-def test_death_of_a_paused_or_cut_member_is_excused_but_loss_is_not() -> None:
+def test_death_of_a_paused_or_cut_member_is_excused_but_loss_is_not(golden: Golden) -> None:
     e = {"n1": [ev(14, "dead", member=2, gen=0, by=1, local=True)]}
     paused = hist((9, "pause", {"nodes": ["n2"]}), (11, "resume", {"nodes": ["n2"]}))
-    assert child(check_membership(test_desc(), paused, obs(e)), "accuracy").valid is True
+    assert child(golden(check_membership(test_desc(), paused, obs(e))), "accuracy").valid is True
     cut = hist((9, "start-partition", {"cut": [["n1", "n2"], ["n2", "n1"]]}),
                (12, "stop-partition", {}))
-    assert child(check_membership(test_desc(), cut, obs(e)), "accuracy").valid is True
+    assert child(golden(check_membership(test_desc(), cut, obs(e))), "accuracy").valid is True
     loss = hist((9, "start-loss", {"p": 0.3}), (20, "stop-loss", {}))
-    assert child(check_membership(test_desc(), loss, obs(e)), "accuracy").valid is False
+    assert child(golden(check_membership(test_desc(), loss, obs(e))), "accuracy").valid is False
     # hearsay deaths are the accuser's, not the repeater's
     hearsay = {"n1": [ev(14, "dead", member=2, gen=0, by=3, local=False)]}
-    assert child(check_membership(test_desc(), hist(), obs(hearsay)), "accuracy").valid is True
+    assert child(golden(check_membership(test_desc(), hist(), obs(hearsay))), "accuracy").valid is True
 
 
 def test_false_suspicion_threshold(golden: Golden) -> None:
@@ -182,9 +182,9 @@ def test_survivor_that_never_declares_the_crash_is_incomplete(golden: Golden) ->
                                          "up_s": 40.0}
 
 
-def test_short_crash_is_not_judged() -> None:
+def test_short_crash_is_not_judged(golden: Golden) -> None:
     h = hist((20, "kill", {"nodes": ["n4"]}), (22, "restart", {"nodes": ["n4"]}))
-    comp = child(check_membership(test_desc(), h, obs()), "completeness")
+    comp = child(golden(check_membership(test_desc(), h, obs())), "completeness")
     assert comp.valid is True and comp.stats["too_short"] == 1
 
 
@@ -222,7 +222,7 @@ def test_with_capacity_only_members_that_tracked_the_victim_must_declare_it(gold
     assert child(res, "completeness").valid is True, res.explain()
     for gone in ("evicted", "dropped"):  # made room for another member / stopped tracking
         e["n3"] = [ev(2, "joined", member=4, gen=0, via=1), ev(3, gone, member=4)]
-        res = check_membership(test_desc(capacity=2), h, obs(e))
+        res = golden(check_membership(test_desc(capacity=2), h, obs(e)))
         assert child(res, "completeness").valid is True, (gone, res.explain())
     e["n3"] = [ev(2, "joined", member=4, gen=0, via=1)]  # n3 tracked it and never noticed
     res = check_membership(test_desc(capacity=2), h, obs(e))
