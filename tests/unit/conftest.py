@@ -10,4 +10,4 @@ from tests.unit.golden import Golden
 @pytest.fixture
 def golden(request: pytest.FixtureRequest) -> Golden:
     """``golden(result)``: assert a checker's whole output equals its stored copy."""
-    return Golden(request.node.path.stem, request.node.name)
+    return Golden(request.node.path.stem, request.node.name, request.node.nodeid)

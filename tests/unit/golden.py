@@ -40,8 +40,9 @@ def stable(x: Any) -> Any:
 class Golden:
     """Compares results with their stored copy, one file per call in a test."""
 
-    def __init__(self, module: str, test: str) -> None:
+    def __init__(self, module: str, test: str, nodeid: str = "") -> None:
         self.stem = ROOT / module / test.replace("/", "_").replace("[", "-").rstrip("]")
+        self.nodeid = nodeid or module
         self.calls = 0
 
     def __call__(self, result: Any) -> Any:
@@ -56,7 +57,7 @@ class Golden:
             return result
         if not path.exists():
             raise AssertionError(f"no golden file {path}: run UPDATE_GOLDEN=1 .venv/bin/pytest "
-                                 f"{path.parent.name} once, then review and commit it")
+                                 f"'{self.nodeid}' once, then review and commit it")
         want = json.loads(path.read_text())
         assert got == want, (f"the result differs from {path} (if the change is intended, rerun "
                              f"with UPDATE_GOLDEN=1 and review the diff)")

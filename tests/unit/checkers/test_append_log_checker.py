@@ -235,3 +235,17 @@ def test_sequential_client_with_faithful_log_passes(outcomes: list[str]) -> None
             h.fail(0, v)
     r = append_checker({}, h.ops, cluster(committed))
     assert r.valid == (True if "ok" in outcomes else "unknown")  # no ok append: nothing proved
+
+
+def test_nemesis_and_other_ops_are_not_appends(golden: Golden) -> None:
+    """A nemesis op named like a client op, and a read between appends, are no appends."""
+    h = H().invoke(0, "a").ok(0, "a", 1)
+    h.ops += [{"index": 2, "time": 25, "process": "nemesis", "type": "invoke", "f": "append",
+               "value": "x"},
+              {"index": 3, "time": 26, "process": "nemesis", "type": "info", "f": "append",
+               "value": "x"},
+              {"index": 4, "time": 27, "process": 1, "type": "invoke", "f": "read", "value": None},
+              {"index": 5, "time": 28, "process": 1, "type": "ok", "f": "read", "value": ["a"]}]
+    assert [(o.value, o.outcome) for o in append_ops(h.ops)] == [("a", "ok")]
+    r = golden(append_checker({}, h.ops, cluster(["a"])))
+    assert r.valid is True and r.examined["appends"] == 1

@@ -88,3 +88,21 @@ def test_stale_reads_are_counted_against_acknowledged_updates(golden: Golden) ->
     sr = r.stats["stale_reads"]
     assert (sr["reads"], sr["stale"]) == (4, 1)
     assert sr["example"]["read"]["index"] == 5 and sr["example"]["newest_acknowledged_version"] == 2
+
+
+def test_an_acknowledged_update_that_no_node_journaled_committing(golden: Golden) -> None:
+    h = update(0, 0, "u1", "k", "a") + update(2, 1, "u2", "k", "b")
+    evs = committed("u2", "k", "b", 1)
+    r = check({}, h, obs({"n1": evs, "n2": evs}, {"k": {"value": "b", "version": 1, "uid": "u2"}}))
+    golden(r)
+    assert kinds(r) == ["missing-commit"], r.explain()
+    assert r.anomalies[0].witness["op"]["uid"] == "u1"
+    assert "u1 was acknowledged to its client, but no node journaled" in r.anomalies[0].message
+
+
+def test_members_come_from_the_test_when_no_node_left_evidence(golden: Golden) -> None:
+    r = check({"nodes": ["n1", "n2"]}, update(0, 0, "u1", "k", 1), {"nodes": {}})
+    golden(r)
+    assert r.valid is False and kinds(r) == ["missing-commit"]
+    assert r.examined == {"updates": 1, "commits": 0, "votes": 0, "decisions": 0,
+                          "nodes_with_state": 0}
