@@ -1,0 +1,54 @@
+"""Final views under a peer capacity (spec: a node tracks at most ``capacity`` members), and
+torn journals: the paths a full, healthy group never takes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from checkers.membership import check_convergence, check_membership
+from tests.unit.golden import Golden
+from tests.unit.swim.test_membership_checker import NODES, hist, obs, state, test_desc
+
+
+def view(name: str, alive: list[str], capacity: int = 0, left: bool = False) -> dict[str, Any]:
+    return state(name, alive, capacity=capacity, left=left)
+
+
+def test_a_partial_view_within_capacity_is_fine_but_not_a_departed_member(golden: Golden) -> None:
+    states = {"n1": view("n1", ["n2"], capacity=1),            # 1 of 3: allowed
+              "n2": view("n2", ["n3", "n4"], capacity=2),
+              "n3": view("n3", ["n4", "n1"], capacity=2),
+              "n4": view("n4", ["n1", "n2", "n3"], capacity=2)}  # over its capacity
+    r = golden(check_convergence(states, NODES, set(NODES)))
+    assert r.valid is False
+    assert [(a.kind, a.witness["node"]) for a in r.anomalies] == [("over-capacity", "n4")]
+    assert r.anomalies[0].witness == {"node": "n4", "capacity": 2, "view": ["n1", "n2", "n3"]}
+    states["n2"] = view("n2", [], left=True)  # n2 left: n1 still holds it as alive
+    r = golden(check_convergence(states, NODES, set(NODES)))
+    assert ("view-mismatch", "n1") in [(a.kind, a.witness["node"]) for a in r.anomalies]
+    a = next(a for a in r.anomalies if a.witness["node"] == "n1")
+    assert a.message == "n1 holds non-live members as alive: ['n2']" and a.witness["extra"] == ["n2"]
+
+
+def test_anomalies_are_capped_at_twenty_and_all_are_counted(golden: Golden) -> None:
+    names = [f"m{i:02d}" for i in range(24)]
+    states = {n: {"id": n, "members": [], "capacity": 0, "left": False} for n in names}
+    r = golden(check_convergence(states, names, set(names)))
+    assert len(r.anomalies) == 20 and r.stats["violations"] == 48  # a mismatch and an orphan each
+
+
+def test_a_node_without_a_final_state_is_neither_required_nor_forbidden() -> None:
+    states: dict[str, Any] = {n: view(n, [m for m in NODES if m not in (n, "n4")]) for n in NODES}
+    states["n4"] = None
+    r = check_convergence(states, NODES, set(NODES))
+    assert r.valid == "unknown" and r.note == "no final state from ['n4']"
+    assert check_convergence(states, NODES, {"n1", "n2", "n3"}).valid is True  # never started
+
+
+def test_a_torn_journal_makes_every_journal_check_unknown(golden: Golden) -> None:
+    o = obs()
+    o["nodes"]["n3"]["missing"] = [{"what": "event", "type": None, "detail": "torn line 7"}]
+    r = golden(check_membership(test_desc(), hist(), o))
+    judged = [c for c in r.children if c.checker != "convergence" and not c.stats.get("vacuous")]
+    assert judged and all(c.valid == "unknown" and c.note == "journal gaps: n3: torn line 7"
+                          for c in judged), r.explain()
