@@ -78,3 +78,47 @@ def test_empty_run_dir(tmp_path: Path) -> None:
 def test_verdict_is_worst_wins_on_evidence() -> None:
     assert verdict("x", [], {}, []).valid is True
     assert verdict("x", [], {}, ["n1: no final state"]).valid == "unknown"
+
+
+def test_every_kind_of_damage_is_a_named_gap(tmp_path: Path, golden: Golden) -> None:
+    """What a crash or a bad disk can leave, node by node, as the loader reports it."""
+    nodes = tmp_path / "nodes"
+    torn = ('{"type": "send", "id": "' + "x" * 120 + '{"t": 1, "not": "an event"}'
+            '{"seq": 9, "type": "deliver", "id": "b"}')
+    files = {
+        "n1": {"events.jsonl": '{"seq": 1, "type": "start"}\n' + torn + "\n[1, 2]\n\n",
+               "state.json": "[]"},
+        "n2": {"events.jsonl": '{"seq": 1, "type": "journal-repaired", "bytes": 17, '
+                               '"fragment_type": "apply"}\n'
+                               '{"seq": 2, "type": "node-error", "evidence": true, '
+                               '"where": "apply", "error": "bad"}\n'
+                               '{"seq": 3, "type": "node-error", "evidence": false}\n',
+               "state.json": "{not json"},
+        "n3": {},
+    }
+    for n, fs in files.items():
+        (nodes / n).mkdir(parents=True)
+        for name, text in fs.items():
+            (nodes / n / name).write_text(text)
+    obs = golden(load_observations(tmp_path))
+    n1 = obs["nodes"]["n1"]
+    assert [e["seq"] for e in n1["events"]] == [1, 9]  # the whole event after the tear is kept
+    assert [(g["what"], g["type"]) for g in n1["missing"]] == [
+        ("event", "send"), ("event", None), ("state", None)]
+    assert n1["missing"][0]["detail"].endswith("x" * 55 + "'")  # the fragment, cut at 80 bytes
+    assert "holds list, not a state object" in n1["missing"][2]["detail"]
+    line3 = "n1: events.jsonl line 3: unreadable (torn write?): '[1, 2]'"
+    assert n1["missing"][1]["detail"] == line3.removeprefix("n1: ")
+    gaps = golden(evidence_gaps(obs, state=True, event_types=("apply",)))
+    assert gaps == [  # per node: state, then journal gaps of the types asked for (or untyped)
+        "n1: no final state (state.json holds list, not a state object (node unreachable at "
+        "the end of the run?))", line3,
+        "n2: no final state (state.json unreadable: Expecting property name enclosed in double "
+        "quotes: line 1 column 2 (char 1))",
+        "n2: the node cut a torn journal tail of 17 bytes on restart (seq 1)",
+        "n2: node error at seq 2: apply: bad",
+        "n3: no final state (no state.json (node unreachable at the end of the run?))",
+        "n3: no events.jsonl"]
+    assert evidence_gaps(obs, event_types=("deliver",)) == [
+        line3, "n2: node error at seq 2: apply: bad", "n3: no events.jsonl"]
+    assert evidence_gaps(obs) == []  # asked for nothing: nothing missing
