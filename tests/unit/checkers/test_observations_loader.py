@@ -100,7 +100,9 @@ def test_every_kind_of_damage_is_a_named_gap(tmp_path: Path, golden: Golden) -> 
         (nodes / n).mkdir(parents=True)
         for name, text in fs.items():
             (nodes / n / name).write_text(text)
-    obs = golden(load_observations(tmp_path))
+    obs = load_observations(tmp_path)
+    assert obs.pop("run_dir") == str(tmp_path)
+    golden(obs)
     n1 = obs["nodes"]["n1"]
     assert [e["seq"] for e in n1["events"]] == [1, 9]  # the whole event after the tear is kept
     assert [(g["what"], g["type"]) for g in n1["missing"]] == [
