@@ -1,0 +1,76 @@
+"""Dissemination on hand-placed events: how long a join and a death take to reach everyone,
+which observers count, and when a join that never reached everyone fails the run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from checkers.membership import Aligned, Timeline, check_dissemination
+from tests.unit.golden import Golden
+
+NODES = ["n1", "n2", "n3", "n4"]
+
+
+def e(ht: float, type_: str, **kw: Any) -> dict[str, Any]:
+    return {"ht": ht, "type": type_, **kw}
+
+
+def events() -> dict[str, list[dict[str, Any]]]:
+    """n1, n3, n4 founded the group by t=2 (no seed); n2 joins (gen 1) at t=10 through n1."""
+    return {
+        "n1": [e(1, "join-ok", seed=None), e(10.5, "joined", member_name="n2", gen=1)],
+        "n2": [e(10, "join-ok", seed=1, gen=1)],
+        "n3": [e(2, "join-ok", seed=None), e(7, "alive", member_name="n2", gen=1),    # too early
+               e(9.5, "alive", member_name="n2", gen=0),                            # old gen
+               e(12, "alive", member_name="n2", gen=1)],
+        "n4": [e(2, "join-ok", seed=None), e(9.2, "joined", member_name="n2", gen=1)],  # within a period
+    }
+
+
+def run(evs: dict[str, list[dict[str, Any]]], tl: Timeline | None = None,
+        max_periods: float | None = None, capacity: int = 0) -> Any:
+    return check_dissemination(Aligned(evs, "clock-sync"), tl or Timeline(end=60), NODES,
+                               window=5, period=1, max_periods=max_periods, capacity=capacity)
+
+
+def test_a_join_is_measured_to_the_last_observer(golden: Golden) -> None:
+    r = golden(run(events()))
+    assert r.valid is True
+    assert r.stats["join_periods"] == {"n": 1, "mean": 2.0, "min": 2.0, "p50": 2.0, "max": 2.0}
+    assert r.examined == {"journals": 4, "joins": 1, "deaths": 0, "spreads": 1}
+    r = golden(run(events(), max_periods=1.5))
+    assert r.valid is False
+    assert r.note == "the slowest join took 2.0 periods to reach everyone > 1.5"
+
+
+def test_a_join_that_never_reached_everyone(golden: Golden) -> None:
+    evs = events()
+    evs["n3"] = evs["n3"][:-1]  # n3 never saw the current generation
+    r = golden(run(evs, max_periods=10))
+    assert r.valid is False and r.note == "1 join(s) never reached every member"
+    assert r.stats["joins_not_everywhere"] == 1 and r.examined["joins"] == 1
+    assert run(evs).valid is True  # no bound: measured, not judged
+    assert run(evs, max_periods=10, capacity=1).valid is True  # partial views are allowed
+
+
+@pytest.mark.parametrize("who", ["n2", "n3"])
+def test_a_troubled_joiner_or_observer_is_left_out(who: str) -> None:
+    tl = Timeline(end=60, paused={who: [(11.0, 13.0)]})
+    r = run(events(), tl)
+    if who == "n2":  # the join itself is not measured
+        assert r.stats["join_periods"] == {"n": 0} and r.valid == "unknown"
+    else:  # n3 is not waited for: the join reached everyone else by 10.5
+        assert r.stats["join_periods"]["max"] == 0.5
+
+
+def test_a_death_is_measured_from_the_first_local_declaration(golden: Golden) -> None:
+    evs = events()
+    evs["n1"].append(e(20, "dead", member_name="n4", local=True))
+    evs["n2"].append(e(21, "dead", member_name="n4"))
+    evs["n3"].append(e(23.5, "dead", member_name="n4"))
+    evs["n3"].append(e(22, "dead", member_name="n1"))  # hearsay, nobody declared n1 locally
+    r = golden(run(evs))
+    assert r.stats["death_spread_periods"]["max"] == 3.5
+    assert r.examined["deaths"] == 1 and r.examined["spreads"] == 2
