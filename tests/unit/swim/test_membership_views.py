@@ -52,3 +52,28 @@ def test_a_torn_journal_makes_every_journal_check_unknown(golden: Golden) -> Non
     judged = [c for c in r.children if c.checker != "convergence" and not c.stats.get("vacuous")]
     assert judged and all(c.valid == "unknown" and c.note == "journal gaps: n3: torn line 7"
                           for c in judged), r.explain()
+
+
+def test_the_timing_options_come_from_the_test_then_the_node_then_defaults(golden: Golden) -> None:
+    """period and suspicion multiplier: the test's options win, else what the node says it
+    ran with (its start event), else SWIM's defaults; they set every window."""
+    o = obs()
+    o["nodes"]["n1"]["events"][0]["options"] = {"period_s": 0.5, "suspicion_mult": 6,
+                                                "capacity": 2}
+    bare = {"nodes": NODES}
+    r = golden(check_membership(bare, hist(), o))
+    assert r.stats == {"alignment": "clock-sync", "period_s": 0.5, "suspicion_timeout_s": 3.0,
+                       "nodes": 4, "duration_s": 60.0}
+    comp = next(c for c in r.children if c.checker == "completeness")
+    assert comp.stats["window_s"] == 8.0  # 6 * 0.5 + 10 * 0.5
+    r = check_membership(test_desc(), hist(), o)  # the test says 1.0 s and 4
+    assert (r.stats["period_s"], r.stats["suspicion_timeout_s"]) == (1.0, 4.0)
+    r = check_membership({"nodes": NODES}, hist(), obs())
+    assert (r.stats["period_s"], r.stats["suspicion_timeout_s"]) == (1.0, 4.0)
+
+
+def test_the_top_note_names_every_invalid_check() -> None:
+    st = {n: state(n, [m for m in NODES if m != n]) for n in NODES}
+    st["n1"] = state("n1", ["n2"])  # n3, n4 missing from n1's view
+    r = check_membership(test_desc(swim_max_dissemination_periods=0.1), hist(), obs(states=st))
+    assert r.valid is False and r.note.startswith("invalid: convergence")
