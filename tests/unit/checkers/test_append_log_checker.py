@@ -249,3 +249,39 @@ def test_nemesis_and_other_ops_are_not_appends(golden: Golden) -> None:
     assert [(o.value, o.outcome) for o in append_ops(h.ops)] == [("a", "ok")]
     r = golden(append_checker({}, h.ops, cluster(["a"])))
     assert r.valid is True and r.examined["appends"] == 1
+
+
+def test_append_ops_without_index_or_time_use_positions(golden: Golden) -> None:
+    h = [{"process": 0, "type": "invoke", "f": "append", "value": "a"},
+         {"process": 1, "type": "invoke", "f": "append", "value": "b"},
+         {"process": 0, "type": "ok", "f": "append", "value": {"v": "a", "index": 4}},
+         {"process": 1, "type": "info", "f": "append", "value": "b"},
+         {"process": 2, "type": "invoke", "f": "append", "value": "c"}]
+    ops = golden(append_ops(h))
+    assert [(o.value, o.invoke_index, o.complete_index, o.outcome, o.reported_index)
+            for o in ops] == [("a", 0, 2, "ok", 4), ("b", 1, 3, "info", None),
+                              ("c", 4, None, "info", None)]  # never completed: info
+    assert [(o.invoke_time, o.complete_time) for o in ops] == [(0, 0), (0, 0), (0, None)]
+
+
+@pytest.mark.parametrize(("data", "kind", "want"), [
+    ({"op": "append", "v": 7}, "app", "7"), ('{"op": "append", "v": "x"}', None, "x"),
+    (b'{"op": "append", "v": "y"}', "app", "y"), ("not json", "app", None),
+    ({"op": "append"}, "app", None), ({"op": "write", "v": "x"}, "app", None),
+    ({"op": "append", "v": "x"}, "config", None), (["append", "x"], "app", None),
+])
+def test_append_value_reads_only_append_entries(data: Any, kind: Any, want: Any) -> None:
+    from checkers.append_log import append_value
+    from checkers.observations import LogEntry
+
+    assert append_value(LogEntry(1, 1, "d", kind, data)) == want
+
+
+def test_acknowledged_appends_only_other_nodes_hold_are_unknown_not_lost(golden: Golden) -> None:
+    """The leader's committed log lacks b and c; a follower holds both beyond the leader's
+    commit: not proven lost (it may still commit), so counted unknown, twice."""
+    h = H().invoke(0, "a").ok(0, "a", 1).invoke(0, "b").ok(0, "b").invoke(0, "c").ok(0, "c")
+    obs = cluster(["a"])
+    obs["nodes"]["n2"]["state"]["log"] += [append_entry(2, 1, "b"), append_entry(3, 1, "c")]
+    r = golden(append_checker({}, h.ops, obs))
+    assert r.stats["unknown"] == 2 and r.stats["lost"] == 0, r.stats
