@@ -106,3 +106,29 @@ def test_members_come_from_the_test_when_no_node_left_evidence(golden: Golden) -
     assert r.valid is False and kinds(r) == ["missing-commit"]
     assert r.examined == {"updates": 1, "commits": 0, "votes": 0, "decisions": 0,
                           "nodes_with_state": 0}
+
+
+def test_a_commit_over_a_no_vote_and_an_unheard_yes(golden: Golden) -> None:
+    h = update(0, 0, "u1", "k", 1)
+    evs = {"n1": [{"type": "vote", "uid": "u1", "key": "k", "vote": "yes", "syncing": False},
+                  {"type": "decide", "uid": "u1", "key": "k", "outcome": "commit",
+                   "voters": ["n1"], "missing": ["n2", "n3"]},
+                  {"type": "apply", "uid": "u1", "key": "k", "value": 1, "version": 1}],
+           "n2": [{"type": "vote", "uid": "u1", "key": "k", "vote": "no", "syncing": False},
+                  {"type": "apply", "uid": "u1", "key": "k", "value": 1, "version": 1}]}
+    r = golden(check({"nodes": list(NODES)}, h, obs(evs, {"k": {"value": 1, "version": 1,
+                                                                 "uid": "u1"}})))
+    a = next(a for a in r.anomalies if a.kind == "commit-without-all-yes")
+    assert a.message == ("n1 committed u1 (key k) but ['n2'] voted no; ['n2'] never voted yes; "
+                         "it decided without a vote from ['n3'] (their yes never reached it)")
+    assert a.witness["votes"] == {"n1": "yes", "n2": "no"}
+
+
+def test_a_node_that_ended_inactive_is_left_out_of_agreement_and_said(golden: Golden) -> None:
+    h = update(0, 0, "u1", "k", 1)
+    evs = committed("u1", "k", 1, 1)
+    o = obs({"n1": evs, "n2": evs}, {"k": {"value": 1, "version": 1, "uid": "u1"}})
+    o["nodes"]["n2"]["state"]["state"] = "inactive"  # it holds the data, but is not serving
+    r = golden(check({}, h, o))
+    assert r.valid == "unknown" and r.stats["not_active_at_end"] == ["n2"]
+    assert "n2: ended inactive, not active: excluded from agreement" in r.note
