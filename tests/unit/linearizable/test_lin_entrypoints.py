@@ -128,3 +128,10 @@ def test_cli_porcupine_kv_reads_a_missing_key_as_empty(tmp_path, capsys):
                  '{:process 0, :type :ok, :f :get, :key "1", :value ""}\n')
     assert main(["--model", "kv", "--format", "porcupine-kv", str(f)]) == 0, capsys.readouterr()
     assert json.loads(capsys.readouterr().out)["valid"] is True
+
+
+def test_explanation_pages_are_named_after_their_part():
+    from checkers.linearizable.wrapper import _slug
+
+    assert [_slug(k) for k in (None, "x", "k/1 ü", "", "a" * 100)] == [
+        "all", "x", "k_1_", "part", "a" * 80]

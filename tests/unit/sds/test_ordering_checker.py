@@ -111,3 +111,13 @@ def test_missing_state_is_unknown_not_valid(golden: Golden) -> None:
 def test_no_observations_is_unknown(golden: Golden) -> None:
     h, _ = good()
     assert golden(ordering.check({}, h, {"nodes": {}})).valid == "unknown"
+
+
+def test_an_entry_held_twice_in_a_final_log(golden: Golden) -> None:
+    h, obs = good()
+    log = obs["nodes"]["n1"]["state"]["log"]
+    log.append(dict(log[0]))
+    c = child(golden(ordering.check({}, h, obs)), "no-duplicates")
+    assert [a.kind for a in c.anomalies] == ["duplicate-in-log"]
+    assert c.anomalies[0].witness == {"node": "n1", "id": "a"}
+    assert c.anomalies[0].message == "n1's final log holds a 2 times"
