@@ -175,8 +175,8 @@ async def bench_real_size(n: int, kills: int, steady_s: float, seed: int) -> dic
 
 def bench_sim_size(n: int, kills: int, seed: int) -> dict[str, Any]:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from harness.sim.swim import SwimSim as Sim
     from nodes.swim.core import Options
-    from tests.unit.swim.swim_sim import Sim
 
     opts = Options(period_s=1.0, probe_timeout_s=0.5, suspicion_mult=4)
     firsts, whole, all_dead, spread, msgs = [], [], [], [], []
@@ -191,7 +191,7 @@ def bench_sim_size(n: int, kills: int, seed: int) -> dict[str, Any]:
         victim = rng.choice(s.ids[1:])
         s.run_for(rng.uniform(0, 1))
         t_kill = s.now
-        s.kill(victim)
+        s.crash(victim)
         s.run_for(30)
         sus = [e.t for e in s.events if e.t >= t_kill and e.fields.get("member") == victim
                and e.type in ("suspect", "dead")]

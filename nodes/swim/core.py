@@ -1,9 +1,13 @@
 """The SWIM membership protocol as a sans-IO state machine.
 
-`SwimCore` takes datagrams (already decoded) and the time, and returns effects: datagrams to
-send to a member *by NodeID* (`Send`), broadcast announcements (`Announce`) and journal
-events (`Emit`). It owns no socket, no clock and no randomness but the `random.Random` it is
-given, so tests drive it with simulated time and a deterministic simulator can run many.
+`SwimCore` follows the one core interface (`nodes.common.core`): ``on_message`` takes a
+decoded datagram and its sender's NodeID, ``on_timer("tick")`` runs every timer that is due,
+``on_command`` takes ``"leave"`` and ``"rejoin"``; all timed in seconds. It returns effects:
+datagrams to a member *by NodeID* or broadcast announcements to ``EVERYONE`` (`Send`), the
+next wake-up (`SetTimer`), the generation (`Persist("generation", g)`, before anything that
+carries it leaves), client answers (`Reply`) and journal events (`Emit`). It owns no socket,
+no clock and no randomness but the `random.Random` it is given, so the simulator
+(`harness.sim`) drives many with virtual time.
 
 Members are named by NodeID, never by address: behind the harness's UDP relay every node
 reaches the same peer at a different address (docs/swim.md, "Addressing"), so the runtime
@@ -62,7 +66,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from nodes.common.effects import Emit, Send
+from nodes.common.effects import EVERYONE, Effect, Emit, Persist, Reply, Send, SetTimer
 from nodes.swim import codec as c
 from nodes.swim.codec import NodeInfo, Update, UpdateKind
 
@@ -86,14 +90,8 @@ class State(enum.StrEnum):
 LIVE_STATES = (State.ALIVE, State.SUSPECT)
 
 
-@dataclass(frozen=True)
-class Announce:
-    """A broadcast datagram (seed announcement); the runtime decides where broadcast goes."""
-
-    msg: c.Broadcast
-
-
-Effect = Send | Announce | Emit
+#: the one timer name: the core re-arms it for its earliest deadline after every input
+TICK = "tick"
 
 
 @dataclass(frozen=True)
@@ -184,7 +182,7 @@ class Counters:
 
 
 class SwimCore:
-    """One member's protocol state. Call ``start`` once, then ``on_message``/``poll``."""
+    """One member's protocol state. Call ``start`` once, then the other inputs."""
 
     def __init__(self, me: int, gen: int, addresses: Mapping[int, tuple[str, int]],
                  seeds: Iterable[int], options: Options, rng: random.Random,
@@ -215,18 +213,52 @@ class SwimCore:
         self._token = b""
         self._redirected: set[int] = set()
         self._out: list[Effect] = []
+        self._armed: float | None = None  # the TICK timer's time as last set
         self._now = 0.0
 
     # ---------------------------------------------------------------- public surface
 
     def start(self, now: float) -> list[Effect]:
-        """Begin: the first period starts now (a founder with no seeds is joined at once)."""
+        """Begin: the generation is made durable, then the first period starts now (a founder
+        with no seeds is joined at once)."""
         self._now = now
         self._next_period = now
-        return self.poll(now)
+        self._out.append(Persist("generation", self.gen))
+        self._poll(now)
+        return self._flush()
+
+    def on_timer(self, name: str, now: float) -> list[Effect]:
+        """``TICK``: run every timer due at ``now`` (other names are not ours: ignored)."""
+        if name != TICK:
+            return []
+        self._armed = None  # it just fired
+        self._poll(now)
+        return self._flush()
+
+    def on_message(self, peer: int | None, msg: c.Message, now: float) -> list[Effect]:
+        """One decoded datagram; ``peer`` is the sender as the address book says (None: an
+        address we do not know)."""
+        self._now = now
+        self._on_message(msg, peer)
+        return self._flush()
+
+    def on_command(self, cmd: str, token: Any, now: float) -> list[Effect]:
+        """``"leave"`` (tell every member, fall silent) or ``"rejoin"`` (join again with a
+        higher generation); the reply says ``{"ok", "gen", "left"}`` either way."""
+        self._now = now
+        if cmd == "leave":
+            self._leave()
+        elif cmd == "rejoin":
+            self._rejoin(now)
+        else:
+            self._out.append(Reply(token, {"ok": False, "error": f"unknown command {cmd!r}; "
+                                           "use leave or rejoin"}))
+            return self._flush()
+        self._out.append(Reply(token, {"ok": True, "gen": self.gen, "left": self.left}))
+        return self._flush()
 
     def next_wakeup(self) -> float:
-        """The earliest time ``poll`` has work to do."""
+        """The earliest time a timer is due."""
         t = self._next_period
         p = self._probe
         if p is not None and not p.acked and not p.indirect:
@@ -236,8 +268,7 @@ class SwimCore:
                 t = min(t, m.suspect_deadline)
         return t
 
-    def poll(self, now: float) -> list[Effect]:
-        """Run every timer due at ``now``."""
+    def _poll(self, now: float) -> None:
         self._now = now
         self._check_stall(now)
         p = self._probe
@@ -252,16 +283,13 @@ class SwimCore:
             self._next_period += self.opts.period_s
             if self._next_period <= now:  # a stall (paused process): do not replay periods
                 self._next_period = now + self.opts.period_s
-        return self._flush()
 
-    def on_message(self, msg: c.Message, now: float, from_id: int | None = None
-                   ) -> list[Effect]:
-        """Handle one decoded datagram; ``from_id`` is the sender as the address book says."""
-        self._now = now
+    def _on_message(self, msg: c.Message, from_id: int | None) -> None:
+        now = self._now
         name = type(msg).__name__
         self.counters.received[name] = self.counters.received.get(name, 0) + 1
         if self.left:
-            return []
+            return
         if from_id is not None and (m := self.members.get(from_id)) is not None and (
                 isinstance(msg, c.PingRequest | c.PingResponse) and msg.payload.seq != 0
                 and from_id == (msg.src if isinstance(msg, c.PingRequest) else msg.target)):
@@ -287,33 +315,29 @@ class SwimCore:
                 self._apply(Update(UpdateKind.LEFT, msg.src, msg.src.id))
             case c.Broadcast():
                 self._on_broadcast(msg)
-        return self._flush()
 
-    def leave(self, now: float) -> list[Effect]:
-        """Leave voluntarily: tell every member, then fall silent."""
-        self._now = now
+    def _leave(self) -> None:
         if self.left:
-            return []
+            return
         for m in self._live():
             self._send(m.id, c.Leave(NodeInfo(self.me, self.gen)))
         self._emit("leave", gen=self.gen)
         self.left = True
         self.joined = False
         self._probe = None
-        return self._flush()
 
-    def rejoin(self, now: float) -> list[Effect]:
-        """Join again after ``leave``, with a higher generation, through the seeds."""
-        self._now = now
+    def _rejoin(self, now: float) -> None:
         if not self.left:
-            return []
+            return
         self.left = False
+        self._armed = None
         self.gen += 1
+        self._out.append(Persist("generation", self.gen))
         self.members.clear()
         self._gossip.clear()
         self._emit("rejoin", gen=self.gen)
         self._next_period = now
-        return self.poll(now)
+        self._poll(now)
 
     def view(self) -> list[dict[str, Any]]:
         return [{"id": m.id, "gen": m.gen, "state": m.state.value, "since": round(m.since, 6)}
@@ -401,7 +425,7 @@ class SwimCore:
             if self.opts.reconnect_periods > 0 and self.period % self.opts.reconnect_periods == 0:
                 self._reconnect()
         if self.opts.announce_periods > 0 and (self.period - 1) % self.opts.announce_periods == 0:
-            self._out.append(Announce(c.Broadcast(NodeInfo(self.me, self.gen))))
+            self._out.append(Send(EVERYONE, c.Broadcast(NodeInfo(self.me, self.gen))))
             self._count_sent("Broadcast")
 
     def _probe_next(self) -> None:
@@ -850,5 +874,12 @@ class SwimCore:
         self._out.append(Emit(type_, {**fields, "period": self.period}))
 
     def _flush(self) -> list[Effect]:
+        """The effects so far, and the wake-up re-armed when it moved (one timer, ``TICK``;
+        a member that left has none)."""
+        if not self.left:
+            at = self.next_wakeup()
+            if at != self._armed:
+                self._armed = at
+                self._out.append(SetTimer(TICK, at))
         out, self._out = self._out, []
         return out

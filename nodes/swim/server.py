@@ -2,9 +2,10 @@
 
 Thin by design (DESIGN.md): it decodes datagrams, maps the sender's address to a NodeID
 through the config's address book (the relay gives every node its own address for each
-peer, and a peer's datagrams arrive from exactly that address), hands both to `SwimCore`,
-and performs the effects: datagrams to a NodeID's configured address, journal events, the
-generation file. Undecodable datagrams are dropped and counted, never fatal.
+peer, and a peer's datagrams arrive from exactly that address), and hands both to the one
+runtime loop (`nodes.common.loop`), which runs `SwimCore` and performs its effects through
+this server: datagrams to a NodeID's configured address (or the broadcast port), journal
+events, the generation file. Undecodable datagrams are dropped and counted, never fatal.
 
 Extra HTTP routes (admin port, and the same on ``ports.client``): ``POST /swim/leave`` and
 ``POST /swim/join`` (rejoin after leaving) -> ``{"ok": true, "gen": g, "left": bool}``.
@@ -26,9 +27,11 @@ from aiohttp import web
 from nodes.common.admin import AdminServer
 from nodes.common.clock import Clock
 from nodes.common.config import ConfigError, NodeConfig
+from nodes.common.effects import EVERYONE
 from nodes.common.journal import Journal
+from nodes.common.loop import CoreLoop
 from nodes.swim import codec as c
-from nodes.swim.core import BUGS, Announce, Effect, Emit, Options, Send, SwimCore
+from nodes.swim.core import BUGS, Options, SwimCore
 
 log = logging.getLogger("swim")
 
@@ -90,29 +93,19 @@ class SwimNode:
         self.admin = AdminServer(cfg.id, self.state, self.journal, self.clock, cfg.host,
                                  cfg.ports.admin)
         self._add_routes(self.admin.app)
+        self.loop = CoreLoop(self.core, self, self.clock.monotonic)
         self._transport: asyncio.DatagramTransport | None = None
         self._bcast: asyncio.DatagramTransport | None = None
-        self._wake = asyncio.Event()
-        self._loop_task: asyncio.Task[None] | None = None
         self._client_runner: web.AppRunner | None = None
         self._cpu0 = time.process_time()
         self._mono0 = self.clock.monotonic()
 
     def _next_generation(self) -> int:
-        """Each process start gets a higher generation than any before it (durable)."""
-        gen = 0
+        """Each process start gets a higher generation than any before it; the core makes
+        it durable (``Persist("generation")``) before it says anything."""
         with contextlib.suppress(OSError, ValueError):
-            gen = int(self.gen_path.read_text().strip()) + 1
-        self._save_gen(gen)
-        return gen
-
-    def _save_gen(self, gen: int) -> None:
-        tmp = self.gen_path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            f.write(str(gen))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.gen_path)
+            return int(self.gen_path.read_text().strip()) + 1
+        return 0
 
     # ---- admin / client HTTP
     def _add_routes(self, app: web.Application) -> None:
@@ -120,12 +113,15 @@ class SwimNode:
         app.router.add_post("/swim/join", self._join_h)
 
     async def _leave_h(self, _req: web.Request) -> web.Response:
-        self._perform(self.core.leave(self.clock.monotonic()))
-        return web.json_response({"ok": True, "gen": self.core.gen, "left": self.core.left})
+        return web.json_response(await self._command("leave"))
 
     async def _join_h(self, _req: web.Request) -> web.Response:
-        self._perform(self.core.rejoin(self.clock.monotonic()))
-        return web.json_response({"ok": True, "gen": self.core.gen, "left": self.core.left})
+        return web.json_response(await self._command("rejoin"))
+
+    async def _command(self, cmd: str) -> Any:
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.loop.command(cmd, answer)
+        return await answer
 
     def state(self) -> dict[str, Any]:
         core = self.core
@@ -166,39 +162,46 @@ class SwimNode:
         from_id = self.by_addr.get((addr[0], addr[1]))
         if from_id is None:
             self.stats["unknown_sender"] += 1
-        self._perform(self.core.on_message(msg, self.clock.monotonic(), from_id))
+        self.loop.message(from_id, msg)
 
-    def _perform(self, effects: list[Effect], wake: bool = True) -> None:
-        """Carry out effects; ``wake`` re-arms the timer loop (a message may have set an
-        earlier deadline) and is off for the loop's own calls, or it would spin."""
-        for e in effects:
-            if isinstance(e, Send):
-                addr = self.addresses.get(e.to)
-                if addr is None or self._transport is None:
-                    continue
-                raw = c.encode(e.msg)
-                self._transport.sendto(raw, addr)
-                self.stats["datagrams_out"] += 1
-                self.stats["bytes_out"] += len(raw)
-            elif isinstance(e, Emit):
-                self.journal.emit(e.type, mono=round(self.clock.monotonic(), 6), **e.fields)
-            elif isinstance(e, Announce) and self._bcast is not None:
-                port = int(self.cfg.options.get("broadcast_port", 0))
-                self._bcast.sendto(c.encode(e.msg), (BROADCAST_HOST, port))
-        if self.core.gen != self.gen:
-            self.gen = self.core.gen
-            self._save_gen(self.gen)
-        if wake:
-            self._wake.set()
+    # ---- effects (the Host of nodes.common.loop)
+    def send(self, to: int | str, msg: c.Message) -> None:
+        raw = c.encode(msg)
+        if to == EVERYONE:
+            port = int(self.cfg.options.get("broadcast_port", 0))
+            if self._bcast is not None and port:
+                self._bcast.sendto(raw, (BROADCAST_HOST, port))
+            return
+        addr = self.addresses.get(int(to))
+        if addr is None or self._transport is None:
+            return
+        self._transport.sendto(raw, addr)
+        self.stats["datagrams_out"] += 1
+        self.stats["bytes_out"] += len(raw)
 
-    async def _timer_loop(self) -> None:
-        while True:
-            delay = self.core.next_wakeup() - self.clock.monotonic()
-            if delay > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), delay)
-            self._wake.clear()
-            self._perform(self.core.poll(self.clock.monotonic()), wake=False)
+    def persist(self, what: str, record: Any) -> None:
+        if what != "generation":
+            raise ValueError(f"SWIM keeps no durable {what!r}")
+        tmp = self.gen_path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            f.write(str(int(record)))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.gen_path)
+        self.gen = int(record)
+
+    def sync(self) -> None:
+        """``persist`` already fsynced the generation file."""
+
+    def reply(self, token: asyncio.Future[Any], value: Any) -> None:
+        if not token.done():
+            token.set_result(value)
+
+    def emit(self, type_: str, fields: dict[str, Any]) -> None:
+        self.journal.emit(type_, mono=round(self.clock.monotonic(), 6), **fields)
+
+    def failed(self, where: str, error: BaseException) -> None:
+        self.journal.node_error(where, error, evidence=True, logger=log)
 
     # ---- life cycle
     async def start(self) -> None:
@@ -223,15 +226,11 @@ class SwimNode:
         self.journal.emit("start", mono=round(self.clock.monotonic(), 6), gen=self.gen,
                           num_id=self.cfg.num_id, seeds=self.core.seeds,
                           options=self.opts.__dict__, bugs=sorted(self.cfg.bugs))
-        self._perform(self.core.start(self.clock.monotonic()))
-        self._loop_task = asyncio.create_task(self._timer_loop())
+        self.loop.start()
         self.admin.set_ready()
 
     async def stop(self) -> None:
-        if self._loop_task is not None:
-            self._loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop_task
+        self.loop.close()
         for t in (self._transport, self._bcast):
             if t is not None:
                 t.close()

@@ -1,4 +1,4 @@
-"""The sans-IO SWIM core driven with simulated time (tests/unit/swim/swim_sim.py)."""
+"""The sans-IO SWIM core driven with simulated time (harness.sim.swim)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import statistics
 
 import pytest
 
+from harness.sim.swim import SwimSim as Sim
 from nodes.swim import codec as c
 from nodes.swim.core import (
     NAK_TOKEN_EXPECTED,
@@ -16,7 +17,6 @@ from nodes.swim.core import (
     Send,
     SwimCore,
 )
-from tests.unit.swim.swim_sim import Sim
 
 FAST = Options(period_s=1.0, probe_timeout_s=0.5, suspicion_mult=4)
 
@@ -34,7 +34,7 @@ def test_killed_member_is_detected_and_declared_dead_everywhere() -> None:
         s = Sim(5, FAST, seed=seed)
         s.run_for(8)
         victim = 2 + seed % 4
-        s.kill(victim)
+        s.crash(victim)
         t0 = s.now + random.Random(seed).uniform(0, 1)
         s.run_until(t0)
         s.run_for(12)
@@ -73,12 +73,12 @@ def test_without_refutation_a_paused_member_stays_dead() -> None:
 def test_indirect_probe_bridges_a_one_way_cut() -> None:
     s = Sim(5, FAST, seed=4)
     s.run_for(8)
-    s.cut |= {(1, 2)}  # 1 cannot reach 2; 2's replies to 1 still pass
+    s.net.cut |= {(1, 2)}  # 1 cannot reach 2; 2's replies to 1 still pass
     s.run_for(30)
     assert not s.of("suspect", member=2, by=1)
     bug = Sim(5, FAST, seed=4, bugs=("no-indirect-probes",))
     bug.run_for(8)
-    bug.cut |= {(1, 2)}
+    bug.net.cut |= {(1, 2)}
     bug.run_for(30)
     assert bug.of("suspect", member=2, by=1)
 
@@ -87,7 +87,7 @@ def test_loss_false_suspicions_with_and_without_indirect_probes() -> None:
     def suspicions(bugs: tuple[str, ...]) -> int:
         s = Sim(5, FAST, seed=5, bugs=bugs)
         s.run_for(8)
-        s.loss = 0.2
+        s.net.loss = 0.2
         s.run_for(120)
         return len(s.of("suspect", local=True))
 
@@ -101,7 +101,7 @@ def test_partition_heals_back_to_one_group() -> None:
     s.partition([1, 2, 3], [4, 5, 6])
     s.run_for(15)
     assert s.alive_view(1) == {2, 3} and s.alive_view(5) == {4, 6}
-    s.cut.clear()
+    s.heal()
     s.run_for(40)
     assert s.converged()
 
@@ -109,7 +109,7 @@ def test_partition_heals_back_to_one_group() -> None:
 def test_restart_with_higher_generation_rejoins() -> None:
     s = Sim(5, FAST, seed=7)
     s.run_for(8)
-    s.kill(3)
+    s.crash(3)
     s.run_for(10)
     s.restart(3)
     s.run_for(10)
@@ -120,20 +120,18 @@ def test_restart_with_higher_generation_rejoins() -> None:
 def test_voluntary_leave() -> None:
     s = Sim(5, FAST, seed=8)
     s.run_for(8)
-    s.cores[5].leave(s.now)
-    s._effects(5, s.cores[5].leave(s.now))  # idempotent: a second leave sends nothing
-    s.run_for(0.1)
-    s._effects(5, [])
-    # the Leave datagrams were produced by the first call: replay them through the network
-    s2 = Sim(5, FAST, seed=8)
-    s2.run_for(8)
-    s2._effects(5, s2.cores[5].leave(s2.now))
-    s2.run_for(5)
-    assert all(s2.states(i)[5] == "left" for i in (1, 2, 3, 4))
-    assert not s2.of("dead", member=5)
-    s2._effects(5, s2.cores[5].rejoin(s2.now))
-    s2.run_for(8)
-    assert s2.converged()
+    first = s.command(5, "leave")
+    sent = s.sent
+    again = s.command(5, "leave")  # idempotent: a second leave sends nothing
+    assert s.sent == sent
+    assert s.replies[first] == s.replies[again] == {"ok": True, "gen": 0, "left": True}
+    s.run_for(5)
+    assert all(s.states(i)[5] == "left" for i in (1, 2, 3, 4))
+    assert not s.of("dead", member=5)
+    assert s.replies[s.command(5, "rejoin")] == {"ok": True, "gen": 1, "left": False}
+    s.run_for(8)
+    assert s.converged()
+    assert s.nodes[5].durable[-1].record == 1  # the new generation was made durable
 
 
 def test_capacity_redirects_and_bounds_views() -> None:
@@ -168,13 +166,13 @@ def test_token_join_as_in_the_spec_session() -> None:
     new = SwimCore(321, 0, {1: ("10.3.2.17", 1)}, [1], Options(), random.Random(1))
     (req,) = [e for e in new.start(0.0) if isinstance(e, Send)]
     assert isinstance(req.msg, c.JoinReq) and req.msg.token == b""
-    (nak,) = [e for e in seed.on_message(req.msg, 0.1, 321) if isinstance(e, Send)]
+    (nak,) = [e for e in seed.on_message(321, req.msg, 0.1) if isinstance(e, Send)]
     assert nak.msg == c.JoinNak(c.domain_tag("swim"), NAK_TOKEN_EXPECTED, "0x1232173fdsaf")
-    (req2,) = [e for e in new.on_message(nak.msg, 0.2, 1) if isinstance(e, Send)]
+    (req2,) = [e for e in new.on_message(1, nak.msg, 0.2) if isinstance(e, Send)]
     assert req2.msg.token == b"0x1232173fdsaf"
-    (ack,) = [e for e in seed.on_message(req2.msg, 0.3, 321) if isinstance(e, Send)]
+    (ack,) = [e for e in seed.on_message(321, req2.msg, 0.3) if isinstance(e, Send)]
     assert isinstance(ack.msg, c.JoinAck) and ack.msg.desc == c.NodeInfo(1, 2)
-    effects = new.on_message(ack.msg, 0.4, 1)
+    effects = new.on_message(1, ack.msg, 0.4)
     assert new.joined and any(isinstance(e, Emit) and e.type == "join-ok" for e in effects)
     assert {m["id"]: m["state"] for m in seed.view()} == {321: "alive"}
 
@@ -183,7 +181,7 @@ def test_ignore_and_refuse_joins() -> None:
     for opts, want in ((Options(accept_joins=False), None), (Options(refuse_joins=True), c.JoinNak)):
         seed = SwimCore(1, 0, {2: ("127.0.0.1", 2)}, [], opts, random.Random(0))
         seed.start(0.0)
-        out = [e for e in seed.on_message(c.JoinReq(c.NodeInfo(2, 0)), 0.1, 2)
+        out = [e for e in seed.on_message(2, c.JoinReq(c.NodeInfo(2, 0)), 0.1)
                if isinstance(e, Send)]
         assert (type(out[0].msg) if out else None) is want
 
@@ -192,8 +190,8 @@ def test_redirect_names_the_member_to_ask() -> None:
     seed = SwimCore(1, 0, {2: ("127.0.0.1", 2), 3: ("127.0.0.1", 3)}, [],
                     Options(capacity=1), random.Random(0))
     seed.start(0.0)
-    seed.on_message(c.JoinReq(c.NodeInfo(2, 0)), 0.1, 2)
-    (red,) = [e for e in seed.on_message(c.JoinReq(c.NodeInfo(3, 0)), 0.2, 3)
+    seed.on_message(2, c.JoinReq(c.NodeInfo(2, 0)), 0.1)
+    (red,) = [e for e in seed.on_message(3, c.JoinReq(c.NodeInfo(3, 0)), 0.2)
               if isinstance(e, Send)]
     assert isinstance(red.msg, c.JoinRedirect)
     assert red.msg.code == REDIRECT_AT_CAPACITY and red.msg.etag == "node:2"
@@ -212,12 +210,13 @@ def test_broadcast_discovery() -> None:
 def test_relayed_ping_is_forwarded_once_and_answered_to_the_requester() -> None:
     helper = SwimCore(2, 0, {1: ("h", 1), 3: ("h", 3)}, [], Options(), random.Random(0))
     helper.start(0.0)
-    out = helper.on_message(c.PingRequest(1, 3, 1, c.Payload(seq=9)), 0.1, 1)
+    out = helper.on_message(1, c.PingRequest(1, 3, 1, c.Payload(seq=9)), 0.1)
     assert [e.to for e in out if isinstance(e, Send)] == [3]
-    assert helper.on_message(c.PingRequest(1, 3, 0, c.Payload(seq=9)), 0.1, 1) == []
+    assert not [e for e in helper.on_message(1, c.PingRequest(1, 3, 0, c.Payload(seq=9)), 0.1)
+                if isinstance(e, Send)]
     target = SwimCore(3, 0, {1: ("t", 1), 2: ("t", 2)}, [], Options(), random.Random(0))
     target.start(0.0)
-    (resp,) = [e for e in target.on_message(out[0].msg, 0.2, 2) if isinstance(e, Send)]
+    (resp,) = [e for e in target.on_message(2, out[0].msg, 0.2) if isinstance(e, Send)]
     assert resp.to == 1 and isinstance(resp.msg, c.PingResponse)
     assert (resp.msg.src, resp.msg.target, resp.msg.payload.seq) == (1, 3, 9)
 
@@ -232,7 +231,7 @@ def test_saturated_capacity_group_still_admits_everyone() -> None:
     for seed in range(15):
         s = Sim(6, cap, seed=seed)
         s.run_for(3)
-        s.kill(6)
+        s.crash(6)
         s.run_for(4)
         s.restart(6)
         s.run_for(6)

@@ -43,8 +43,8 @@ def test_core_survives_any_datagrams(script, capacity, founder) -> None:
     gen = core.gen
     for msg, frm, dt in script:
         now += dt
-        core.on_message(msg, now, frm)
-        core.poll(now)
+        core.on_message(frm, msg, now)
+        core.on_timer("tick", now)
         assert core.gen >= gen
         gen = core.gen
         assert 1 not in core.members

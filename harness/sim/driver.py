@@ -1,0 +1,250 @@
+"""One simulator for every protocol: N cores on a virtual clock and a seeded virtual network.
+
+It performs the effects of `nodes.common.effects` as the node's runtime loop does, but in
+virtual time: a `Send` becomes datagrams on the `Network` (delayed, jittered, lost,
+duplicated, cut), a `SetTimer` an event on the clock, a `Persist` a record in the node's
+durable store, an `Emit` a line of the trace. Faults: partition and one-way cuts, loss and
+duplication, crash and restart (the core is rebuilt from its durable records; what it held
+in memory is gone, as is everything in flight to it), pause and resume (messages wait,
+timers fire late). Every hop goes through the protocol's codec when one is given, so the
+wire is exercised too and no object is shared between nodes.
+
+Nothing here reads a real clock or an unseeded random source: the same seed gives the same
+trace, byte for byte (`Simulation.trace_bytes`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import json
+import random
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.sim.network import Network
+from nodes.common.core import Core
+from nodes.common.effects import EVERYONE, Effect, Emit, Persist, Reply, Send, SetTimer
+
+#: builds node ``i``'s core: (id, its durable records so far, boot count from 0, rng)
+MakeCore = Callable[[Any, list[Persist], int, random.Random], Core]
+
+
+@dataclass(frozen=True)
+class Wire:
+    """The protocol's codec; each hop encodes and decodes (None: the message is bytes)."""
+
+    encode: Callable[[Any], bytes]
+    decode: Callable[[bytes], Any]
+
+
+@dataclass(frozen=True)
+class Ev:
+    """One emitted journal event."""
+
+    node: Any
+    t: float
+    type: str
+    fields: dict[str, Any]
+
+
+@dataclass
+class SimNode:
+    id: Any
+    core: Core | None = None
+    boot: int = -1  # incarnation; timers and deliveries of an older one are stale
+    up: bool = False
+    paused: bool = False
+    timers: dict[Hashable, tuple[float, int]] = field(default_factory=dict)
+    durable: list[Persist] = field(default_factory=list)
+    backlog: list[tuple[Any, Any]] = field(default_factory=list)
+
+
+class Simulation:
+    """Drive the cores made by ``make_core`` for ``ids``; call ``boot`` (or ``boot_all``)."""
+
+    def __init__(self, ids: Iterable[Any], make_core: MakeCore, *, seed: int = 0,
+                 wire: Wire | None = None, latency: float = 0.001, jitter: float = 0.0,
+                 loss: float = 0.0, dup: float = 0.0) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.net = Network(random.Random(f"{seed}:net"), latency, jitter, loss, dup)
+        self.make_core = make_core
+        self.wire = wire
+        self.ids = list(ids)
+        self.nodes = {i: SimNode(i) for i in self.ids}
+        self.now = 0.0
+        self.events: list[Ev] = []
+        self.replies: dict[int, Any] = {}
+        self.sent = 0
+        self.trace: list[tuple[Any, ...]] = []
+        self._q: list[tuple[float, int, str, Any, Any]] = []
+        self._seq = itertools.count()
+        self._tokens = itertools.count()
+
+    # ---- the clock
+    def _push(self, at: float, kind: str, node: Any, data: Any) -> int:
+        seq = next(self._seq)
+        heapq.heappush(self._q, (at, seq, kind, node, data))
+        return seq
+
+    def run_until(self, t: float) -> None:
+        """Process every event due by ``t``, in time order (ties: the order they were made)."""
+        while self._q and self._q[0][0] <= t:
+            at, seq, kind, node, data = heapq.heappop(self._q)
+            self.now = max(self.now, at)
+            n = self.nodes[node]
+            if kind == "boot":
+                if n.boot == data and not n.up:
+                    self._start(n)
+            elif kind == "timer":
+                boot, name = data
+                if n.boot == boot and n.up and n.timers.get(name, (None, None))[1] == seq:
+                    if n.paused:
+                        continue  # fired again by resume
+                    del n.timers[name]
+                    self._input(n, lambda c, now, name=name: c.on_timer(name, now))
+            elif kind == "deliver":
+                src, raw = data
+                if not n.up:
+                    self.trace.append((self.now, "lost-down", src, node))
+                elif n.paused:
+                    n.backlog.append((src, raw))
+                else:
+                    self._deliver(n, src, raw)
+            elif kind == "call":
+                data()
+        self.now = max(self.now, t)
+
+    def run_for(self, dt: float) -> None:
+        self.run_until(self.now + dt)
+
+    def at(self, t: float, action: Callable[[], None]) -> None:
+        """Run ``action`` (a fault, a command) at virtual time ``t``."""
+        self._push(t, "call", self.ids[0], action)
+
+    # ---- life cycle and faults
+    def boot(self, i: Any, at: float | None = None) -> None:
+        """Start node ``i`` (again, after a crash) at ``at`` (default now)."""
+        n = self.nodes[i]
+        n.boot += 1
+        n.up = False
+        self._push(self.now if at is None else at, "boot", i, n.boot)
+
+    def boot_all(self, stagger: float = 0.0) -> None:
+        """Start every node, each at a seeded random time within ``stagger`` seconds."""
+        for i in self.ids:
+            self.boot(i, self.now + (self.rng.uniform(0, stagger) if stagger else 0.0))
+
+    def _start(self, n: SimNode) -> None:
+        n.up, n.paused, n.timers, n.backlog = True, False, {}, []
+        rng = random.Random(f"{self.seed}:{n.id}:{n.boot}")
+        n.core = self.make_core(n.id, list(n.durable), n.boot, rng)
+        self.trace.append((self.now, "start", n.id, n.boot))
+        self._input(n, lambda c, now: c.start(now))
+
+    def crash(self, i: Any) -> None:
+        """Kill node ``i``: memory, timers and what is in flight to it are lost; its durable
+        records stay for ``restart``."""
+        n = self.nodes[i]
+        n.up, n.core, n.timers, n.backlog = False, None, {}, []
+        n.boot += 1
+        self.trace.append((self.now, "crash", i))
+
+    def restart(self, i: Any) -> None:
+        if self.nodes[i].up:
+            self.crash(i)
+        self.boot(i)
+
+    def pause(self, i: Any) -> None:
+        """Stop node ``i`` (SIGSTOP): messages wait for it, its timers fire on ``resume``."""
+        self.nodes[i].paused = True
+        self.trace.append((self.now, "pause", i))
+
+    def resume(self, i: Any) -> None:
+        n = self.nodes[i]
+        if not n.paused:
+            return
+        n.paused = False
+        self.trace.append((self.now, "resume", i))
+        for name, (at, _) in sorted(n.timers.items(), key=lambda kv: kv[1]):
+            if at <= self.now:
+                self._set_timer(n, name, self.now)
+        backlog, n.backlog = n.backlog, []
+        for src, raw in backlog:
+            if n.up and not n.paused:
+                self._deliver(n, src, raw)
+
+    def partition(self, *groups: Iterable[Any]) -> None:
+        self.net.partition(*groups)
+        self.trace.append((self.now, "partition", [sorted(map(str, g)) for g in groups]))
+
+    def heal(self) -> None:
+        self.net.heal()
+        self.trace.append((self.now, "heal"))
+
+    @property
+    def down(self) -> set[Any]:
+        return {i for i, n in self.nodes.items() if not n.up or n.paused}
+
+    # ---- inputs
+    def command(self, i: Any, cmd: Any) -> int:
+        """Hand node ``i`` a client command now; its answer lands in ``replies[token]``."""
+        token = next(self._tokens)
+        n = self.nodes[i]
+        if not n.up or n.paused:
+            raise RuntimeError(f"node {i} is not running")
+        self._input(n, lambda c, now: c.on_command(cmd, token, now))
+        return token
+
+    def _deliver(self, n: SimNode, src: Any, raw: Any) -> None:
+        msg = self.wire.decode(raw) if self.wire is not None else raw
+        self._input(n, lambda c, now: c.on_message(src, msg, now))
+
+    def _input(self, n: SimNode, call: Callable[[Core, float], list[Effect]]) -> None:
+        assert n.core is not None
+        self._perform(n, call(n.core, self.now))
+
+    # ---- effects
+    def _perform(self, n: SimNode, effects: list[Effect]) -> None:
+        for e in effects:
+            if isinstance(e, Send):
+                raw = self.wire.encode(e.msg) if self.wire is not None else e.msg
+                for dst in (self.ids if e.to == EVERYONE else [e.to]):
+                    if dst != n.id and dst in self.nodes:
+                        self._transmit(n.id, dst, raw)
+            elif isinstance(e, SetTimer):
+                self._set_timer(n, e.name, e.at)
+            elif isinstance(e, Persist):
+                n.durable.append(e)
+            elif isinstance(e, Reply):
+                self.replies[e.token] = e.value
+                self.trace.append((self.now, "reply", n.id, e.token, e.value))
+            elif isinstance(e, Emit):
+                self.events.append(Ev(n.id, self.now, e.type, e.fields))
+                self.trace.append((self.now, "emit", n.id, e.type, e.fields))
+            else:
+                raise TypeError(f"not an effect of nodes.common.effects: {e!r}")
+
+    def _transmit(self, src: Any, dst: Any, raw: Any) -> None:
+        self.sent += 1
+        delays = self.net.plan(src, dst)
+        self.trace.append((self.now, "send", src, dst, len(raw) if isinstance(raw, bytes)
+                           else None, len(delays)))
+        for d in delays:
+            self._push(self.now + d, "deliver", dst, (src, raw))
+
+    def _set_timer(self, n: SimNode, name: Hashable, at: float) -> None:
+        seq = self._push(max(at, self.now), "timer", n.id, (n.boot, name))
+        n.timers[name] = (at, seq)
+
+    # ---- observing
+    def of(self, type_: str, **match: Any) -> list[Ev]:
+        return [e for e in self.events if e.type == type_
+                and all(e.fields.get(k) == v for k, v in match.items())]
+
+    def trace_bytes(self) -> bytes:
+        """The whole run as JSON lines: what a same-seed rerun must reproduce exactly."""
+        return b"".join(json.dumps(r, sort_keys=True, default=repr).encode() + b"\n"
+                        for r in self.trace)

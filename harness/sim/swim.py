@@ -1,0 +1,58 @@
+"""SWIM on the simulator: how a `SwimCore` is built from its durable records, and the views
+the SWIM tests and benchmarks read (who each member believes alive)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable
+
+from harness.sim.driver import Simulation, Wire
+from nodes.common.effects import Persist
+from nodes.swim import codec
+from nodes.swim.core import Options, SwimCore
+
+WIRE = Wire(codec.encode, codec.decode)
+
+
+def generation(durable: Iterable[Persist]) -> int:
+    """The generation a restarted member takes: one above the last it made durable."""
+    gens = [int(p.record) for p in durable if p.what == "generation"]
+    return gens[-1] + 1 if gens else 0
+
+
+class SwimSim(Simulation):
+    """Members 1..n; member 1 founds the group and the others join through it (by default),
+    each starting at a random time within the first protocol period."""
+
+    def __init__(self, n: int, opts: Options, seed: int = 0, bugs: Iterable[str] = (),
+                 latency: float = 0.002,
+                 seeds_of: Callable[[int], list[int]] = lambda i: [] if i == 1 else [1],
+                 opts_of: Callable[[int], Options | None] = lambda i: None) -> None:
+        ids = list(range(1, n + 1))
+        bugs = tuple(bugs)
+
+        def make(i: int, durable: list[Persist], _boot: int, rng: random.Random) -> SwimCore:
+            addrs = {j: ("127.0.0.1", 10000 + j) for j in ids if j != i}
+            return SwimCore(i, generation(durable), addrs, seeds_of(i), opts_of(i) or opts,
+                            rng, bugs)
+
+        super().__init__(ids, make, seed=seed, wire=WIRE, latency=latency)
+        self.boot_all(stagger=opts.period_s)
+
+    @property
+    def cores(self) -> dict[int, SwimCore]:
+        return {i: n.core for i, n in self.nodes.items() if isinstance(n.core, SwimCore)}
+
+    def states(self, i: int) -> dict[int, str]:
+        return {m["id"]: m["state"] for m in self.cores[i].view()}
+
+    def alive_view(self, i: int) -> set[int]:
+        return {m for m, s in self.states(i).items() if s == "alive"}
+
+    def converged(self, live: set[int] | None = None) -> bool:
+        """Every live member sees exactly the other live members alive."""
+        live = live if live is not None else set(self.ids) - self.down
+        return all(self.alive_view(i) == live - {i} for i in live)
+
+
+__all__ = ["WIRE", "SwimSim", "generation"]

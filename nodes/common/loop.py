@@ -1,0 +1,121 @@
+"""The one runtime loop: feeds a core its inputs and performs its effects, for every protocol.
+
+A protocol's server owns its sockets and files and hands them to the loop as a `Host`; the
+loop owns the timers and the order of effects (the promises in `nodes.common.effects`):
+effects run in order, a `Persist` is written at once and fsynced (``Host.sync``) before the
+next `Send` or `Reply` leaves, so a burst of inputs performed together costs one fsync
+(group commit). A core that raises on some input is reported through ``Host.failed`` (the
+node journals it as lost evidence) and the node goes on: nothing a peer sends may kill it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, Protocol
+
+from nodes.common.core import Core
+from nodes.common.effects import Effect, Emit, Persist, Reply, Send, SetTimer
+
+log = logging.getLogger("loop")
+
+
+class Host(Protocol):
+    """What the loop needs of a server: its I/O, one method per effect kind."""
+
+    def send(self, to: Any, msg: Any) -> None: ...
+    def persist(self, what: str, record: Any) -> None: ...
+    def sync(self) -> None: ...
+    def reply(self, token: Any, value: Any) -> None: ...
+    def emit(self, type_: str, fields: dict[str, Any]) -> None: ...
+    def failed(self, where: str, error: BaseException) -> None: ...
+
+
+class CoreLoop:
+    """Drive ``core`` on the running asyncio loop; ``now`` is the node's monotonic clock."""
+
+    def __init__(self, core: Core, host: Host, now: Callable[[], float]) -> None:
+        self.core = core
+        self.host = host
+        self.now = now
+        self._timers: dict[Hashable, asyncio.TimerHandle] = {}
+        self._closed = False
+
+    # ---- inputs
+    def start(self) -> None:
+        self._run("start", lambda t: self.core.start(t))
+
+    def message(self, peer: Any, msg: Any) -> None:
+        self._run(f"message from {peer}", lambda t: self.core.on_message(peer, msg, t))
+
+    def messages(self, batch: Iterable[tuple[Any, Any]]) -> None:
+        """Several messages read at once: their effects are performed together, so the
+        ``Persist``s they cause share one fsync."""
+        t = self.now()
+        fx: list[Effect] = []
+        for peer, msg in batch:
+            fx.extend(self._call(f"message from {peer}",
+                                 lambda t, p=peer, m=msg: self.core.on_message(p, m, t), t))
+        self.perform(fx)
+
+    def command(self, cmd: Any, token: Any) -> None:
+        self._run(f"command {type(cmd).__name__}",
+                  lambda t: self.core.on_command(cmd, token, t))
+
+    def _fire(self, name: Hashable) -> None:
+        self._timers.pop(name, None)
+        self._run(f"timer {name!r}", lambda t: self.core.on_timer(name, t))
+
+    def _run(self, where: str, call: Callable[[float], list[Effect]]) -> None:
+        self.perform(self._call(where, call, self.now()))
+
+    def _call(self, where: str, call: Callable[[float], list[Effect]], t: float) -> list[Effect]:
+        if self._closed:
+            return []
+        try:
+            return call(t)
+        except Exception as e:  # a core bug must not kill the node: journal it, go on
+            log.exception("core failed on %s", where)
+            self.host.failed(where, e)
+            return []
+
+    # ---- effects
+    def perform(self, effects: Iterable[Effect]) -> None:
+        dirty = False
+        for e in effects:
+            if isinstance(e, Persist):
+                self.host.persist(e.what, e.record)
+                dirty = True
+            elif isinstance(e, Send | Reply):
+                if dirty:
+                    self.host.sync()
+                    dirty = False
+                if isinstance(e, Send):
+                    self.host.send(e.to, e.msg)
+                else:
+                    self.host.reply(e.token, e.value)
+            elif isinstance(e, Emit):
+                self.host.emit(e.type, e.fields)
+            elif isinstance(e, SetTimer):
+                self._arm(e.name, e.at)
+            else:
+                raise TypeError(f"not an effect of nodes.common.effects: {e!r}")
+        if dirty:
+            self.host.sync()
+
+    def _arm(self, name: Hashable, at: float) -> None:
+        if self._closed:
+            return
+        old = self._timers.pop(name, None)
+        if old is not None:
+            old.cancel()
+        delay = max(0.0, at - self.now())
+        self._timers[name] = asyncio.get_running_loop().call_later(delay, self._fire, name)
+
+    def close(self) -> None:
+        """Cancel every timer; later inputs are ignored (the node is stopping)."""
+        self._closed = True
+        for h in self._timers.values():
+            h.cancel()
+        self._timers.clear()

@@ -1,0 +1,108 @@
+"""The one runtime loop: effect order, fsync before anything leaves, timers, a core that fails."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from nodes.common.effects import Effect, Emit, Persist, Reply, Send, SetTimer
+from nodes.common.loop import CoreLoop
+
+
+class Recorder:
+    """A Host that writes down every call in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def send(self, to: Any, msg: Any) -> None:
+        self.calls.append(("send", to, msg))
+
+    def persist(self, what: str, record: Any) -> None:
+        self.calls.append(("persist", what, record))
+
+    def sync(self) -> None:
+        self.calls.append(("sync",))
+
+    def reply(self, token: Any, value: Any) -> None:
+        self.calls.append(("reply", token, value))
+
+    def emit(self, type_: str, fields: dict[str, Any]) -> None:
+        self.calls.append(("emit", type_))
+
+    def failed(self, where: str, error: BaseException) -> None:
+        self.calls.append(("failed", where, str(error)))
+
+
+class Scripted:
+    """A core that answers each input with the effects the test gave it."""
+
+    def __init__(self, **script: list[Effect]) -> None:
+        self.script = script
+        self.fired: list[tuple[Any, float]] = []
+
+    def start(self, now: float) -> list[Effect]:
+        return self.script.get("start", [])
+
+    def on_message(self, peer: Any, msg: Any, now: float) -> list[Effect]:
+        if msg == "boom":
+            raise KeyError("a core bug")
+        return self.script.get("message", [])
+
+    def on_timer(self, name: Any, now: float) -> list[Effect]:
+        self.fired.append((name, now))
+        return self.script.get("timer", [])
+
+    def on_command(self, cmd: Any, token: Any, now: float) -> list[Effect]:
+        return [Persist("log", cmd), Reply(token, "done")]
+
+
+def test_a_persist_is_synced_before_the_next_send_or_reply_and_batches_share_one_sync() -> None:
+    host = Recorder()
+    core = Scripted(message=[Persist("log", 1), Emit("deliver", {}), Send("b", "m1"),
+                             Persist("log", 2), Persist("log", 3)])
+    loop = CoreLoop(core, host, lambda: 0.0)
+    loop.message("a", "x")
+    assert host.calls == [("persist", "log", 1), ("emit", "deliver"), ("sync",),
+                          ("send", "b", "m1"), ("persist", "log", 2), ("persist", "log", 3),
+                          ("sync",)]
+    host.calls.clear()
+    loop.messages([("a", "x"), ("a", "y")])  # read together: the persists between the two
+    assert host.calls.count(("sync",)) == 3  # sends share a sync (4 when performed apart)
+    host.calls.clear()
+    loop.command("put", token=7)
+    assert host.calls == [("persist", "log", "put"), ("sync",), ("reply", 7, "done")]
+
+
+def test_a_core_that_raises_is_reported_and_the_loop_goes_on() -> None:
+    host = Recorder()
+    loop = CoreLoop(Scripted(message=[Send("b", "ok")]), host, lambda: 0.0)
+    loop.message("a", "boom")
+    loop.message("a", "fine")
+    assert host.calls[0][0] == "failed" and "a core bug" in host.calls[0][2]
+    assert host.calls[1:] == [("send", "b", "ok")]
+
+
+def test_not_an_effect_is_a_type_error() -> None:
+    loop = CoreLoop(Scripted(), Recorder(), lambda: 0.0)
+    with pytest.raises(TypeError, match="not an effect"):
+        loop.perform([("send", "b")])  # type: ignore[list-item]
+
+
+def test_a_timer_fires_once_replaced_timers_do_not_and_close_cancels() -> None:
+    async def run() -> Scripted:
+        loop_ = asyncio.get_running_loop()
+        now = loop_.time
+        core = Scripted(start=[SetTimer("t", now() + 0.05), SetTimer("t", now() + 0.02),
+                               SetTimer("u", now() + 0.2)])
+        loop = CoreLoop(core, Recorder(), now)
+        loop.start()
+        await asyncio.sleep(0.1)
+        loop.close()
+        await asyncio.sleep(0.15)
+        return core
+
+    core = asyncio.run(run())
+    assert [name for name, _ in core.fired] == ["t"]  # once (replaced, not doubled); u cancelled
