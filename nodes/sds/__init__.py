@@ -10,8 +10,8 @@ Layers, as every protocol package here:
   ``m = 150,000``, ``k = 10``, big-endian 64-bit words);
 * `nodes.sds.repair`: SDS-R's hash (SHA-256 of the concatenation, first 8 bytes big-endian),
   ``T_req``, ``T_resp``, response groups;
-* `nodes.sds.core`: the participant as a sans-IO state machine; `nodes.sds.sim` runs many
-  of them on a simulated lossy network for tests;
+* `nodes.sds.core`: the participant as a sans-IO state machine behind the one core interface
+  (`nodes.common.core`); `harness.sim.sds` runs many of them on the simulator;
 * `nodes.sds.server`: the process (UDP through the harness relay, durable log, admin API);
   `nodes.sds.client`: the harness's client; `harness.suites.sds`: ``PROTOCOL``.
 """

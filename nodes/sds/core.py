@@ -1,10 +1,15 @@
 """The SDS participant as a sans-IO state machine (one channel), SDS-R included.
 
-``SdsCore`` never touches a socket or a clock: the runtime calls ``send`` / ``receive`` /
-``tick`` with the current times and performs the returned effects (`Broadcast`, `Delivered`,
-`EphemeralDelivered`, `Emit`). Two times are passed: ``wall_ms`` (epoch milliseconds, the
-skewable node clock) feeds Lamport timestamps as the spec requires; ``now_ms`` (monotonic)
-drives every timer, so a clock-skew fault does not stall resends or repairs.
+``SdsCore`` never touches a socket or a clock. It follows the one core interface
+(`nodes.common.core`): ``on_message(peer, datagram, now)``, ``on_timer("tick", now)`` (the
+periodic work, re-armed every ``tick_ms``), ``on_command(SdsCommand, token, now)``, all in
+seconds on the monotonic clock, so a clock-skew fault does not stall resends or repairs. The
+Lamport clock is fed by ``wall(now)``, the node's skewable calendar clock in seconds, as the
+spec requires. Effects: datagrams (`Send`, to ``EVERYONE`` or to the peers that lack a
+message), log entries and held messages made durable (`Persist("log" | "held", bytes)`),
+journal events (`Emit`: ``send``, ``deliver``, ``ephemeral``, ...) and client answers
+(`Reply`). The protocol's steps underneath (``send``, ``receive``, ``tick``, ``restore``)
+count time in integer milliseconds, as the spec's parameters do.
 
 Decisions where the spec is open (docs/sds.md has the full list):
 
@@ -28,12 +33,12 @@ from __future__ import annotations
 import bisect
 import hashlib
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from nodes.common.effects import Emit
+from nodes.common.effects import EVERYONE, Effect, Emit, Persist, Reply, Send, SetTimer
 from nodes.sds import repair
 from nodes.sds.bloom import BloomFilter, contains_at, positions
 from nodes.sds.wire import (
@@ -73,6 +78,7 @@ class SdsOptions:
     t_max_ms: int = 120_000
     max_repair_requests: int = 3
     max_resends_per_tick: int = 100
+    tick_ms: int = 50
     num_response_groups: int | None = None  # None: num_participants // 128 + 1
 
     @classmethod
@@ -87,43 +93,25 @@ class AckState(StrEnum):
     ACKNOWLEDGED = "acknowledged"
 
 
-# ---- effects --------------------------------------------------------------------------------
+# ---- commands and durable records ---------------------------------------------------------
+
+#: the one timer: periodic work (incoming sweep, re-arm, resends, repairs, sync)
+TICK = "tick"
+#: the durable stores: ``log`` (every entry of the local log) and ``held`` (messages waiting
+#: in the incoming buffer; their ids are already in our bloom filter)
+LOG, HELD = "log", "held"
 
 
 @dataclass(frozen=True)
-class Broadcast:
-    """Send ``data`` to every peer (or only to ``to``: a re-armed message goes to the peers
-    known to lack it). ``reason``: send | resend | sync | repair | ephemeral."""
+class SdsCommand:
+    """A client's request: ``op`` "send" (a content message) or "ephemeral"."""
 
-    data: bytes
-    message_id: str
-    lamport: int | None
-    reason: str
-    to: tuple[str, ...] | None = None
+    op: str
+    payload: bytes
 
 
-@dataclass(frozen=True)
-class Delivered:
-    """``msg`` entered the local log (``own``: we sent it). The runtime persists it first."""
-
-    msg: Message
-    own: bool
-
-
-@dataclass(frozen=True)
-class Held:
-    """``msg`` waits in the incoming buffer. The runtime persists it before anything leaves
-    the node: its id is already in our bloom filter, which tells peers we hold it."""
-
-    msg: Message
-
-
-@dataclass(frozen=True)
-class EphemeralDelivered:
-    msg: Message
-
-
-Effect = Broadcast | Delivered | Held | EphemeralDelivered | Emit
+def payload_text(m: Message) -> str:
+    return (m.content or b"").decode("utf-8", "replace")
 
 
 # ---- state records --------------------------------------------------------------------------
@@ -196,7 +184,11 @@ class SdsCore:
 
     def __init__(self, me: str, peers: Iterable[str], options: SdsOptions | None = None,
                  bugs: Iterable[str] = (), rng: random.Random | None = None,
-                 wall_ms: int = 0) -> None:
+                 wall_ms: int = 0, wall: Callable[[float], float] | None = None,
+                 durable: tuple[Iterable[Message], Iterable[Message]] = ((), ())) -> None:
+        """``wall(now)``: the calendar clock in seconds (default: ``wall_ms`` fixed);
+        ``durable``: the log entries and held messages a restart reads back (``start``
+        restores them)."""
         self.me = me
         self.peers = sorted(set(peers) - {me})
         self.opt = options or SdsOptions()
@@ -205,7 +197,9 @@ class SdsCore:
         if unknown:
             raise ValueError(f"unknown SDS bug mode(s) {sorted(unknown)}; known: {list(BUGS)}")
         self.rng = rng or random.Random(0)
+        self.wall = wall or (lambda _now: wall_ms / 1000)
         self.lamport = wall_ms  # spec: initialized to the current epoch time in ms
+        self._durable = durable
         self.log_keys: list[tuple[int, str]] = []  # (lamport, id), the order of the log
         self.log: dict[str, Message] = {}
         self.bloom = BloomFilter()
@@ -222,6 +216,42 @@ class SdsCore:
         self._next_sync_ms: int | None = None
         groups = self.opt.num_response_groups
         self.groups = groups or repair.num_response_groups(len(self.peers) + 1)
+
+    # ---- the core interface (nodes.common.core) ---------------------------------------------
+
+    def _wall_ms(self, now: float) -> int:
+        return int(self.wall(now) * 1000)
+
+    def start(self, now: float) -> list[Effect]:
+        """Restore what was made durable (a restart), then arm the tick."""
+        entries, held = self._durable
+        self._durable = ((), ())
+        self.restore(entries, self._wall_ms(now), held, _ms(now))
+        return [SetTimer(TICK, now + self.opt.tick_ms / 1000)]
+
+    def on_message(self, peer: str | None, msg: bytes, now: float) -> list[Effect]:
+        """A datagram from ``peer`` (the sender id inside it is what counts)."""
+        return self.receive(msg, _ms(now))
+
+    def on_timer(self, name: str, now: float) -> list[Effect]:
+        if name != TICK:
+            return []
+        return [*self.tick(_ms(now), self._wall_ms(now)),
+                SetTimer(TICK, now + self.opt.tick_ms / 1000)]
+
+    def on_command(self, cmd: SdsCommand, token: Any, now: float) -> list[Effect]:
+        """Reply ``{"ok": true, "id", "lamport"}`` for a send (after its log entry is
+        durable), ``{"ok": true}`` for an ephemeral, ``{"ok": false, "error"}`` otherwise."""
+        try:
+            if cmd.op == "send":
+                m, fx = self.send(cmd.payload, _ms(now), self._wall_ms(now))
+                return [*fx, Reply(token, {"ok": True, "id": m.message_id,
+                                           "lamport": m.lamport_timestamp})]
+            if cmd.op == "ephemeral":
+                return [*self.send_ephemeral(cmd.payload), Reply(token, {"ok": True})]
+            raise ValueError(f"unknown op {cmd.op!r}; use send or ephemeral")
+        except (ValueError, WireError) as e:
+            return [Reply(token, {"ok": False, "error": f"{type(e).__name__}: {e}"})]
 
     # ---- recovery -----------------------------------------------------------------------
 
@@ -301,21 +331,32 @@ class SdsCore:
         self.outgoing[mid] = Outgoing(msg, data, last_sent_ms=now_ms)
         self.own[mid] = OwnTrack(mid, last_sent_ms=now_ms)
         self.c.sent += 1
-        fx[:0] = [Delivered(msg.stripped(), own=True)]
-        fx.append(self._broadcast(data, msg, "send"))
+        fx[:0] = self._logged(msg.stripped(), own=True)
+        fx.extend(self._broadcast(data, msg, "send"))
         return msg, fx
 
     def send_ephemeral(self, content: bytes) -> list[Effect]:
         """An ephemeral message: no Lamport time, history or bloom; never buffered or logged."""
         msg = Message(self.me, "eph:" + content_id(content), self.opt.channel_id, content=content)
-        return [self._broadcast(encode(msg), msg, "ephemeral")]
+        return self._broadcast(encode(msg), msg, "ephemeral")
 
     def _broadcast(self, data: bytes, msg: Message, reason: str,
-                   to: tuple[str, ...] | None = None) -> Broadcast:
+                   to: tuple[str, ...] | None = None) -> list[Effect]:
+        """``data`` to every peer, or only to ``to`` (a re-armed message goes to the peers
+        known to lack it). ``reason``: send | resend | sync | repair | ephemeral."""
         self.c.broadcasts += 1
         if reason != "repair":
             self._broadcast_since_sync = True
-        return Broadcast(data, msg.message_id, msg.lamport_timestamp, reason, to)
+        if to is None:
+            return [Send(EVERYONE, data)]
+        return [Send(p, data) for p in to]
+
+    def _logged(self, m: Message, own: bool) -> list[Effect]:
+        """A new log entry: durable first, then journaled (``send`` for our own)."""
+        return [Persist(LOG, encode(m)),
+                Emit("send" if own else "deliver",
+                     {"id": m.message_id, "lamport": m.lamport_timestamp, "sender": m.sender_id,
+                      "deps": m.deps, "payload": payload_text(m)})]
 
     # ---- receiving ----------------------------------------------------------------------
 
@@ -335,7 +376,7 @@ class SdsCore:
         kind = msg.kind
         if kind is Kind.EPHEMERAL:
             self.c.ephemeral_received += 1
-            return [EphemeralDelivered(msg)]
+            return [Emit("ephemeral", {"sender": msg.sender_id, "payload": payload_text(msg)})]
         fx: list[Effect] = []
         mid = msg.message_id
         if kind is Kind.CONTENT:  # SDS-R: this id needs no repair, and nobody else to repair it
@@ -356,7 +397,7 @@ class SdsCore:
         if missing:
             self._hold(msg, missing, now_ms)
             self.c.buffered += 1
-            fx.append(Held(msg.stripped()))
+            fx.append(Persist(HELD, encode(msg.stripped())))
             fx.append(Emit("buffered", {"id": mid, "missing": missing}))
             self._want_repairs(msg.causal_history, now_ms)
             return fx
@@ -475,7 +516,7 @@ class SdsCore:
         self._insert(stripped)
         self.repair_out.pop(msg.message_id, None)
         self.c.delivered += 1
-        fx.append(Delivered(stripped, own=False))
+        fx.extend(self._logged(stripped, own=False))
 
     def _drain_incoming(self, fx: list[Effect], ready: Iterable[str] | None = None) -> None:
         """Deliver every buffered message whose dependencies are now met, transitively.
@@ -547,7 +588,7 @@ class SdsCore:
             self.c.resends += 1
             fx.append(Emit("resend", {"id": mid, "lamport": o.msg.lamport_timestamp,
                                       "state": o.state.value, "n": o.resends}))
-            fx.append(self._broadcast(o.data, o.msg, "resend",
+            fx.extend(self._broadcast(o.data, o.msg, "resend",
                                       tuple(sorted(o.to)) if o.to is not None else None))
 
     def _respond(self, now_ms: int, fx: list[Effect]) -> None:
@@ -560,7 +601,7 @@ class SdsCore:
                 continue
             self.c.repair_responses_sent += 1
             fx.append(Emit("repair-response", {"id": mid, "sender": msg.sender_id}))
-            fx.append(self._broadcast(encode(msg), msg, "repair"))
+            fx.extend(self._broadcast(encode(msg), msg, "repair"))
 
     def _maybe_sync(self, now_ms: int, wall_ms: int, fx: list[Effect]) -> None:
         if self._next_sync_ms is None:
@@ -577,7 +618,7 @@ class SdsCore:
         msg, more = self._stamp(mid, None, now_ms, wall_ms)
         fx.extend(more)
         self.c.syncs_sent += 1
-        fx.append(self._broadcast(encode(msg), msg, "sync"))
+        fx.extend(self._broadcast(encode(msg), msg, "sync"))
         self._broadcast_since_sync = False
 
     def _sync_gap(self) -> int:
@@ -632,5 +673,9 @@ class SdsCore:
         }
 
 
-__all__ = ["BUGS", "AckState", "Broadcast", "Delivered", "Effect", "Held",
-           "EphemeralDelivered", "Emit", "SdsCore", "SdsOptions", "content_id"]
+def _ms(now: float) -> int:
+    return int(now * 1000)
+
+
+__all__ = ["BUGS", "HELD", "LOG", "TICK", "AckState", "Effect", "SdsCommand", "SdsCore",
+           "SdsOptions", "content_id", "payload_text"]

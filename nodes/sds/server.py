@@ -11,9 +11,11 @@ relay): one JSON request a datagram, ``{"req": r, "op": "send", "payload": s}``,
 ``{"req": r, "ok": true, "id": ..., "lamport": ...}`` once the message is in the durable log
 and broadcast. A retry with the same payload is idempotent (the id is the content's hash).
 
-Durability: every log entry is fsynced (`nodes.common.records`) before its journal event and
-before a client is told ``ok``; so is every message put in the incoming buffer (its id is in
-our bloom filter from then on, so peers take it as held). A restart replays both files.
+Durability: the core's ``Persist`` effects (`nodes.common.loop`): every log entry is written
+(`nodes.common.records`) before its journal event and fsynced before any datagram leaves or a
+client is told ``ok``; so is every message put in the incoming buffer (its id is in our
+bloom filter from then on, so peers take it as held). Datagrams read together share one
+fsync. A restart replays both files.
 """
 
 from __future__ import annotations
@@ -28,18 +30,11 @@ from typing import Any
 from nodes.common.admin import AdminServer
 from nodes.common.clock import Clock
 from nodes.common.config import NodeConfig
+from nodes.common.effects import EVERYONE
 from nodes.common.journal import Journal
+from nodes.common.loop import CoreLoop
 from nodes.common.records import RecordFile, rewrite_records
-from nodes.sds.core import (
-    Broadcast,
-    Delivered,
-    Effect,
-    Emit,
-    EphemeralDelivered,
-    Held,
-    SdsCore,
-    SdsOptions,
-)
+from nodes.sds.core import HELD, LOG, SdsCommand, SdsCore, SdsOptions, payload_text
 from nodes.sds.wire import Message, WireError, decode, encode
 
 log = logging.getLogger("sds")
@@ -68,10 +63,6 @@ class _Udp(asyncio.DatagramProtocol):
         pass  # ICMP unreachable from a dead peer: UDP loses it, so do we
 
 
-def _payload(m: Message) -> str:
-    return (m.content or b"").decode("utf-8", "replace")
-
-
 class SdsNode:
     def __init__(self, cfg: NodeConfig) -> None:
         self.cfg = cfg
@@ -79,57 +70,60 @@ class SdsNode:
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self.journal = Journal(cfg.data_dir / "events.jsonl", self.clock)
         self.options = SdsOptions.from_dict(cfg.options)
-        self.tick_s = float(cfg.option("tick_ms", 50)) / 1000
         self.fsync = bool(cfg.option("fsync", True))
-        self.core = SdsCore(cfg.id, [*cfg.peers, cfg.id], self.options, cfg.bugs,
-                            random.Random(f"{cfg.seed}:core"), self.clock.wall_ms())
         self.peer_addrs = {p: cfg.peers[p].peer_addr() for p in sorted(cfg.peers)}
         self.records = RecordFile.open(cfg.data_dir / LOG_FILE)
         self.held_path = cfg.data_dir / HELD_FILE
         self.held: RecordFile | None = None
+        self._dirty: set[str] = set()
         self.io = {"datagrams_sent": 0, "datagrams_received": 0,
                    "send_buffer_full": 0, "send_errors": 0, "client_requests": 0,
                    "client_errors": 0}
         self.admin = AdminServer(cfg.id, self.state, self.journal, self.clock, cfg.host,
                                  cfg.ports.admin)
+        self.entries = self._load(self.records.records_at_open, "log")
+        held_file = RecordFile.open(self.held_path)
+        held = self._load(held_file.records_at_open, "held-message")
+        held_file.close()
+        self.core = SdsCore(cfg.id, [*cfg.peers, cfg.id], self.options, cfg.bugs,
+                            random.Random(f"{cfg.seed}:core"), self.clock.wall_ms(),
+                            wall=lambda _now: self.clock.wall(), durable=(self.entries, held))
+        self.loop = CoreLoop(self.core, self, self.clock.monotonic)
         self._peer: socket.socket | None = None
         self._client: _Udp | None = None
-        self._task: asyncio.Task[None] | None = None
 
     def now_ms(self) -> int:
         return int(self.clock.monotonic() * 1000)
 
-    # ---- effects ------------------------------------------------------------------------
+    # ---- effects (the Host of nodes.common.loop) --------------------------------------------
 
-    def perform(self, fx: list[Effect]) -> None:
-        """Persist new log entries (one fsync), then journal, then send: in that order, so a
-        journal or a peer never knows of an entry a crash could lose."""
-        delivered = [e for e in fx if isinstance(e, Delivered)]
-        if delivered:
-            self.records.append_many((encode(e.msg) for e in delivered), sync=self.fsync)
-        held = [e for e in fx if isinstance(e, Held)]
-        if held and self.held is not None:
-            self.held.append_many((encode(e.msg) for e in held), sync=self.fsync)
-        for e in fx:
-            if isinstance(e, Delivered):
-                m = e.msg
-                self.journal.emit("send" if e.own else "deliver", id=m.message_id,
-                                  lamport=m.lamport_timestamp, sender=m.sender_id, deps=m.deps,
-                                  payload=_payload(m))
-            elif isinstance(e, Emit):
-                self.journal.emit(e.type, **e.fields)
-            elif isinstance(e, EphemeralDelivered):
-                self.journal.emit("ephemeral", sender=e.msg.sender_id, payload=_payload(e.msg))
-        for e in fx:
-            if isinstance(e, Broadcast):
-                self._broadcast(e.data, e.to)
+    def persist(self, what: str, record: bytes) -> None:
+        f = self.records if what == LOG else self.held if what == HELD else None
+        if f is None:
+            raise ValueError(f"SDS keeps no durable {what!r}")
+        f.append(record, sync=False)
+        self._dirty.add(what)
 
-    def _broadcast(self, data: bytes, to: tuple[str, ...] | None = None) -> None:
+    def sync(self) -> None:
+        if self.fsync:
+            for what in sorted(self._dirty):
+                f = self.records if what == LOG else self.held
+                if f is not None:
+                    f.sync()
+        self._dirty.clear()
+
+    def emit(self, type_: str, fields: dict[str, Any]) -> None:
+        self.journal.emit(type_, **fields)
+
+    def failed(self, where: str, error: BaseException) -> None:
+        self.journal.node_error(where, error, evidence=True, logger=log)
+
+    def send(self, to: str, data: bytes) -> None:
         sock = self._peer
         if sock is None:
             return
-        addrs = self.peer_addrs.values() if to is None else [
-            self.peer_addrs[p] for p in to if p in self.peer_addrs]
+        addrs = self.peer_addrs.values() if to == EVERYONE else (
+            [self.peer_addrs[to]] if to in self.peer_addrs else [])
         for addr in addrs:
             try:
                 sock.sendto(data, addr)
@@ -139,14 +133,22 @@ class SdsNode:
             except OSError:
                 self.io["send_errors"] += 1  # e.g. ICMP unreachable reported late
 
+    def reply(self, token: tuple[Any, tuple[str, int]], value: dict[str, Any]) -> None:
+        req, addr = token
+        if not value.get("ok"):
+            self.io["client_errors"] += 1
+        if self._client and self._client.transport:
+            self._client.transport.sendto(json.dumps({"req": req, **value}).encode(), addr)
+
+    # ---- inputs -------------------------------------------------------------------------
+
     def _drain_peer(self) -> None:
-        """Read every datagram waiting on the peer socket, then perform all their effects
-        at once: one fsync for the batch (group commit) instead of one per datagram."""
+        """Read every datagram waiting on the peer socket and hand them over together: the
+        log entries they bring share one fsync (group commit) instead of one each."""
         sock = self._peer
         if sock is None:
             return
-        fx: list[Effect] = []
-        now = self.now_ms()
+        batch: list[tuple[None, bytes]] = []
         for _ in range(512):
             try:
                 data = sock.recv(65_535)
@@ -155,9 +157,9 @@ class SdsNode:
             except OSError:
                 continue  # ICMP port unreachable from a dead peer, reported on this socket
             self.io["datagrams_received"] += 1
-            fx.extend(self.core.receive(data, now))
-        if fx:
-            self.perform(fx)
+            batch.append((None, data))
+        if batch:
+            self.loop.messages(batch)
 
     def _on_client(self, data: bytes, addr: tuple[str, int]) -> None:
         self.io["client_requests"] += 1
@@ -165,31 +167,11 @@ class SdsNode:
         try:
             body = json.loads(data)
             req = body.get("req")
-            op = body["op"]
-            payload = str(body["payload"]).encode()
-            if op == "send":
-                msg, fx = self.core.send(payload, self.now_ms(), self.clock.wall_ms())
-                self.perform(fx)
-                reply = {"req": req, "ok": True, "id": msg.message_id,
-                         "lamport": msg.lamport_timestamp}
-            elif op == "ephemeral":
-                self.perform(self.core.send_ephemeral(payload))
-                reply = {"req": req, "ok": True}
-            else:
-                raise ValueError(f"unknown op {op!r}; use send or ephemeral")
-        except (ValueError, KeyError, TypeError, AttributeError, WireError) as e:
-            self.io["client_errors"] += 1
-            reply = {"req": req, "ok": False, "error": f"{type(e).__name__}: {e}"}
-        if self._client and self._client.transport:
-            self._client.transport.sendto(json.dumps(reply).encode(), addr)
-
-    async def _ticker(self) -> None:
-        while True:
-            await asyncio.sleep(self.tick_s)
-            try:
-                self.perform(self.core.tick(self.now_ms(), self.clock.wall_ms()))
-            except Exception:
-                log.exception("tick failed")
+            cmd = SdsCommand(str(body["op"]), str(body["payload"]).encode())
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            self.reply((req, addr), {"ok": False, "error": f"{type(e).__name__}: {e}"})
+            return
+        self.loop.command(cmd, (req, addr))
 
     # ---- admin --------------------------------------------------------------------------
 
@@ -202,15 +184,11 @@ class SdsNode:
     # ---- life ---------------------------------------------------------------------------
 
     async def start(self) -> None:
-        entries = self._load(self.records.records_at_open, "log")
-        held_file = RecordFile.open(self.held_path)
-        held = self._load(held_file.records_at_open, "held-message")
-        held_file.close()
-        self.core.restore(entries, self.clock.wall_ms(), held, self.now_ms())
+        self.loop.start()  # restores the log and the incoming buffer, arms the tick
         # keep only what still waits; the file is rewritten at each start
         rewrite_records(self.held_path, [encode(b.msg) for b in self.core.incoming.values()])
         self.held = RecordFile.open(self.held_path)
-        self._journal_recovered(entries)
+        self._journal_recovered(self.entries)
         loop = asyncio.get_running_loop()
         host = self.cfg.host
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -226,7 +204,6 @@ class SdsNode:
         self.journal.emit("start", log_len=len(self.core.log), lamport=self.core.lamport,
                           recovered_bytes_dropped=self.records.report.dropped_bytes,
                           wall=self.clock.wall())
-        self._task = asyncio.create_task(self._ticker())
         self.admin.set_ready()
 
     def _load(self, raws: list[bytes], what: str) -> list[Message]:
@@ -259,12 +236,11 @@ class SdsNode:
                 seen.add(m.message_id)
                 self.journal.emit("send" if m.sender_id == self.cfg.id else "deliver",
                                   id=m.message_id, lamport=m.lamport_timestamp,
-                                  sender=m.sender_id, deps=m.deps, payload=_payload(m),
+                                  sender=m.sender_id, deps=m.deps, payload=payload_text(m),
                                   recovered=True)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        self.loop.close()
         if self._peer is not None:
             asyncio.get_running_loop().remove_reader(self._peer.fileno())
             self._peer.close()

@@ -7,17 +7,10 @@ import random
 
 import pytest
 
-from nodes.sds.core import (
-    AckState,
-    Broadcast,
-    Delivered,
-    EphemeralDelivered,
-    SdsCore,
-    SdsOptions,
-    content_id,
-)
-from nodes.sds.sim import EPOCH_MS, SimNet
-from nodes.sds.wire import HistoryEntry, Message, decode, encode
+from harness.sim.sds import EPOCH_MS, SdsSim
+from nodes.common.effects import EVERYONE, Emit, Persist, Reply, Send, SetTimer
+from nodes.sds.core import HELD, LOG, AckState, SdsCommand, SdsCore, SdsOptions, content_id
+from nodes.sds.wire import HistoryEntry, Kind, Message, decode, encode
 
 FAST = SdsOptions(resend_unacked_ms=500, resend_possibly_ms=1500, sync_interval_ms=500,
                   t_min_ms=200, t_max_ms=2000)
@@ -33,8 +26,15 @@ def msg(sender: str, content: str, lamport: int, deps: tuple[str, ...] = ()) -> 
                    tuple(HistoryEntry(d) for d in deps), None, (), content.encode())
 
 
-def broadcasts(fx) -> list[Broadcast]:
-    return [e for e in fx if isinstance(e, Broadcast)]
+def datagrams(fx, kind: Kind | None = None) -> list[Message]:
+    """The messages the effects send (of one kind: content, sync or ephemeral)."""
+    return [m for m in (decode(e.msg) for e in fx if isinstance(e, Send))
+            if kind is None or m.kind is kind]
+
+
+def delivered(fx) -> list[str]:
+    """Ids that entered the log (journal ``send`` or ``deliver``), in order."""
+    return [e.fields["id"] for e in fx if isinstance(e, Emit) and e.type in ("send", "deliver")]
 
 
 def test_lamport_is_max_of_now_and_previous_plus_one() -> None:
@@ -57,8 +57,9 @@ def test_send_carries_history_bloom_and_is_idempotent() -> None:
     assert m.deps == [content_id(b"1"), content_id(b"2")]
     assert all(h.sender_id == "a" for h in m.causal_history)  # SDS-R sender ids
     assert m.bloom_filter and len(m.bloom_filter) == 18_752
-    assert [type(e) for e in fx] == [Delivered, Broadcast]
-    assert decode(broadcasts(fx)[0].data) == m
+    assert [type(e) for e in fx] == [Persist, Emit, Send]  # durable, journaled, then sent
+    assert fx[0].what == LOG and decode(fx[0].record) == m.stripped()
+    assert fx[2].to == EVERYONE and decode(fx[2].msg) == m
     again, fx2 = c.send(b"3", 0, EPOCH_MS)
     assert again.message_id == m.message_id and fx2 == []
     assert c.ack_state(m.message_id) is AckState.UNACKNOWLEDGED
@@ -80,11 +81,10 @@ def test_missing_dependencies_are_buffered_then_delivered() -> None:
     m2 = msg("b", "two", 11, (m1.message_id,))
     m3 = msg("c", "three", 12, (m2.message_id,))
     fx = c.receive_message(m3, 0) + c.receive_message(m2, 0)
-    assert not [e for e in fx if isinstance(e, Delivered)]
+    assert not delivered(fx)
     assert set(c.incoming) == {m2.message_id, m3.message_id}
     fx = c.receive_message(m1, 0)
-    assert [e.msg.message_id for e in fx if isinstance(e, Delivered)] == [
-        m1.message_id, m2.message_id, m3.message_id]
+    assert delivered(fx) == [m1.message_id, m2.message_id, m3.message_id]
     assert not c.incoming
     assert c.receive_message(m1, 0) == [] or c.c.duplicates == 1  # dedup
 
@@ -117,34 +117,35 @@ def test_ack_states_causal_bloom_and_threshold() -> None:
 def test_unacknowledged_messages_are_resent_after_the_period() -> None:
     c = core()
     m, _ = c.send(b"x", 0, EPOCH_MS)
-    assert not [b for b in broadcasts(c.tick(100, EPOCH_MS)) if b.reason == "resend"]
-    again = [b for b in broadcasts(c.tick(600, EPOCH_MS)) if b.reason == "resend"]
-    assert [decode(b.data) for b in again] == [m]  # same bytes: same id, same Lamport time
+    assert not datagrams(c.tick(100, EPOCH_MS), Kind.CONTENT)
+    again = datagrams(c.tick(600, EPOCH_MS), Kind.CONTENT)
+    assert again == [m]  # same bytes: same id, same Lamport time
 
 
 def test_sync_and_ephemeral_messages_are_never_logged() -> None:
     c = core()
     c.tick(0, EPOCH_MS)  # the first tick schedules the first sync
     fx = c.tick(10_000, EPOCH_MS)
-    syncs = [b for b in broadcasts(fx) if b.reason == "sync"]
+    syncs = [e.msg for e in fx if isinstance(e, Send) and decode(e.msg).kind is Kind.SYNC]
     assert len(syncs) == 1
-    s = decode(syncs[0].data)
+    s = decode(syncs[0])
     assert s.content is None and s.lamport_timestamp and s.bloom_filter
     d = core("b")
-    d.receive(syncs[0].data, 0)
+    d.receive(syncs[0], 0)
     assert not d.log and s.message_id not in d.bloom and not d.outgoing
-    e = broadcasts(c.send_ephemeral(b"typing"))[0]
-    em = decode(e.data)
+    (e,) = c.send_ephemeral(b"typing")
+    em = decode(e.msg)
     assert em.lamport_timestamp is None and em.bloom_filter is None and not em.causal_history
-    fx = d.receive(e.data, 0)
-    assert isinstance(fx[0], EphemeralDelivered) and not d.log and not d.incoming
+    fx = d.receive(e.msg, 0)
+    assert fx == [Emit("ephemeral", {"sender": "a", "payload": "typing"})]
+    assert not d.log and not d.incoming
 
 
 def test_sync_is_skipped_after_other_broadcasts() -> None:
     c = core()
     c.tick(0, EPOCH_MS)
     c.send(b"x", 0, EPOCH_MS)
-    assert not [b for b in broadcasts(c.tick(10_000, EPOCH_MS)) if b.reason == "sync"]
+    assert not datagrams(c.tick(10_000, EPOCH_MS), Kind.SYNC)
 
 
 def test_bad_bytes_are_counted_not_raised() -> None:
@@ -155,21 +156,19 @@ def test_bad_bytes_are_counted_not_raised() -> None:
 
 def test_sds_r_repairs_a_gap_no_resend_could_fill() -> None:
     """b and c hold m1; a missed it and its sender is gone: only a repair brings it back."""
-    net = SimNet(["a", "b", "c"], FAST, seed=3)
-    net.cut |= {("b", "a")}
-    net.down.add("a")
+    net = SdsSim(["a", "b", "c"], FAST, seed=3)
+    net.partition(["a"], ["b", "c"])
     m1 = net.send("b", "first")
-    net.run(100)
-    net.down.discard("a")
-    net.cut.clear()
+    net.run_ms(100)
+    net.heal()
     net.cores["b"].outgoing.clear()  # b believes m1 acknowledged (c had it)
     net.cores["b"].opt = SdsOptions(**{**vars(FAST), "rearm": False})
     net.send("c", "second")  # depends on m1
-    net.run(200)
+    net.run_ms(200)
     assert m1 in net.cores["a"].repair_out and net.cores["a"].incoming
-    net.run(4_000)
+    net.run_ms(4_000)
     assert m1 in net.cores["a"].log and not net.cores["a"].incoming
-    notes = {(n, x.type) for n, x in net.notes}
+    notes = {(e.node, e.type) for e in net.events}
     assert ("a", "repair-request") in notes
     assert {("b", "repair-response"), ("c", "repair-response")} & notes
 
@@ -209,11 +208,11 @@ def test_restart_restores_log_bloom_and_lamport() -> None:
 @pytest.mark.parametrize("n,loss", [(3, 0.1), (5, 0.3), (9, 0.1)])
 def test_converges_under_loss_duplication_and_reordering(seed: int, n: int, loss: float) -> None:
     names = [f"n{i}" for i in range(n)]
-    net = SimNet(names, FAST, seed=seed, loss=loss, dup=0.1, jitter_ms=40)
+    net = SdsSim(names, FAST, seed=seed, loss=loss, dup=0.1, jitter_ms=40)
     for i in range(60):
         net.send(names[i % n], f"{names[i % n]}:{i}:x")
-        net.run(15)
-    net.run(15_000)
+        net.run_ms(15)
+    net.run_ms(15_000)
     logs = net.logs()
     first = logs[names[0]]
     assert len(first) == 60 and all(v == first for v in logs.values())
@@ -225,13 +224,13 @@ def test_converges_under_loss_duplication_and_reordering(seed: int, n: int, loss
 
 
 def test_partition_then_heal_converges() -> None:
-    net = SimNet(["a", "b", "c", "d", "e"], FAST, seed=7, loss=0.05)
+    net = SdsSim(["a", "b", "c", "d", "e"], FAST, seed=7, loss=0.05)
     net.partition(["a", "b"], ["c", "d", "e"])
     for i in range(30):
         net.send("abcde"[i % 5], f"p{i}")
-        net.run(30)
+        net.run_ms(30)
     net.heal()
-    net.run(15_000)
+    net.run_ms(15_000)
     logs = list(net.logs().values())
     assert len(logs[0]) == 30 and all(v == logs[0] for v in logs)
 
@@ -243,7 +242,7 @@ def test_bug_deliver_without_deps() -> None:
     c = core(bugs=["deliver-without-deps"])
     m1 = msg("b", "one", 10)
     fx = c.receive_message(msg("b", "two", 11, (m1.message_id,)), 0)
-    assert [e for e in fx if isinstance(e, Delivered)] and not c.incoming
+    assert delivered(fx) and not c.incoming
 
 
 def test_bug_order_by_arrival() -> None:
@@ -256,14 +255,13 @@ def test_bug_order_by_arrival() -> None:
 def test_bug_no_resend() -> None:
     c = core(bugs=["no-resend"])
     c.send(b"x", 0, EPOCH_MS)
-    assert not [b for b in broadcasts(c.tick(10_000, EPOCH_MS)) if b.reason == "resend"]
+    assert not datagrams(c.tick(10_000, EPOCH_MS), Kind.CONTENT)
 
 
 def test_bug_resend_new_lamport() -> None:
     c = core(bugs=["resend-new-lamport"])
     m, _ = c.send(b"x", 0, EPOCH_MS)
-    again = [decode(b.data) for b in broadcasts(c.tick(10_000, EPOCH_MS + 50))
-             if b.reason == "resend"]
+    again = datagrams(c.tick(10_000, EPOCH_MS + 50), Kind.CONTENT)
     assert again[0].message_id == m.message_id
     assert again[0].lamport_timestamp != m.lamport_timestamp
 
@@ -278,11 +276,47 @@ def test_restart_restores_the_incoming_buffer() -> None:
     m1 = msg("b", "one", 10)
     m2 = msg("b", "two", 11, (m1.message_id,))
     fx = c.receive_message(m2, 0)
-    held = [e.msg for e in fx if type(e).__name__ == "Held"]
+    held = [decode(e.record) for e in fx if isinstance(e, Persist) and e.what == HELD]
     assert [m.message_id for m in held] == [m2.message_id]
     r = core()
     r.restore([], EPOCH_MS, held, 0)
     assert m2.message_id in r.incoming and m2.message_id in r.bloom
     fx = r.receive_message(m1, 5)
-    assert [e.msg.message_id for e in fx if isinstance(e, Delivered)] == [m1.message_id,
-                                                                           m2.message_id]
+    assert delivered(fx) == [m1.message_id, m2.message_id]
+
+
+# ---- the core interface -------------------------------------------------------------------
+
+
+def test_the_interface_restores_at_start_ticks_on_its_timer_and_answers_commands() -> None:
+    first = core()
+    first.send(b"kept", 0, EPOCH_MS)
+    r = SdsCore("a", ("a", "b", "c"), FAST, rng=random.Random(1), wall_ms=EPOCH_MS,
+                wall=lambda now: EPOCH_MS / 1000 + 60 + now,
+                durable=(first.ordered_log(), ()))
+    assert r.start(2.0) == [SetTimer("tick", 2.05)]
+    assert content_id(b"kept") in r.log and r.lamport >= EPOCH_MS + 60_000  # wall(now) feeds it
+    fx = r.on_command(SdsCommand("send", b"new"), "t1", 2.1)
+    assert isinstance(fx[-1], Reply) and fx[-1].value["ok"] is True
+    assert fx[-1].value["id"] == content_id(b"new")
+    assert r.on_command(SdsCommand("nope", b"x"), "t2", 2.1)[0].value["ok"] is False
+    assert r.on_command(SdsCommand("send", b""), "t3", 2.1)[0].value["ok"] is False
+    assert r.on_timer("other", 3.0) == []
+    assert r.on_timer("tick", 3.0)[-1] == SetTimer("tick", 3.05)
+    assert r.on_message("b", b"\xff\x00garbage", 3.1)[0].type == "wire-error"
+
+
+def test_a_restart_on_the_simulator_keeps_the_log_and_the_held_messages() -> None:
+    net = SdsSim(["a", "b", "c"], FAST, seed=2)
+    net.partition(["a"], ["b", "c"])
+    for i in range(5):
+        net.send("b", f"m{i}")
+        net.run_ms(20)
+    net.crash("b")
+    net.restart("b")
+    net.run_ms(10)
+    assert len(net.cores["b"].log) == 5  # every entry was persisted before it was sent
+    net.heal()
+    net.run_ms(8_000)
+    logs = list(net.logs().values())
+    assert len(logs[0]) == 5 and all(v == logs[0] for v in logs)

@@ -8,8 +8,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from nodes.sds.core import Delivered, SdsOptions
-from nodes.sds.sim import SimNet
+from harness.sim.sds import SdsSim
+from nodes.sds.core import SdsOptions
 
 NODES = ["a", "b", "c", "d"]
 FAST = SdsOptions(resend_unacked_ms=300, resend_possibly_ms=900, sync_interval_ms=300,
@@ -19,20 +19,21 @@ FAST = SdsOptions(resend_unacked_ms=300, resend_possibly_ms=900, sync_interval_m
 class SdsMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.net = SimNet(NODES, FAST, seed=1, jitter_ms=20)
+        self.net = SdsSim(NODES, FAST, seed=1, jitter_ms=20)
         self.sent: set[str] = set()
         self.n = 0
-        self.have = {n: set() for n in NODES}
-        self._effects = self.net._effects
-        self.net._effects = self._check_causal  # type: ignore[method-assign]
+        self.have: dict[str, set[str]] = {n: set() for n in NODES}
+        self.checked = 0
 
-    def _check_causal(self, src: str, fx: list) -> None:
-        for e in fx:
-            if isinstance(e, Delivered):
-                missing = [d for d in e.msg.deps if d not in self.have[src]]
-                assert not missing, f"{src} delivered {e.msg.message_id[:8]} before {missing}"
-                self.have[src].add(e.msg.message_id)
-        self._effects(src, fx)
+    @invariant()
+    def causal_delivery(self) -> None:
+        """Every entry entered a log after the entries its causal history names."""
+        for e in self.net.events[self.checked:]:
+            if e.type in ("send", "deliver"):
+                missing = [d for d in e.fields["deps"] if d not in self.have[e.node]]
+                assert not missing, f"{e.node} delivered {e.fields['id'][:8]} before {missing}"
+                self.have[e.node].add(e.fields["id"])
+        self.checked = len(self.net.events)
 
     @rule(node=st.sampled_from(NODES))
     def send(self, node: str) -> None:
@@ -41,7 +42,7 @@ class SdsMachine(RuleBasedStateMachine):
 
     @rule(ms=st.integers(1, 400))
     def run(self, ms: int) -> None:
-        self.net.run(ms)
+        self.net.run_ms(ms)
 
     @rule(p=st.sampled_from([0.0, 0.1, 0.3, 0.6]))
     def loss(self, p: float) -> None:
@@ -65,7 +66,7 @@ class SdsMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.net.heal()
         self.net.loss = 0.0
-        self.net.run(20_000)
+        self.net.run_ms(20_000)
         logs = self.net.logs()
         for n, log in logs.items():
             assert set(log) == self.sent, f"{n} lacks {len(self.sent - set(log))} messages"
