@@ -55,6 +55,7 @@ class SimNode:
     core: Core | None = None
     boot: int = -1  # incarnation; timers and deliveries of an older one are stale
     up: bool = False
+    crashed: bool = False  # killed and not restarted (a node not booted yet is neither)
     paused: bool = False
     timers: dict[Hashable, tuple[float, int]] = field(default_factory=dict)
     durable: list[Persist] = field(default_factory=list)
@@ -138,7 +139,7 @@ class Simulation:
             self.boot(i, self.now + (self.rng.uniform(0, stagger) if stagger else 0.0))
 
     def _start(self, n: SimNode) -> None:
-        n.up, n.paused, n.timers, n.backlog = True, False, {}, []
+        n.up, n.crashed, n.paused, n.timers, n.backlog = True, False, False, {}, []
         rng = random.Random(f"{self.seed}:{n.id}:{n.boot}")
         n.core = self.make_core(n.id, list(n.durable), n.boot, rng)
         self.trace.append((self.now, "start", n.id, n.boot))
@@ -148,7 +149,7 @@ class Simulation:
         """Kill node ``i``: memory, timers and what is in flight to it are lost; its durable
         records stay for ``restart``."""
         n = self.nodes[i]
-        n.up, n.core, n.timers, n.backlog = False, None, {}, []
+        n.up, n.crashed, n.core, n.timers, n.backlog = False, True, None, {}, []
         n.boot += 1
         self.trace.append((self.now, "crash", i))
 
@@ -186,7 +187,8 @@ class Simulation:
 
     @property
     def down(self) -> set[Any]:
-        return {i for i, n in self.nodes.items() if not n.up or n.paused}
+        """Nodes crashed (and not restarted) or paused; a node yet to boot is not down."""
+        return {i for i, n in self.nodes.items() if n.crashed or n.paused}
 
     # ---- inputs
     def command(self, i: Any, cmd: Any) -> int:

@@ -44,7 +44,9 @@ class SwimSim(Simulation):
         return {i: n.core for i, n in self.nodes.items() if isinstance(n.core, SwimCore)}
 
     def states(self, i: int) -> dict[int, str]:
-        return {m["id"]: m["state"] for m in self.cores[i].view()}
+        """Member -> state as ``i`` sees it (nothing before ``i`` has started)."""
+        core = self.cores.get(i)
+        return {m["id"]: m["state"] for m in core.view()} if core is not None else {}
 
     def alive_view(self, i: int) -> set[int]:
         return {m for m, s in self.states(i).items() if s == "alive"}

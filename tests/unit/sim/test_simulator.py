@@ -67,3 +67,12 @@ def test_a_partition_cuts_both_ways_and_loss_drops_a_seeded_share() -> None:
     s.net.loss = 0.5
     delivered = sum(len(s.net.plan(1, 2)) for _ in range(2000))
     assert 800 < delivered < 1200
+
+
+def test_a_node_yet_to_boot_is_not_down_so_nothing_converges_vacuously() -> None:
+    s = SwimSim(3, FAST, seed=1)
+    assert s.down == set() and not s.converged()
+    s.run_for(6)
+    assert s.converged()
+    s.crash(3)
+    assert s.down == {3}
