@@ -79,18 +79,33 @@ def _final_kv(state: dict[str, Any]) -> dict[str, tuple[int, str, Any]]:
             for k, v in kv.items() if isinstance(v, dict)}
 
 
-def check(test: dict[str, Any], history: list[Op], observations: dict[str, Any]) -> Result:
-    nodes = node_observations(observations)
-    members = sorted(nodes) or sorted(test.get("nodes") or [])
-    updates = _updates(history)
-    anomalies: list[Anomaly] = []
-    stats: dict[str, Any] = {}
+@dataclass
+class Evidence:
+    """What the journals and final states say, gathered once for every property below."""
 
-    # ---- what the journals say -----------------------------------------------------------
-    applied: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)  # uid -> (node, ev)
+    nodes: dict[str, dict[str, Any]]
+    members: list[str]
+    updates: dict[str, UpdateOp]
+    applied: dict[str, list[tuple[str, dict[str, Any]]]]  # uid -> (node, apply event)
+    decided: dict[str, tuple[str, dict[str, Any]]]  # uid -> (initiator, decide event)
+    votes: dict[str, dict[str, dict[str, Any]]]  # uid -> node -> vote event
+    overlaps: list[tuple[str, str, str, dict[str, Any]]]  # (node, held uid, new uid, vote)
+    sync_skips: list[Anomaly]
+    committed: set[str]
+    finals: dict[str, dict[str, tuple[int, str, Any]]]  # node -> key -> (version, uid, value)
+    version_of: dict[str, tuple[str, int]]  # committed uid -> (key, version)
+
+    def active(self, node: str) -> bool:
+        return self.nodes[node]["state"].get("state") == "active"
+
+
+def gather(test: dict[str, Any], history: list[Op], observations: dict[str, Any]) -> Evidence:
+    nodes = node_observations(observations)
+    applied: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
     decided: dict[str, tuple[str, dict[str, Any]]] = {}
-    votes: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)  # uid -> node -> vote ev
-    overlaps: list[tuple[str, str, str, dict[str, Any]]] = []  # (node, held uid, new uid, ev)
+    votes: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    overlaps: list[tuple[str, str, str, dict[str, Any]]] = []
+    sync_skips: list[Anomaly] = []
     for name, obs in sorted(nodes.items()):
         held: dict[str, set[str]] = defaultdict(set)
         needs_sync: dict[str, Any] | None = None
@@ -113,51 +128,62 @@ def check(test: dict[str, Any], history: list[Op], observations: dict[str, Any])
                 if not ev.get("fresh"):
                     needs_sync = ev
                     if ev.get("state") == "active":
-                        anomalies.append(_sync_skipped(name, ev, ev))
+                        sync_skips.append(_sync_skipped(name, ev, ev))
                         needs_sync = None
             elif t == "state":
                 if ev.get("state") == "inactive":
                     needs_sync = ev
                 elif ev.get("state") == "active" and needs_sync is not None:
-                    anomalies.append(_sync_skipped(name, needs_sync, ev))
+                    sync_skips.append(_sync_skipped(name, needs_sync, ev))
                     needs_sync = None
             elif t == "sync-done":
                 needs_sync = None
-
     committed = {uid for uid, (_, ev) in decided.items() if ev.get("outcome") == "commit"}
     committed |= set(applied)
-    stats.update(updates_invoked=len(updates), committed=len(committed),
-                 ok=sum(1 for u in updates.values() if u.done and u.done.get("type") == "ok"),
-                 failed=sum(1 for u in updates.values() if u.done and u.done.get("type") == "fail"),
-                 indeterminate=sum(1 for u in updates.values()
-                                   if u.done is None or u.done.get("type") == "info"))
+    version_of: dict[str, tuple[str, int]] = {}
+    for uid, evs in applied.items():
+        version_of[uid] = (str(evs[0][1].get("key")), int(evs[0][1].get("version") or 0))
+    for uid in committed - set(version_of):
+        _, ev = decided[uid]
+        version_of[uid] = (str(ev.get("key")), int(ev.get("version") or 0))
+    return Evidence(nodes, sorted(nodes) or sorted(test.get("nodes") or []), _updates(history),
+                    applied, decided, votes, overlaps, sync_skips, committed,
+                    {n: _final_kv(o["state"]) for n, o in nodes.items()
+                     if isinstance(o.get("state"), dict)}, version_of)
 
-    # ---- validity -------------------------------------------------------------------------
-    for uid, evs in sorted(applied.items()):
-        u = updates.get(uid)
+
+def validity(e: Evidence) -> list[Anomaly]:
+    out = []
+    for uid, evs in sorted(e.applied.items()):
+        u = e.updates.get(uid)
         node, ev = evs[0]
         if u is None:
-            anomalies.append(Anomaly("unknown-update",
-                                     f"{node} applied update {uid} that no client invoked",
-                                     {"applied": where(node, ev, uid=uid, key=ev.get("key"),
-                                                       value=ev.get("value"))}))
+            out.append(Anomaly("unknown-update",
+                               f"{node} applied update {uid} that no client invoked",
+                               {"applied": where(node, ev, uid=uid, key=ev.get("key"),
+                                                 value=ev.get("value"))}))
             continue
         for node, ev in evs:
             if ev.get("value") != u.value or ev.get("key") != u.key:
-                anomalies.append(Anomaly(
+                out.append(Anomaly(
                     "wrong-value", f"{node} applied {uid} as {ev.get('key')}={ev.get('value')!r}, "
                                    f"but the client asked for {u.key}={u.value!r}",
                     {"op": u.brief(), "applied": where(node, ev)}))
                 break
+    return out
 
-    # ---- the vote rule: commit only on an all-yes aggregate of every member -----------------
-    for uid in sorted(committed & set(decided)):
-        node, ev = decided[uid]
+
+def vote_rule(e: Evidence) -> list[Anomaly]:
+    """Commit only on an all-yes aggregate of every member."""
+    out = []
+    for uid in sorted(e.committed & set(e.decided)):
+        node, ev = e.decided[uid]
         if ev.get("outcome") != "commit":
             continue
-        voted_yes = {n for n, v in votes.get(uid, {}).items() if v.get("vote") == "yes"}
-        said_no = sorted(n for n, v in votes.get(uid, {}).items() if v.get("vote") == "no")
-        absent = sorted(set(members) - voted_yes)
+        votes = e.votes.get(uid, {})
+        voted_yes = {n for n, v in votes.items() if v.get("vote") == "yes"}
+        said_no = sorted(n for n, v in votes.items() if v.get("vote") == "no")
+        absent = sorted(set(e.members) - voted_yes)
         # The initiator's own record of whose vote it lacked when it decided: a yes that was
         # cast but never reached it does not make the commit legal.
         unheard = sorted(set(ev.get("missing") or []) - set(absent))
@@ -167,121 +193,144 @@ def check(test: dict[str, Any], history: list[Op], observations: dict[str, Any])
                 f"{absent} never voted yes" if absent else "",
                 f"it decided without a vote from {unheard} (their yes never reached it)"
                 if unheard else "") if w)
-            anomalies.append(Anomaly(
+            out.append(Anomaly(
                 "commit-without-all-yes",
                 f"{node} committed {uid} (key {ev.get('key')}) but {why}",
                 {"decide": where(node, ev, voters=ev.get("voters"), missing=ev.get("missing")),
-                 "votes": {n: v.get("vote") for n, v in sorted(votes.get(uid, {}).items())},
-                 "op": updates[uid].brief() if uid in updates else None}))
+                 "votes": {n: v.get("vote") for n, v in sorted(votes.items())},
+                 "op": e.updates[uid].brief() if uid in e.updates else None}))
+    return out
 
-    # ---- atomicity ------------------------------------------------------------------------
-    finals = {n: _final_kv(o["state"]) for n, o in nodes.items() if isinstance(o.get("state"), dict)}
-    for uid, u in sorted(updates.items()):
+
+def atomicity(e: Evidence) -> list[Anomaly]:
+    out = []
+    for uid, u in sorted(e.updates.items()):
         if u.done is None or u.done.get("type") != "fail":
             continue
-        seen_at = [n for n, _ in applied.get(uid, [])]
-        seen_at += [n for n, kv in finals.items() if kv.get(u.key, (0, ""))[1] == uid
+        seen_at = [n for n, _ in e.applied.get(uid, [])]
+        seen_at += [n for n, kv in e.finals.items() if kv.get(u.key, (0, ""))[1] == uid
                     and n not in seen_at]
         if seen_at:
-            anomalies.append(Anomaly(
+            out.append(Anomaly(
                 "failed-update-visible",
                 f"update {uid} failed for its client ({u.done.get('error')}) but is applied on "
                 f"{sorted(seen_at)}", {"op": u.brief(), "nodes": sorted(seen_at)}))
+    return out
 
-    # ---- agreement and durability ---------------------------------------------------------
-    version_of: dict[str, tuple[str, int]] = {}
-    for uid, evs in applied.items():
-        version_of[uid] = (str(evs[0][1].get("key")), int(evs[0][1].get("version") or 0))
-    for uid in committed - set(version_of):
-        node, ev = decided[uid]
-        version_of[uid] = (str(ev.get("key")), int(ev.get("version") or 0))
-    for uid, u in updates.items():
-        if u.done is not None and u.done.get("type") == "ok" and uid not in version_of:
-            anomalies.append(Anomaly("missing-commit",
-                                     f"update {uid} was acknowledged to its client, but no node "
-                                     "journaled committing it", {"op": u.brief()}))
-    for uid, (key, ver) in sorted(version_of.items()):
-        behind = {n: kv.get(key, (0, None, None))[:2] for n, kv in finals.items()
-                  if nodes[n]["state"].get("state") == "active" and kv.get(key, (0, ""))[0] < ver}
+
+def agreement(e: Evidence) -> list[Anomaly]:
+    """Agreement and durability: what committed is in every active node's final store."""
+    out = []
+    for uid, u in e.updates.items():
+        if u.done is not None and u.done.get("type") == "ok" and uid not in e.version_of:
+            out.append(Anomaly("missing-commit",
+                               f"update {uid} was acknowledged to its client, but no node "
+                               "journaled committing it", {"op": u.brief()}))
+    for uid, (key, ver) in sorted(e.version_of.items()):
+        behind = {n: kv.get(key, (0, None, None))[:2] for n, kv in e.finals.items()
+                  if e.active(n) and kv.get(key, (0, ""))[0] < ver}
         if behind:
-            anomalies.append(Anomaly(
+            out.append(Anomaly(
                 "missing-commit",
                 f"update {uid} ({key} v{ver}) committed, but {sorted(behind)} ended with an "
                 "older version of the key",
                 {"uid": uid, "key": key, "version": ver,
-                 "applied_on": sorted(n for n, _ in applied.get(uid, [])),
+                 "applied_on": sorted(n for n, _ in e.applied.get(uid, [])),
                  "final_versions": {n: list(v) for n, v in sorted(behind.items())},
-                 "op": updates[uid].brief() if uid in updates else None}))
-    for uid, evs in sorted(applied.items()):
+                 "op": e.updates[uid].brief() if uid in e.updates else None}))
+    for uid, evs in sorted(e.applied.items()):
         for n, ev in evs:
-            kv = finals.get(n)
+            kv = e.finals.get(n)
             key, ver = str(ev.get("key")), int(ev.get("version") or 0)
             if kv is not None and kv.get(key, (0, ""))[0] < ver:
-                anomalies.append(Anomaly(
+                out.append(Anomaly(
                     "lost-after-apply",
                     f"{n} applied {uid} ({key} v{ver}) but ended with v{kv.get(key, (0,))[0]}",
                     {"applied": where(n, ev, uid=uid), "final": list(kv.get(key, (0, None)))}))
+    return out
 
-    # ---- isolation ------------------------------------------------------------------------
+
+def isolation(e: Evidence) -> list[Anomaly]:
+    out = []
     reported: set[tuple[str, str]] = set()
-    for node, a, b, ev in overlaps:
+    for node, a, b, ev in e.overlaps:
         pair = (min(a, b), max(a, b))
-        if a in committed and b in committed and pair not in reported:
+        if a in e.committed and b in e.committed and pair not in reported:
             reported.add(pair)
-            anomalies.append(Anomaly(
+            out.append(Anomaly(
                 "conflicting-commits",
                 f"{node} voted yes on {b} (key {ev.get('key')}) while its yes vote on {a} was "
                 "still in progress, and both committed",
                 {"vote": where(node, ev, uid=b, key=ev.get("key")),
-                 "ops": [updates[x].brief() for x in (a, b) if x in updates],
-                 "decided": {x: where(*decided[x], outcome=decided[x][1].get("outcome"))
-                             for x in (a, b) if x in decided}}))
-
+                 "ops": [e.updates[x].brief() for x in (a, b) if x in e.updates],
+                 "decided": {x: where(*e.decided[x], outcome=e.decided[x][1].get("outcome"))
+                             for x in (a, b) if x in e.decided}}))
     # versions of one key are handed out one commit at a time (1 + the highest any voter
     # holds): two commits sharing one were voted on concurrently, without seeing each other
     by_version: dict[tuple[str, int], list[str]] = defaultdict(list)
-    for uid in sorted(committed):
-        if uid in version_of:
-            by_version[version_of[uid]].append(uid)
+    for uid in sorted(e.committed):
+        if uid in e.version_of:
+            by_version[e.version_of[uid]].append(uid)
     for (key, ver), uids in sorted(by_version.items()):
         pair = (uids[0], uids[-1])
         if len(uids) > 1 and pair not in reported:
             reported.add(pair)
-            anomalies.append(Anomaly(
+            out.append(Anomaly(
                 "conflicting-commits",
                 f"updates {uids} of key {key} all committed as version {ver}: their votes "
                 "never saw each other",
                 {"key": key, "version": ver,
-                 "ops": [updates[x].brief() for x in uids if x in updates],
-                 "decided": {x: where(*decided[x], voters=decided[x][1].get("voters"))
-                             for x in uids if x in decided}}))
+                 "ops": [e.updates[x].brief() for x in uids if x in e.updates],
+                 "decided": {x: where(*e.decided[x], voters=e.decided[x][1].get("voters"))
+                             for x in uids if x in e.decided}}))
+    return out
 
-    # ---- convergence ----------------------------------------------------------------------
-    active = {n: kv for n, kv in finals.items() if nodes[n]["state"].get("state") == "active"}
-    if len(active) > 1:
-        keys = sorted(set().union(*(kv.keys() for kv in active.values())))
-        diff = [k for k in keys if len({kv.get(k) and kv[k][:2] for kv in active.values()}) > 1]
-        if diff:
-            k = diff[0]
-            anomalies.append(Anomaly(
-                "divergent-stores",
-                f"active nodes ended with different stores ({len(diff)} keys differ; first {k!r})",
-                {"key": k, "per_node": {n: list(kv[k]) if k in kv else None
-                                        for n, kv in sorted(active.items())},
-                 "differing_keys": diff[:20]}))
-    not_active = sorted(n for n, o in nodes.items()
+
+def convergence(e: Evidence) -> list[Anomaly]:
+    active = {n: kv for n, kv in e.finals.items() if e.active(n)}
+    if len(active) <= 1:
+        return []
+    keys = sorted(set().union(*(kv.keys() for kv in active.values())))
+    diff = [k for k in keys if len({kv.get(k) and kv[k][:2] for kv in active.values()}) > 1]
+    if not diff:
+        return []
+    k = diff[0]
+    return [Anomaly(
+        "divergent-stores",
+        f"active nodes ended with different stores ({len(diff)} keys differ; first {k!r})",
+        {"key": k, "per_node": {n: list(kv[k]) if k in kv else None
+                                for n, kv in sorted(active.items())},
+         "differing_keys": diff[:20]})]
+
+
+#: the properties, in the order their anomalies are listed
+PROPERTIES = (validity, vote_rule, atomicity, agreement, isolation, convergence)
+
+
+def check(test: dict[str, Any], history: list[Op], observations: dict[str, Any]) -> Result:
+    e = gather(test, history, observations)
+    anomalies = list(e.sync_skips)
+    for prop in PROPERTIES:
+        anomalies += prop(e)
+    updates = e.updates
+    stats: dict[str, Any] = {
+        "updates_invoked": len(updates), "committed": len(e.committed),
+        "ok": sum(1 for u in updates.values() if u.done and u.done.get("type") == "ok"),
+        "failed": sum(1 for u in updates.values() if u.done and u.done.get("type") == "fail"),
+        "indeterminate": sum(1 for u in updates.values()
+                             if u.done is None or u.done.get("type") == "info")}
+    not_active = sorted(n for n, o in e.nodes.items()
                         if isinstance(o.get("state"), dict) and o["state"].get("state") != "active")
-
-    # ---- information: stale local reads ---------------------------------------------------
-    stats["stale_reads"] = _stale_reads(history, updates, version_of)
+    # information, not a violation: DRiP promises no fresh local reads
+    stats["stale_reads"] = _stale_reads(history, updates, e.version_of)
     stats["not_active_at_end"] = not_active
     gaps = evidence_gaps(observations, state=True, event_types=EVENT_TYPES)
-    gaps += [f"{n}: ended {nodes[n]['state'].get('state')}, not active: excluded from agreement"
+    gaps += [f"{n}: ended {e.nodes[n]['state'].get('state')}, not active: excluded from agreement"
              for n in not_active]
     # a run in which nothing was invoked or nothing committed proves nothing about 2PC safety
-    examined = {"updates": len(updates), "commits": len(committed),
-                "votes": sum(len(by_node) for by_node in votes.values()),
-                "decisions": len(decided), "nodes_with_state": len(finals)}
+    examined = {"updates": len(updates), "commits": len(e.committed),
+                "votes": sum(len(by_node) for by_node in e.votes.values()),
+                "decisions": len(e.decided), "nodes_with_state": len(e.finals)}
     return verdict("2pc", anomalies, stats, gaps, examined=examined, needs=("updates", "commits"))
 
 
