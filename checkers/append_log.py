@@ -170,7 +170,7 @@ def _elsewhere(logs: dict[str, FinalLog], top: FinalLog) -> dict[str, list[tuple
 # --------------------------------------------------------------------------- the checker
 
 
-def append_checker(test: dict[str, Any], history: list[dict[str, Any]],
+def check(test: dict[str, Any], history: list[dict[str, Any]],
                    observations: dict[str, Any]) -> Result:
     """Acknowledged appends are in the final committed log once, in real-time order."""
     ops = append_ops(history)

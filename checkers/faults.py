@@ -20,7 +20,7 @@ from vocabulary.faults import KIND_OF_START, nemesis_pairs, requested_kinds
 NAME = "faults"
 
 
-def fault_coverage(test: dict[str, Any], history: list[dict[str, Any]],
+def check(test: dict[str, Any], history: list[dict[str, Any]],
                    observations: dict[str, Any]) -> Result:
     """``True`` when every requested fault kind was applied at least once."""
     applied: dict[str, int] = {}

@@ -1,7 +1,7 @@
 """The SWIM membership checker: convergence, accuracy, completeness, detection and
 dissemination figures, from node journals, final views and the history's nemesis ops.
 
-``check_membership(test, history, observations) -> Result`` with four children:
+``check(test, history, observations) -> Result`` with four children:
 
 * ``convergence``: in the final views (taken after heal + quiet period), every live member's
   view holds exactly the live members as ``alive`` (with a peer capacity: only live members,
@@ -491,7 +491,7 @@ def check_dissemination(al: Aligned, tl: Timeline, nodes: list[str], window: flo
                     "spreads": "no join or death was seen spreading: dissemination not measured"})
 
 
-def check_membership(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
+def check(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
                      ) -> Result:
     """The composed SWIM membership verdict (see the module docstring)."""
     nodes = [str(n) for n in (test.get("nodes") or sorted(observations.get("nodes", {})))]

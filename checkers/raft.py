@@ -484,10 +484,6 @@ RAFT_CHECKS: dict[str, Checker] = {
 }
 
 
-def raft_checker() -> Checker:
+def check(test: Test, history: History, observations: Obs) -> Result:
     """All Raft safety checks as one checker; validity merges worst-wins."""
-
-    def check(test: Test, history: History, observations: Obs) -> Result:
-        return compose("raft", (chk(test, history, observations) for chk in RAFT_CHECKS.values()))
-
-    return check
+    return compose("raft", (chk(test, history, observations) for chk in RAFT_CHECKS.values()))

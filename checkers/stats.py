@@ -18,7 +18,7 @@ from vocabulary.faults import is_nemesis
 NAME = "stats"
 
 
-def stats_checker(test: dict[str, Any], history: list[dict[str, Any]],
+def check(test: dict[str, Any], history: list[dict[str, Any]],
                   observations: dict[str, Any]) -> Result:
     """``True`` when every invoked client function has at least one ``ok`` op."""
     by_f: dict[str, Counter[str]] = {}

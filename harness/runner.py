@@ -20,9 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from checkers.faults import fault_coverage
+from checkers import faults, stats
 from checkers.result import Result, Validity, compose, run_checker, write_artifacts
-from checkers.stats import stats_checker
 from harness import store as store_mod
 from harness.generators import Context, Generator, Pending, time_limit
 from harness.spec import Client, DefiniteFailure, TestSpec, Workload
@@ -207,9 +206,9 @@ def standard_checkers(desc: dict[str, Any]) -> dict[str, Any]:
     report's re-run all take them from here."""
     if not desc.get("protocol"):
         return {}
-    out: dict[str, Any] = {"stats": stats_checker}
+    out: dict[str, Any] = {"stats": stats.check}
     if desc.get("nemesis") not in (None, "", "none"):
-        out["faults"] = fault_coverage
+        out["faults"] = faults.check
     return out
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import aiohttp
 
-from checkers.membership import check_membership
+from checkers import membership
 from harness.generators import Context, Pending
 from harness.spec import NodeAddr, ProtocolDef, TestSpec, Workload
 from nodes.swim.core import BUGS
@@ -89,7 +89,7 @@ def membership_generator(spec: TestSpec) -> MembershipGen:
 
 def membership_workload() -> Workload:
     return Workload(client=SwimClient, generator=membership_generator,
-                    checkers={"membership": check_membership})
+                    checkers={"membership": membership.check})
 
 
 PROTOCOL = ProtocolDef(

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checkers.append_log import append_checker, append_ops
+from checkers.append_log import append_ops
+from checkers.append_log import check as append_checker
 from tests.unit.checkers.gf_builders import append_entry, commits_and_applies, entry, node, state
 from tests.unit.golden import Golden
 

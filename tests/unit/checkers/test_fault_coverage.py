@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkers.faults import fault_coverage
+from checkers.faults import check as fault_coverage
 from tests.unit.golden import Golden
 from vocabulary.faults import kind_of_name, nemesis_pairs, requested_kinds
 

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from checkers.observations import evidence_gaps, load_observations, verdict
-from checkers.raft import election_safety, raft_checker
+from checkers.raft import check as raft_check
+from checkers.raft import election_safety
 from tests.unit.checkers.gf_builders import healthy_cluster
 from tests.unit.golden import Golden
 
@@ -26,7 +27,7 @@ def test_round_trip_of_a_healthy_run(tmp_path: Path, golden: Golden) -> None:
     assert obs["run_dir"] == str(tmp_path)
     assert sorted(obs["nodes"]) == ["n1", "n2", "n3"]
     assert all(n["missing"] == [] for n in obs["nodes"].values())
-    assert golden(raft_checker()({}, [], obs)).valid is True
+    assert golden(raft_check({}, [], obs)).valid is True
 
 
 def test_torn_last_line_is_a_typed_gap(tmp_path: Path) -> None:
@@ -64,7 +65,7 @@ def test_missing_and_null_state_and_journal(tmp_path: Path, golden: Golden) -> N
     assert any(g.startswith("n1: no events.jsonl") for g in gaps)
     assert any(g.startswith("n2: no final state") for g in gaps)
     assert any(g.startswith("n3: no final state") for g in gaps)
-    r = raft_checker()({}, [], obs)
+    r = raft_check({}, [], obs)
     golden(r)
     assert r.valid == "unknown", r.explain()
 

@@ -8,12 +8,12 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from checkers.raft import check as raft_check
 from checkers.raft import (
     committed_not_lost,
     election_safety,
     log_matching,
     metals_agreement,
-    raft_checker,
     state_machine_safety,
     vote_safety,
 )
@@ -39,14 +39,14 @@ def passes(result: Any) -> bool:
 
 
 def test_healthy_cluster_passes_every_check(golden: Golden) -> None:
-    r = raft_checker()({}, [], healthy_cluster())
+    r = raft_check({}, [], healthy_cluster())
     golden(r)
     assert r.valid is True, r.explain()
     assert len(r.children) == 6
 
 
 def test_no_observations_is_unknown_not_pass(golden: Golden) -> None:
-    r = raft_checker()({}, [], {"nodes": {}})
+    r = raft_check({}, [], {"nodes": {}})
     golden(r)
     assert r.valid == "unknown"
     assert all(c.valid == "unknown" for c in r.children)
@@ -381,7 +381,7 @@ def test_metals_unknown_when_a_state_is_missing() -> None:
 
 
 def test_composed_result_is_false_when_one_check_fails(golden: Golden) -> None:
-    r = raft_checker()({}, [], _after_restart_lost_entry())
+    r = raft_check({}, [], _after_restart_lost_entry())
     golden(r)
     assert r.valid is False
     assert {c.checker for c in r.children if c.valid is False} >= {"committed-not-lost"}

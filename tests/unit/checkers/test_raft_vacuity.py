@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from checkers.raft import RAFT_CHECKS, raft_checker
+from checkers.raft import RAFT_CHECKS
+from checkers.raft import check as raft_check
 from tests.unit.checkers.gf_builders import healthy_cluster, node, state
 from tests.unit.golden import Golden
 
@@ -41,11 +42,11 @@ def test_log_matching_needs_final_logs_not_uncompacted_entries(golden: Golden) -
 
 
 def test_the_composed_raft_result_of_an_idle_cluster_is_unknown(golden: Golden) -> None:
-    assert golden(raft_checker()({}, [], idle_cluster())).valid == "unknown"
+    assert golden(raft_check({}, [], idle_cluster())).valid == "unknown"
 
 
 def test_examined_counts_of_a_healthy_cluster(golden: Golden) -> None:
-    r = raft_checker()({}, [], healthy_cluster(n=3, length=5))
+    r = raft_check({}, [], healthy_cluster(n=3, length=5))
     golden(r)
     assert r.valid is True, r.explain()
     seen = {path: leaf.examined for path, leaf in r.leaves()}

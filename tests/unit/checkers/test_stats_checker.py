@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkers.stats import stats_checker
+from checkers.stats import check as stats_checker
 from tests.unit.golden import Golden
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkers.membership import build_timeline, check_membership
+from checkers.membership import build_timeline
+from checkers.membership import check as check_membership
 from tests.unit.golden import Golden
 
 NODES = ["n1", "n2", "n3", "n4"]

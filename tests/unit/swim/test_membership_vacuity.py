@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from checkers.membership import check_membership
+from checkers.membership import check as check_membership
 from tests.unit.golden import Golden
 from tests.unit.swim.test_membership_checker import (
     NODES,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkers.membership import check_convergence, check_membership
+from checkers.membership import check as check_membership
+from checkers.membership import check_convergence
 from tests.unit.golden import Golden
 from tests.unit.swim.test_membership_checker import NODES, hist, obs, state, test_desc
 
