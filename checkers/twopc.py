@@ -146,7 +146,8 @@ def gather(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
     for uid in committed - set(version_of):
         _, ev = decided[uid]
         version_of[uid] = (str(ev.get("key")), int(ev.get("version") or 0))
-    return Evidence(nodes, sorted(nodes) or sorted(test.get("nodes") or []), _updates(history),
+    # the mesh members are the nodes that left evidence: without any, nothing was decided
+    return Evidence(nodes, sorted(nodes), _updates(history),
                     applied, decided, votes, overlaps, sync_skips, committed,
                     {n: _final_kv(o["state"]) for n, o in nodes.items()
                      if isinstance(o.get("state"), dict)}, version_of)

@@ -100,7 +100,7 @@ def test_an_acknowledged_update_that_no_node_journaled_committing(golden: Golden
     assert "u1 was acknowledged to its client, but no node journaled" in r.anomalies[0].message
 
 
-def test_members_come_from_the_test_when_no_node_left_evidence(golden: Golden) -> None:
+def test_with_no_node_evidence_an_acknowledged_update_is_a_missing_commit(golden: Golden) -> None:
     r = check({"nodes": ["n1", "n2"]}, update(0, 0, "u1", "k", 1), {"nodes": {}})
     golden(r)
     assert r.valid is False and kinds(r) == ["missing-commit"]
