@@ -110,6 +110,7 @@ class Simulation:
                 src, raw = data
                 if not n.up:
                     self.trace.append((self.now, "lost-down", src, node))
+                    self.lost(node, src, raw)
                 elif n.paused:
                     n.backlog.append((src, raw))
                 else:
@@ -132,6 +133,12 @@ class Simulation:
         n.boot += 1
         n.up = False
         self._push(self.now if at is None else at, "boot", i, n.boot)
+
+    def add_node(self, i: Any) -> None:
+        """A node that was not there at the start (a joiner); ``boot`` starts it."""
+        if i not in self.nodes:
+            self.ids.append(i)
+            self.nodes[i] = SimNode(i)
 
     def boot_all(self, stagger: float = 0.0) -> None:
         """Start every node, each at a seeded random time within ``stagger`` seconds."""
@@ -212,10 +219,11 @@ class Simulation:
     def _perform(self, n: SimNode, effects: list[Effect]) -> None:
         for e in effects:
             if isinstance(e, Send):
-                raw = self.wire.encode(e.msg) if self.wire is not None else e.msg
-                for dst in (self.ids if e.to == EVERYONE else [e.to]):
-                    if dst != n.id and dst in self.nodes:
-                        self._transmit(n.id, dst, raw)
+                targets = self.route(n.id, e.to, e.msg)
+                if targets:
+                    raw = self.wire.encode(e.msg) if self.wire is not None else e.msg
+                    for dst, seen_as in targets:
+                        self._transmit(n.id, dst, seen_as, raw)
             elif isinstance(e, SetTimer):
                 self._set_timer(n, e.name, e.at)
             elif isinstance(e, Persist):
@@ -229,13 +237,22 @@ class Simulation:
             else:
                 raise TypeError(f"not an effect of nodes.common.effects: {e!r}")
 
-    def _transmit(self, src: Any, dst: Any, raw: Any) -> None:
+    def route(self, src: Any, to: Any, msg: Any) -> list[tuple[Any, Any]]:
+        """Where ``Send(to, msg)`` from ``src`` goes: (destination node, the ``peer`` its
+        core is handed). A protocol whose peers are more than node ids overrides it."""
+        return [(d, src) for d in (self.ids if to == EVERYONE else [to])
+                if d != src and d in self.nodes]
+
+    def lost(self, dst: Any, seen_as: Any, raw: Any) -> None:
+        """A message reached ``dst`` while it was down (a protocol may tell the sender)."""
+
+    def _transmit(self, src: Any, dst: Any, seen_as: Any, raw: Any) -> None:
         self.sent += 1
         delays = self.net.plan(src, dst)
         self.trace.append((self.now, "send", src, dst, len(raw) if isinstance(raw, bytes)
                            else None, len(delays)))
         for d in delays:
-            self._push(self.now + d, "deliver", dst, (src, raw))
+            self._push(self.now + d, "deliver", dst, (seen_as, raw))
 
     def _set_timer(self, n: SimNode, name: Hashable, at: float) -> None:
         seq = self._push(max(at, self.now), "timer", n.id, (n.boot, name))

@@ -68,3 +68,11 @@ class Emit:
 
 
 Effect = Send[Any, Any] | SetTimer[Any] | Persist | Reply | Emit
+
+
+def node_error(where: str, error: BaseException | str, *, evidence: bool) -> Emit:
+    """The ``node-error`` event of an error a core survived (the journal's
+    ``Journal.node_error`` fields): ``evidence`` says the node's own record may now lack
+    something a checker relies on, so checkers reading this node say unknown."""
+    text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else error
+    return Emit("node-error", {"where": where, "error": text[:500], "evidence": evidence})

@@ -21,6 +21,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from nodes.common import effects
 from nodes.common.clock import Clock
 
 Event = dict[str, Any]
@@ -93,9 +94,9 @@ class Journal:
         state may now lack something the checkers rely on (an unreadable durable record, an
         entry it could not decode or apply), so checkers reading this node say unknown; False
         for refused input that changed nothing (a peer's malformed frame)."""
-        text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else error
-        (logger or logging.getLogger("node")).warning("%s: %s", where, text)
-        return self.emit("node-error", where=where, error=text[:500], evidence=evidence)
+        ev = effects.node_error(where, error, evidence=evidence)
+        (logger or logging.getLogger("node")).warning("%s: %s", where, ev.fields["error"])
+        return self.emit(ev.type, **ev.fields)
 
     def since(self, seq: int, limit: int = 10_000) -> tuple[list[Event], int]:
         """Events with ``seq >= seq`` (at most ``limit``) and the seq to ask for next."""

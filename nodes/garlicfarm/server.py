@@ -1,27 +1,26 @@
-"""The Garlic Farm node runtime: asyncio sockets, durable storage, timers, apps, admin API.
+"""The Garlic Farm node runtime: asyncio sockets, durable storage, apps' HTTP API, admin API.
 
-Thin by design: it moves effects between ``RaftCore`` and the world. Per effect batch:
-Persist* effects are written and fsynced first (``RaftStorage.sync``), then Sends, Replies,
-Applies and journal events are performed in order.
+Thin by design: it is the `Host` of `nodes.common.loop.CoreLoop`, which drives
+`nodes.garlicfarm.core.GarlicFarmCore` and performs its effects (a ``Persist("raft", ...)``
+is written and fsynced, ``RaftStorage.sync``, before the next send or reply). Everything the
+protocol decides (Raft, applying entries, forwarding, the Meta LS publisher, join and leave)
+is the core's; here are only connections, files and HTTP.
 
 Listeners: ``ports.peer`` (TCP: HTTP digest handshake then frames, for Raft peers AND
-raw-wire clients; one request at a time per connection, answered in order), ``ports.client``
-(aiohttp: ``POST /kv/read|write|cas``), ``ports.admin`` (admin API + ``POST /admin/leave``).
-Outbound: one ``WireConnection`` per peer, addressed through ``peers[*].peer`` (the proxy),
+raw-wire clients; one request at a time per connection, answered in order; each request
+reaches the core from an `Inbound`), ``ports.client`` (aiohttp: ``POST /kv/read|write|cas``,
+a `Kv` command), ``ports.admin`` (admin API + ``POST /admin/leave``, a `Leave` command).
+Outbound: one ``WireConnection`` per peer for the replication link (``Send`` to a server
+id), and pooled connections for `Call`s; addresses come from ``peers[*].peer`` (the proxy),
 falling back to the endpoint in the Raft configuration for servers not in the config file.
 Transport: plain TCP by default (deviation from the spec's SSL sockets, fine through
 Toxiproxy on loopback); ``options.tls: true`` serves TLS with a self-signed cert (tls.py).
-
-KV requests on a follower are forwarded to the leader as raw-wire ClientRequests; the
-answer is read from this node's own state machine once it has applied the committed index.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import hashlib
-import json
+import itertools
 import logging
 import random
 import uuid
@@ -33,7 +32,9 @@ from nodes.common.admin import AdminServer
 from nodes.common.clock import Clock
 from nodes.common.config import ConfigError, NodeConfig
 from nodes.common.journal import Journal
-from nodes.garlicfarm import codec, metals, tls
+from nodes.common.loop import CoreLoop
+from nodes.garlicfarm import codec, tls
+from nodes.garlicfarm.apps import digest, entry_view
 from nodes.garlicfarm.client import (
     WireConnection,
     WireFail,
@@ -41,31 +42,15 @@ from nodes.garlicfarm.client import (
     parse_endpoint,
     read_frame,
 )
-from nodes.garlicfarm.codec import (
-    ClusterServer,
-    CodecError,
-    LogEntry,
-    MsgType,
-    Request,
-    Response,
-    ValueType,
-    decode_config,
-    encode_cluster_server,
-)
+from nodes.garlicfarm.codec import CodecError, MsgType, Request, Response
 from nodes.garlicfarm.core import (
-    Apply,
-    Emit,
-    InstallState,
-    Options,
-    PersistAppend,
-    PersistSnapshot,
-    PersistState,
-    PersistTruncate,
-    RaftCore,
-    Reply,
-    Role,
-    Send,
-    SetTimer,
+    Call,
+    CallFailed,
+    GarlicFarmCore,
+    Inbound,
+    Kv,
+    Leave,
+    NodeOptions,
 )
 from nodes.garlicfarm.handshake import (
     DEFAULT_CLUSTER,
@@ -76,37 +61,10 @@ from nodes.garlicfarm.handshake import (
     Outcome,
     ServerHandshake,
 )
-from nodes.garlicfarm.kv import KVStateMachine
+from nodes.garlicfarm.raft import Options
 from nodes.garlicfarm.storage import RaftStorage
 
 log = logging.getLogger("garlicfarm")
-
-
-def digest(e: LogEntry) -> str:
-    return hashlib.sha256(e.term.to_bytes(8, "big") + bytes([int(e.vtype)]) + e.value).hexdigest()[:16]
-
-
-def entry_view(e: LogEntry) -> tuple[str, Any]:
-    """(kind, data) as the journal and /admin/state show an entry."""
-    if e.vtype == ValueType.APPLICATION:
-        try:
-            return "app", json.loads(e.value)
-        except ValueError:
-            return "app", None
-    if e.vtype == ValueType.CONFIGURATION:
-        try:
-            return "config", {"servers": decode_config(e.value).ids()}
-        except CodecError:
-            return "config", None
-    return ValueType(e.vtype).name.lower(), None
-
-
-class _Indeterminate(Exception):
-    pass
-
-
-class _NoLeader(Exception):
-    pass
 
 
 class GarlicFarmNode:
@@ -120,15 +78,17 @@ class GarlicFarmNode:
         if not (isinstance(el, list) and len(el) == 2 and 0 < el[0] <= el[1]):
             raise ConfigError("options.election_timeout_ms: expected [min_ms, max_ms]")
         hb = float(o.get("heartbeat_ms", 100)) / 1000
-        self.opts = Options(election_min=el[0] / 1000, election_max=el[1] / 1000, heartbeat=hb,
-                            rpc_timeout=float(o.get("rpc_timeout_ms", max(1000, el[1] * 2))) / 1000,
-                            snapshot_chunk=int(o.get("snapshot_chunk", 16 * 1024)))
-        self.snapshot_threshold = int(o.get("snapshot_threshold", 1000))
-        self.request_timeout = float(o.get("request_timeout_ms", 5000)) / 1000
-        self.meta_interval = float(o.get("meta_interval_ms", 2000)) / 1000
-        self.join = bool(o.get("join", False))
+        raft = Options(election_min=el[0] / 1000, election_max=el[1] / 1000, heartbeat=hb,
+                       rpc_timeout=float(o.get("rpc_timeout_ms", max(1000, el[1] * 2))) / 1000,
+                       snapshot_chunk=int(o.get("snapshot_chunk", 16 * 1024)))
         self.tls = bool(o.get("tls", False))
-        self.advertise = str(o.get("advertise", f"tcp://{cfg.host}:{cfg.ports.peer}"))
+        advertise = str(o.get("advertise", f"tcp://{cfg.host}:{cfg.ports.peer}"))
+        self.opts = NodeOptions(
+            raft=raft, request_timeout=float(o.get("request_timeout_ms", 5000)) / 1000,
+            meta_interval=float(o.get("meta_interval_ms", 2000)) / 1000,
+            publish_config=str(o.get("publish_config", "auto")),
+            snapshot_threshold=int(o.get("snapshot_threshold", 1000)), cluster=self.cluster,
+            join=bool(o.get("join", False)), advertise=advertise)
         members = o.get("members")
         self.name_of: dict[int, str] = {cfg.num_id: cfg.id}
         self.addr_of: dict[int, tuple[str, int]] = {}
@@ -137,31 +97,26 @@ class GarlicFarmNode:
                 raise ConfigError(f"config.peers.{p.name}: garlicfarm needs num_id and peer")
             self.name_of[p.num_id] = p.name
             self.addr_of[p.num_id] = p.peer_addr()
-        bootstrap = {cfg.num_id: self.advertise}
+        bootstrap = {cfg.num_id: advertise}
         bootstrap.update({i: f"tcp://{h}:{pt}" for i, (h, pt) in self.addr_of.items()})
         if members is not None:
             bootstrap = {i: ep for i, ep in bootstrap.items() if i in set(members)}
-        if self.join:
+        if self.opts.join:
             bootstrap = {}
         self.bootstrap = bootstrap
         self.clock = Clock()
-        self.started_mono = self.clock.monotonic()
-        #: the Meta LS publisher's jitter: seeded, so a run's schedule of status entries replays
-        self.meta_rng = random.Random(f"{cfg.seed}:{cfg.num_id}:metals")
         self.cache = CredentialCache()
         self.hs = ServerHandshake(self.cluster, self.username, self.password, clock=self.clock.wall)
-        self.kv = KVStateMachine()
-        self.metals = metals.MetaLS()
-        self.timers: dict[str, float] = {}
-        self._timer_wake = asyncio.Event()
         self.links: dict[int, _PeerLink] = {}
-        self.apply_waiters: dict[int, list[asyncio.Future[None]]] = {}
-        self.forward_pool: dict[int, list[WireConnection]] = {}
-        self.tasks: list[asyncio.Task[Any]] = []
+        self.call_pool: dict[int, list[WireConnection]] = {}
+        self.answers: dict[Any, asyncio.Future[Any]] = {}
+        self._request_ids = itertools.count()
+        self.tasks: set[asyncio.Task[Any]] = set()
         self.conns: set[asyncio.StreamWriter] = set()
         self._runners: list[web.AppRunner] = []
         self._server: asyncio.AbstractServer | None = None
-        self.core: RaftCore  # set in start
+        self.core: GarlicFarmCore  # set in start
+        self.loop: CoreLoop
 
     # ------------------------------------------------------------ life cycle
 
@@ -174,11 +129,13 @@ class GarlicFarmNode:
         rep = self.storage.report
         if rep and (rep.log.dropped_bytes or rep.meta.dropped_bytes):
             log.warning("repaired torn tails: log %s, meta %s", rep.log, rep.meta)
-        self.core = RaftCore(cfg.num_id, self.bootstrap, stored, random.Random(cfg.seed * 7919 + cfg.num_id),
-                             self.opts, cfg.bugs)
-        if stored.snapshot.data:
-            self._restore_apps(stored.snapshot.data)
-        self.journal.emit("start", term=stored.term, voted_for=stored.voted_for, last_index=self.core.last_index,
+        self.core = GarlicFarmCore(cfg.num_id, self.bootstrap, stored,
+                                   random.Random(cfg.seed * 7919 + cfg.num_id), self.opts,
+                                   cfg.bugs, seeds=tuple(self.addr_of),
+                                   wall=lambda _now: self.clock.wall())
+        self.loop = CoreLoop(self.core, self, self.now)
+        self.journal.emit("start", term=stored.term, voted_for=stored.voted_for,
+                          last_index=self.core.raft.last_index,
                           snapshot_index=stored.snapshot.last_index, bugs=sorted(cfg.bugs),
                           repaired_bytes=(rep.log.dropped_bytes + rep.meta.dropped_bytes) if rep else 0)
         self.admin = AdminServer(cfg.id, self.state, self.journal, self.clock, cfg.host, cfg.ports.admin)
@@ -195,25 +152,21 @@ class GarlicFarmNode:
         await runner.setup()
         await web.TCPSite(runner, cfg.host, cfg.ports.client, reuse_address=True).start()
         self._runners.append(runner)
-        self._run(self.core.start(self.now()))
-        self.tasks.append(asyncio.create_task(self._timer_loop()))
+        self.loop.start()
         if "ack-before-fsync" in cfg.bugs:
-            self.tasks.append(asyncio.create_task(self._deferred_flush_loop()))
-        if self.meta_interval > 0:
-            self.tasks.append(asyncio.create_task(self._meta_loop()))
-        if self.join:
-            self.tasks.append(asyncio.create_task(self._join_loop()))
+            self._spawn(self._deferred_flush_loop())
         self.admin.set_ready()
         log.info("serving peer=%s client=%s admin=%s servers=%s", cfg.ports.peer, cfg.ports.client,
-                 cfg.ports.admin, sorted(self.core.servers))
+                 cfg.ports.admin, sorted(self.core.raft.servers))
 
     async def stop(self) -> None:
         self.admin.set_ready(False)
-        for t in self.tasks:
+        self.loop.close()
+        for t in list(self.tasks):
             t.cancel()
         for link in self.links.values():
             link.stop()
-        for conns in self.forward_pool.values():
+        for conns in self.call_pool.values():
             for c in conns:
                 c.close()
         if self._server is not None:
@@ -229,95 +182,45 @@ class GarlicFarmNode:
     def now(self) -> float:
         return self.clock.monotonic()
 
-    # ------------------------------------------------------------ effects
+    def _spawn(self, coro: Any) -> None:
+        t = asyncio.create_task(coro)
+        self.tasks.add(t)
+        t.add_done_callback(self.tasks.discard)
 
-    def _run(self, effects: list[Any]) -> None:
-        for e in effects:
-            if isinstance(e, PersistState | PersistAppend | PersistTruncate | PersistSnapshot):
-                self.storage.persist(e)
+    # ------------------------------------------------------------ Host (nodes.common.loop)
+
+    def send(self, to: Any, msg: Any) -> None:
+        if isinstance(to, Inbound):
+            self._answer(to, msg)
+        elif isinstance(to, Call):
+            self._spawn(self._call(to, msg))
+        else:
+            self._link(to).send(msg)
+
+    def persist(self, what: str, record: Any) -> None:
+        self.storage.persist(record)
+
+    def sync(self) -> None:
         self.storage.sync()
-        compact = False
-        for e in effects:
-            if isinstance(e, Send):
-                self._link(e.to).send(e.msg)
-            elif isinstance(e, Reply):
-                if isinstance(e.token, asyncio.Future) and not e.token.done():
-                    e.token.set_result(e.msg)
-            elif isinstance(e, SetTimer):
-                self.timers[e.name] = e.at
-                self._timer_wake.set()
-            elif isinstance(e, Apply):
-                compact |= self._apply(e.index, e.entry)
-            elif isinstance(e, InstallState):
-                self._restore_apps(e.data)
-                self._wake_applied()
-            elif isinstance(e, Emit):
-                self.journal.emit(e.type, **e.fields)
-        for where, err in self.core.take_errors():
-            self.journal.node_error(where, err, evidence=True, logger=log)
-        if compact:
-            c = self.core
-            if c.applied - c.snap.last_index >= self.snapshot_threshold:
-                self._run(c.compact(c.applied, self._app_snapshot()))
 
-    def _apply(self, index: int, e: LogEntry) -> bool:
-        kind, data = entry_view(e)
-        d = digest(e)
-        self.journal.emit("commit", index=index, term=e.term, digest=d)
-        self.journal.emit("apply", index=index, term=e.term, digest=d, kind=kind, data=data)
-        if kind == "config" and data is not None:
-            self.journal.emit("config", index=index, servers=data["servers"])
-        elif isinstance(data, dict):
-            if "kv" in data:
-                self.kv.apply(data)
-            elif metals.is_status(data):
-                try:
-                    self.metals.apply(index, data)
-                except (KeyError, ValueError, TypeError) as err:  # metals-agreement reads this
-                    self.journal.node_error(f"Meta LS status at index {index} not applied", err,
-                                            evidence=True, logger=log)
-        self._wake_applied()
-        return index - self.core.snap.last_index >= self.snapshot_threshold
+    def reply(self, token: Any, value: Any) -> None:
+        self._answer(token, value)
 
-    def _wake_applied(self) -> None:
-        applied = self.core.applied
-        for idx in [i for i in self.apply_waiters if i <= applied]:
-            for f in self.apply_waiters.pop(idx):
-                if not f.done():
-                    f.set_result(None)
+    def emit(self, type_: str, fields: dict[str, Any]) -> None:
+        self.journal.emit(type_, **fields)
 
-    async def wait_applied(self, index: int, timeout: float) -> None:
-        if self.core.applied >= index:
-            return
-        f: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.apply_waiters.setdefault(index, []).append(f)
-        await asyncio.wait_for(f, timeout)
+    def failed(self, where: str, error: BaseException) -> None:
+        self.journal.node_error(where, error, evidence=True, logger=log)
 
-    def _app_snapshot(self) -> bytes:
-        return json.dumps({"kv": self.kv.snapshot(), "metals": self.metals.snapshot()}).encode()
+    def _answer(self, key: Any, value: Any) -> None:
+        fut = self.answers.pop(key, None)
+        if fut is not None and not fut.done():
+            fut.set_result(value)
 
-    def _restore_apps(self, data: bytes) -> None:
-        try:
-            d = json.loads(data)
-        except ValueError:
-            log.error("unreadable application snapshot")
-            return
-        self.kv.restore(d.get("kv", {}))
-        self.metals.restore(d.get("metals", {}))
-
-    async def _timer_loop(self) -> None:
-        while True:
-            self._timer_wake.clear()
-            now = self.now()
-            due = sorted((at, n) for n, at in self.timers.items() if at <= now)
-            for _at, name in due:
-                self.timers.pop(name, None)
-                self._run(self.core.on_timer(name, now))
-            if due:
-                continue
-            nxt = min(self.timers.values(), default=now + 1.0)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._timer_wake.wait(), max(0.0, nxt - now))
+    def _waiter(self, key: Any) -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.answers[key] = fut
+        return fut
 
     async def _deferred_flush_loop(self) -> None:
         interval = float(self.cfg.options.get("deferred_flush_ms", 60_000)) / 1000
@@ -330,7 +233,7 @@ class GarlicFarmNode:
     def address(self, sid: int) -> tuple[str, int] | None:
         if sid in self.addr_of:
             return self.addr_of[sid]
-        ep = self.core.endpoint_of(sid)
+        ep = self.core.raft.endpoint_of(sid)
         if ep:
             try:
                 return parse_endpoint(ep)
@@ -348,6 +251,23 @@ class GarlicFarmNode:
             link = self.links[sid] = _PeerLink(self, sid)
         return link
 
+    async def _call(self, call: Call, msg: Request) -> None:
+        """One request on a pooled connection of its own; the outcome goes to the core."""
+        addr = self.address(call.to)
+        if addr is None:
+            self.loop.message(call, CallFailed(False, f"no address for server {call.to}"))
+            return
+        pool = self.call_pool.setdefault(call.to, [])
+        conn = pool.pop() if pool else self._wire(*addr)
+        try:
+            resp = await conn.request(msg, call.timeout)
+        except (WireFail, WireIndeterminate) as e:
+            conn.close()
+            self.loop.message(call, CallFailed(isinstance(e, WireIndeterminate), str(e)))
+            return
+        pool.append(conn)
+        self.loop.message(call, resp)
+
     async def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.conns.add(writer)
         try:
@@ -362,13 +282,16 @@ class GarlicFarmNode:
                 if not isinstance(msg, Request):
                     log.warning("response frame on an inbound connection: closing")
                     return
-                fut: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
-                self._run(self.core.on_request(msg, fut, self.now()))
-                timeout = self.request_timeout if msg.type == MsgType.CLIENT_REQUEST else 10.0
+                inbound = Inbound(next(self._request_ids))
+                fut = self._waiter(inbound)
+                self.loop.message(inbound, msg)
+                timeout = self.opts.request_timeout if msg.type == MsgType.CLIENT_REQUEST else 10.0
                 try:
                     out = await asyncio.wait_for(fut, timeout)
                 except TimeoutError:
                     return  # outcome unknown: close without an answer
+                finally:
+                    self.answers.pop(inbound, None)
                 if out is None:
                     return
                 writer.write(codec.encode(out))
@@ -382,49 +305,16 @@ class GarlicFarmNode:
             self.conns.discard(writer)
             writer.close()
 
-    # ------------------------------------------------------------ submitting through Raft
+    # ------------------------------------------------------------ client commands
 
-    async def submit(self, value: bytes, timeout: float) -> int:
-        """Commit one Application entry; returns its index. _NoLeader: certainly not
-        appended. _Indeterminate: maybe appended."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while loop.time() < deadline:
-            c = self.core
-            if c.role == Role.LEADER:
-                fut: asyncio.Future[Response | None] = loop.create_future()
-                self._run(c.propose(value, fut, self.now()))
-                if fut.done() and (fut.result() is None or not fut.result().accepted):
-                    await asyncio.sleep(0.05)
-                    continue
-                try:
-                    resp = await asyncio.wait_for(fut, max(0.01, deadline - loop.time()))
-                except TimeoutError:
-                    raise _Indeterminate("timeout waiting for commit") from None
-                if resp is None:
-                    raise _Indeterminate("leadership lost before commit")
-                return resp.next_index - 1
-            leader = c.leader
-            addr = self.address(leader) if leader is not None and leader != c.me else None
-            if addr is None:
-                await asyncio.sleep(0.05)
-                continue
-            pool = self.forward_pool.setdefault(leader, [])
-            conn = pool.pop() if pool else self._wire(*addr)
-            msg = Request(MsgType.CLIENT_REQUEST, c.me, leader, c.term,
-                          entries=(LogEntry(0, ValueType.APPLICATION, value),))
-            try:
-                resp = await conn.request(msg, max(0.05, deadline - loop.time()))
-            except WireFail:
-                await asyncio.sleep(0.05)
-                continue
-            except WireIndeterminate as e:
-                raise _Indeterminate(str(e)) from None
-            pool.append(conn)
-            if resp.accepted:
-                return resp.next_index - 1
-            await asyncio.sleep(0.02)
-        raise _NoLeader("no leader reachable before the deadline")
+    async def _command(self, cmd: Any, timeout: float) -> Any:
+        token = ("cmd", next(self._request_ids))
+        fut = self._waiter(token)
+        self.loop.command(cmd, token)
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        finally:
+            self.answers.pop(token, None)
 
     def _kv_handler(self, f: str) -> Any:
         async def handle(req: web.Request) -> web.Response:
@@ -433,104 +323,40 @@ class GarlicFarmNode:
                 key = str(body["key"])
             except (ValueError, KeyError, TypeError):
                 return web.json_response({"type": "fail", "error": "bad-request"}, status=400)
-            op: dict[str, Any] = {"kv": f, "key": key, "rid": str(body.get("rid") or uuid.uuid4().hex)}
-            if f == "write":
-                op["value"] = body.get("value")
-            elif f == "cas":
-                op["old"], op["new"] = body.get("old"), body.get("new")
-            if f == "read" and "local-reads" in self.cfg.bugs:
-                return web.json_response({"type": "ok", "value": self.kv.data.get(key)})
+            cmd = Kv(f, key, str(body.get("rid") or uuid.uuid4().hex), value=body.get("value"),
+                     old=body.get("old"), new=body.get("new"))
+            # the core answers every op by its own deadlines; this one only guards the socket
+            limit = 2 * self.opts.request_timeout + 1.0
             try:
-                index = await self.submit(json.dumps(op).encode(), self.request_timeout)
-                await self.wait_applied(index, max(0.5, self.request_timeout))
-            except _NoLeader as e:
-                return web.json_response({"type": "fail", "error": "no-leader", "detail": str(e)})
-            except (TimeoutError, _Indeterminate) as e:
-                return web.json_response({"type": "info", "error": "indeterminate", "detail": str(e)})
-            res = self.kv.results.get(op["rid"])
-            if res is None:
-                return web.json_response({"type": "info", "error": "result-unknown", "index": index})
-            return web.json_response({**res, "index": index})
+                return web.json_response(await self._command(cmd, limit))
+            except TimeoutError:
+                return web.json_response({"type": "info", "error": "indeterminate",
+                                          "detail": "no answer from the core"})
 
         return handle
 
-    # ------------------------------------------------------------ Meta LS, join, leave
-
-    async def _meta_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.meta_interval * (0.75 + 0.5 * self.meta_rng.random()))
-            if self.cfg.num_id not in self.core.servers:
-                continue
-            st = metals.make_status(self.cluster, self.cfg.num_id, self.clock.wall_ms(),
-                                    int((self.clock.monotonic() - self.started_mono) * 1000),
-                                    self.metals.publisher == self.cfg.num_id,
-                                    str(self.cfg.options.get("publish_config", "auto")))
-            with contextlib.suppress(_NoLeader, _Indeterminate):
-                await self.submit(json.dumps(st).encode(), self.request_timeout)
-
-    async def _join_loop(self) -> None:
-        """Establishment sequence: probe (ClientRequest) -> leader -> AddServerRequest; the
-        leader then sends JoinCluster and SyncLog/InstallSnapshot. Retries until a member."""
-        ent = LogEntry(0, ValueType.CLUSTER_SERVER, encode_cluster_server(ClusterServer(self.cfg.num_id, self.advertise)))
-        while self.cfg.num_id not in self.core.servers:
-            for sid in list(self.addr_of):
-                if self.cfg.num_id in self.core.servers:
-                    return
-                conn = self._wire(*self.addr_of[sid])
-                try:
-                    probe = await conn.request(Request(MsgType.CLIENT_REQUEST, self.cfg.num_id, sid, 0), 3)
-                    if not probe.accepted:
-                        conn.close()
-                        if probe.destination == sid or probe.destination not in self.addr_of:
-                            continue
-                        conn = self._wire(*self.addr_of[probe.destination])
-                    resp = await conn.request(Request(MsgType.ADD_SERVER_REQUEST, self.cfg.num_id, probe.destination, 0,
-                                                      entries=(ent,)), 3)
-                    self.journal.emit("join-request", leader=probe.destination, accepted=resp.accepted)
-                    if resp.accepted:
-                        for _ in range(50):
-                            if self.cfg.num_id in self.core.servers:
-                                return
-                            await asyncio.sleep(0.1)
-                except (WireFail, WireIndeterminate):
-                    pass
-                finally:
-                    conn.close()
-            await asyncio.sleep(0.5)
-
     async def _admin_leave(self, _req: web.Request) -> web.Response:
         """Disconnect sequence: RemoveServerRequest to the leader (it sends LeaveCluster)."""
-        leader = self.core.leader
-        if leader == self.cfg.num_id or leader is None:
-            return web.json_response({"ok": False, "error": "this node is the leader or no leader known"}, status=409)
-        addr = self.address(leader)
-        if addr is None:
-            return web.json_response({"ok": False, "error": f"no address for leader {leader}"}, status=409)
-        ent = LogEntry(0, ValueType.CLUSTER_SERVER, encode_cluster_server(ClusterServer(self.cfg.num_id)))
-        conn = self._wire(*addr)
         try:
-            resp = await conn.request(Request(MsgType.REMOVE_SERVER_REQUEST, self.cfg.num_id, leader, self.core.term,
-                                              entries=(ent,)), 5)
-        except (WireFail, WireIndeterminate) as e:
-            return web.json_response({"ok": False, "error": str(e)}, status=503)
-        finally:
-            conn.close()
-        return web.json_response({"ok": resp.accepted, "leader": resp.destination})
+            status, body = await self._command(Leave(), 10.0)
+        except TimeoutError:
+            status, body = 503, {"ok": False, "error": "no answer from the core"}
+        return web.json_response(body, status=status)
 
     # ------------------------------------------------------------ observation
 
     def state(self) -> dict[str, Any]:
-        c = self.core
+        c = self.core.raft
+        apps = self.core.apps
         entries = []
         for k, e in enumerate(c.log):
             kind, data = entry_view(e)
             entries.append({"index": c.snap.last_index + 1 + k, "term": e.term, "kind": kind,
                             "digest": digest(e), "data": data})
-        st = c.status()
         return {
-            "id": self.cfg.id, "num_id": self.cfg.num_id, **st,
-            "log": entries, "kv": self.kv.data,
-            "metals": {"publisher": self.metals.publisher, "as_of_index": self.metals.as_of_index},
+            "id": self.cfg.id, "num_id": self.cfg.num_id, **c.status(),
+            "log": entries, "kv": apps.kv.data,
+            "metals": {"publisher": apps.metals.publisher, "as_of_index": apps.metals.as_of_index},
             "bugs": sorted(self.cfg.bugs), "clock_offset_s": self.clock.offset_s,
         }
 
@@ -567,7 +393,7 @@ class _PeerLink:
                 self.conn.close()
                 self.conn = self.node._wire(*addr)
             try:
-                return await self.conn.request(msg, self.node.opts.rpc_timeout)
+                return await self.conn.request(msg, self.node.opts.raft.rpc_timeout)
             except (WireFail, WireIndeterminate):
                 continue
         return None
@@ -591,4 +417,4 @@ class _PeerLink:
                 backoff = min(1.0, backoff * 2)
                 continue
             backoff = 0.05
-            self.node._run(self.node.core.on_response(resp, self.node.now()))
+            self.node.loop.message(self.sid, resp)

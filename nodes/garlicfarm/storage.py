@@ -7,7 +7,7 @@ Files (all built on ``nodes.common.records``: length + CRC32 + payload, torn tai
 - ``snapshot.rec``: one record (last index u64, last term u64, config len u32, Configuration,
   application state); replaced atomically, then the log is rewritten to what follows it.
 
-The runtime calls ``persist(effect)`` for each Persist* effect of a batch and then ``sync()``
+The runtime calls ``persist(record)`` for each ``Persist("raft", record)`` of a batch and then ``sync()``
 once, before sending anything of that batch: nothing is acknowledged before it is on disk.
 
 Bug modes: ``ack-before-fsync`` keeps log records in a user-space buffer that ``sync`` does
@@ -30,7 +30,7 @@ from nodes.garlicfarm.codec import (
     decode_config,
     encode_config,
 )
-from nodes.garlicfarm.core import (
+from nodes.garlicfarm.raft import (
     PersistAppend,
     PersistSnapshot,
     PersistState,

@@ -1,247 +1,335 @@
-import json
+"""Raft and the node around it, on the simulator (harness.sim.garlicfarm)."""
 
-from nodes.garlicfarm import core as C
+import json
+import random
+
+from harness.sim.garlicfarm import GfSim, app_entry
+from nodes.common.effects import Persist
+from nodes.garlicfarm import raft as R
 from nodes.garlicfarm.codec import (
     ClusterServer,
     LogEntry,
     MsgType,
     Request,
     ValueType,
-    decode_config,
     encode_cluster_server,
 )
-from tests.unit.garlicfarm.simnet import Net
-
-
-def app(v) -> bytes:
-    return json.dumps(v).encode()
+from nodes.garlicfarm.core import GarlicFarmCore, Kv, Leave, NodeOptions
 
 
 def client_req(*values):
-    return Request(MsgType.CLIENT_REQUEST, 0, 0, 0, entries=tuple(LogEntry(0, ValueType.APPLICATION, app(v)) for v in values))
+    return Request(MsgType.CLIENT_REQUEST, 0, 0, 0, entries=tuple(app_entry(v) for v in values))
 
 
-def app_values(node):
-    return [json.loads(e.value) for _, e in node.applied if e.vtype == ValueType.APPLICATION and b"noop" not in e.value]
+def values(sim, i):
+    return [d for _, d in sim.applied(i)]
 
 
 def test_election_single_leader_and_votes_persisted():
-    net = Net([1, 2, 3])
-    lead = net.wait_leader()
-    t = net.nodes[lead].core.term
-    assert net.nodes[lead].persisted["vote"] == lead
-    for i, n in net.nodes.items():
-        votes = [f for ty, f in n.events if ty == "vote" and f["granted"] and f["term"] == t]
-        assert len(votes) <= 1, (i, votes)
-    net.run_for(2)
-    assert net.leaders() == [lead]
+    sim = GfSim([1, 2, 3])
+    lead = sim.wait_leader()
+    t = sim.raft(lead).term
+    assert sim.stored(lead).voted_for == lead and sim.stored(lead).term == t
+    for i in sim.ids:
+        votes = sim.of("vote", granted=True, term=t)
+        assert len([v for v in votes if v.node == i]) <= 1, (i, votes)
+    sim.run_for(2)
+    assert sim.leaders() == [lead]
 
 
 def test_replication_commit_and_reply_after_commit():
-    net = Net([1, 2, 3])
-    lead = net.wait_leader()
-    net.run(lead, net.nodes[lead].core.on_request(client_req({"x": 1}, {"x": 2}), "tok", net.now))
-    assert "tok" not in net.replies  # not yet committed: no majority heard
-    net.run_for(0.5)
-    r = net.replies["tok"]
+    sim = GfSim([1, 2, 3])
+    lead = sim.wait_leader()
+    tok = sim.client_request(lead, client_req({"x": 1}, {"x": 2}))
+    assert tok not in sim.replies  # not yet committed: no majority heard
+    sim.run_for(0.5)
+    r = sim.replies[tok]
     assert r.accepted and r.type == MsgType.APPEND_ENTRIES_RESPONSE and r.destination == lead
     idx = r.next_index - 1
-    assert json.loads(net.nodes[lead].core.entry(idx).value) == {"x": 2}
-    for n in net.nodes.values():
-        assert app_values(n) == [{"x": 1}, {"x": 2}]
-        assert n.persisted["log"][idx].value == app({"x": 2})
+    assert json.loads(sim.raft(lead).entry(idx).value) == {"x": 2}
+    for i in sim.ids:
+        assert values(sim, i) == [{"x": 1}, {"x": 2}]
+        assert sim.stored(i).entries[idx - 1].value == app_entry({"x": 2}).value
 
 
-def test_follower_redirects_client():
-    net = Net([1, 2, 3])
-    lead = net.wait_leader()
-    net.run_for(0.3)
-    f = next(i for i in net.nodes if i != lead)
-    net.run(f, net.nodes[f].core.on_request(client_req({"y": 1}), "t2", net.now))
-    r = net.replies["t2"]
+def test_follower_redirects_raw_wire_client():
+    sim = GfSim([1, 2, 3])
+    lead = sim.wait_leader()
+    sim.run_for(0.3)
+    f = next(i for i in sim.ids if i != lead)
+    r = sim.replies[sim.client_request(f, client_req({"y": 1}))]
     assert not r.accepted and r.destination == lead and r.next_index == 0
-    net.run(lead, net.nodes[lead].core.on_request(client_req(), "probe", net.now))
-    assert net.replies["probe"].accepted
+    assert sim.replies[sim.client_request(lead, client_req())].accepted
+
+
+def test_kv_ops_on_any_server_forwarded_and_answered_after_apply():
+    sim = GfSim([1, 2, 3])
+    lead = sim.wait_leader()
+    sim.run_for(0.3)
+    f = next(i for i in sim.ids if i != lead)
+    w = sim.command(f, Kv("write", "k", "r1", value=7))
+    sim.run_for(0.5)
+    assert sim.replies[w]["type"] == "ok" and sim.raft(f).applied >= sim.replies[w]["index"]
+    r = sim.command(lead, Kv("read", "k", "r2"))
+    c = sim.command(f, Kv("cas", "k", "r3", old=1, new=2))
+    sim.run_for(0.5)
+    assert sim.replies[r]["value"] == 7 and sim.replies[r]["type"] == "ok"
+    assert sim.replies[c] == {"type": "fail", "error": "cas-mismatch", "value": 7,
+                              "index": sim.replies[c]["index"]}
+    assert sim.replies[c]["index"] > sim.replies[r]["index"] > sim.replies[w]["index"]
+
+
+def test_kv_op_with_no_leader_fails_definitely_and_isolated_forward_is_indeterminate():
+    sim = GfSim([1, 2, 3], opts=NodeOptions(request_timeout=1.0, meta_interval=0))
+    lead = sim.wait_leader()
+    sim.run_for(0.3)
+    f = next(i for i in sim.ids if i != lead)
+    sim.partition({f}, set(sim.ids) - {f})
+    t = sim.command(f, Kv("write", "k", "lost", value=1))  # forwarded into the cut
+    sim.run_for(1.5)
+    assert sim.replies[t]["type"] == "info" and sim.replies[t]["error"] == "indeterminate"
+    sim.run_for(3)  # f's leader contact times out; it campaigns alone and knows no leader
+    assert sim.raft(f).leader in (None, f) and f not in sim.leaders()
+    t2 = sim.command(f, Kv("write", "k", "never", value=2))
+    sim.run_for(1.5)
+    assert sim.replies[t2]["type"] == "fail" and sim.replies[t2]["error"] == "no-leader"
+
+
+def test_local_reads_bug_answers_from_the_local_state():
+    sim = GfSim([1, 2, 3], bugs={"local-reads"})
+    lead = sim.wait_leader()
+    f = next(i for i in sim.ids if i != lead)
+    sim.partition({f}, set(sim.ids) - {f})
+    w = sim.command(lead, Kv("write", "k", "w", value=1))
+    sim.run_for(0.5)
+    assert sim.replies[w]["type"] == "ok"
+    r = sim.command(f, Kv("read", "k", "r"))
+    assert sim.replies[r] == {"type": "ok", "value": None}  # at once, stale, no index
 
 
 def test_minority_leader_cannot_commit_and_answers_unknown():
-    net = Net([1, 2, 3])
-    lead = net.wait_leader()
-    others = [i for i in net.nodes if i != lead]
-    net.partition({lead}, set(others))
-    net.run(lead, net.nodes[lead].core.on_request(client_req("lost"), "t", net.now))
-    net.run_for(3)
-    assert "t" not in net.replies
-    new = [i for i in net.leaders() if i != lead]
-    assert new
-    net.heal()
-    net.run_for(2)
-    assert net.replies["t"] is None  # deposed leader: outcome unknown, connection closed
-    for n in net.nodes.values():
-        assert "lost" not in app_values(n)
+    sim = GfSim([1, 2, 3])
+    lead = sim.wait_leader()
+    others = [i for i in sim.ids if i != lead]
+    sim.partition({lead}, set(others))
+    t = sim.client_request(lead, client_req("lost"))
+    sim.run_for(3)
+    assert t not in sim.replies
+    assert [i for i in sim.leaders() if i != lead]
+    sim.heal()
+    sim.run_for(2)
+    assert sim.replies[t] is None  # deposed leader: outcome unknown, connection closed
+    for i in sim.ids:
+        assert "lost" not in values(sim, i)
 
 
 def test_commit_without_majority_bug_commits_alone():
-    net = Net([1, 2, 3], bugs=frozenset({"commit-without-majority"}))
-    lead = net.wait_leader()
-    net.partition({lead}, {i for i in net.nodes if i != lead})
-    net.run(lead, net.nodes[lead].core.on_request(client_req("bad"), "t", net.now))
-    assert net.replies["t"].accepted
+    sim = GfSim([1, 2, 3], bugs={"commit-without-majority"})
+    lead = sim.wait_leader()
+    sim.partition({lead}, {i for i in sim.ids if i != lead})
+    assert sim.replies[sim.client_request(lead, client_req("bad"))].accepted
 
 
 def test_figure8_old_term_entry_not_committed_by_counting():
     """A leader must not commit an older-term entry just because a majority stores it."""
-    net = Net([1, 2, 3, 4, 5])
-    lead = net.wait_leader()
-    net.run_for(0.3)
-    c = net.nodes[lead].core
-    # leader appends an entry that reaches only one follower
-    f1 = next(i for i in net.nodes if i != lead)
-    rest = {i for i in net.nodes if i not in (lead, f1)}
-    net.partition({lead, f1}, rest)
-    net.run(lead, c.on_request(client_req("old"), "t", net.now))
-    net.run_for(0.2)
-    old_idx = c.last_index
-    old_term = c.term
-    # simulate: the leader loses leadership then comes back in a later term (term bump)
-    # with the old entry replicated to a majority but no current-term entry yet.
-    net.nodes[lead].up = False
+    sim = GfSim([1, 2, 3, 4, 5])
+    lead = sim.wait_leader()
+    sim.run_for(0.3)
+    c = sim.raft(lead)
+    f1 = next(i for i in sim.ids if i != lead)
+    sim.partition({lead, f1}, {i for i in sim.ids if i not in (lead, f1)})
+    sim.client_request(lead, client_req("old"))  # reaches only one follower
+    sim.run_for(0.2)
+    old_idx, old_term = c.last_index, c.term
+    # the leader loses leadership and comes back in a later term with the old entry on a
+    # majority but no current-term entry yet
+    sim.crash(lead)
     c.match_index = {p: old_idx for p in c.voters}
     c.term = old_term + 2
-    c.role = C.Role.LEADER
+    c.role = R.Role.LEADER
     effects = c._advance_commit()
-    assert c.commit < old_idx and not any(isinstance(e, C.Apply) for e in effects)
+    assert c.commit < old_idx and not any(isinstance(e, R.Apply) for e in effects)
     # once a current-term entry is replicated, both commit together
-    c.log.append(LogEntry(c.term, ValueType.APPLICATION, app("new")))
+    c.log.append(LogEntry(c.term, ValueType.APPLICATION, b'"new"'))
     c.match_index = {p: c.last_index for p in c.voters}
     c._advance_commit()
     assert c.commit == c.last_index > old_idx
 
 
 def test_next_index_repair_after_divergence():
-    net = Net([1, 2, 3])
-    old = net.wait_leader()
-    net.run_for(0.3)
-    # the isolated old leader appends a divergent, uncommitted tail
-    net.partition({old}, {i for i in net.nodes if i != old})
-    for k in range(5):
-        net.run(old, net.nodes[old].core.on_request(client_req(f"junk{k}"), f"j{k}", net.now))
-    net.run_for(2)
-    new = next(i for i in net.leaders() if i != old)
-    for k in range(20):
-        net.run(new, net.nodes[new].core.on_request(client_req(k), f"w{k}", net.now))
-    net.run_for(0.5)
-    assert all(net.replies[f"w{k}"].accepted for k in range(20))
-    net.heal()
-    net.run_for(3)
-    lead = net.wait_leader()
-    lc, fc = net.nodes[lead].core, net.nodes[old].core
+    sim = GfSim([1, 2, 3])
+    old = sim.wait_leader()
+    sim.run_for(0.3)
+    sim.partition({old}, {i for i in sim.ids if i != old})
+    junk = [sim.client_request(old, client_req(f"junk{k}")) for k in range(5)]
+    sim.run_for(2)
+    new = next(i for i in sim.leaders() if i != old)
+    writes = [sim.client_request(new, client_req(k)) for k in range(20)]
+    sim.run_for(0.5)
+    assert all(sim.replies[w].accepted for w in writes)
+    sim.heal()
+    sim.run_for(3)
+    lead = sim.wait_leader()
+    lc, fc = sim.raft(lead), sim.raft(old)
     assert fc.last_index == lc.last_index and [e.term for e in fc.log] == [e.term for e in lc.log]
-    vals = app_values(net.nodes[old])
+    vals = values(sim, old)
     assert list(range(20)) == [v for v in vals if isinstance(v, int)]
     assert not any(isinstance(v, str) and v.startswith("junk") for v in vals)
-    assert all(net.replies[f"j{k}"] is None for k in range(5))
+    assert all(sim.replies[j] is None for j in junk)
+
+
+def _server_req(t, sid, endpoint=None):
+    ent = LogEntry(0, ValueType.CLUSTER_SERVER, encode_cluster_server(ClusterServer(sid, endpoint)))
+    return Request(t, sid, 0, 0, entries=(ent,))
 
 
 def test_membership_add_then_remove():
-    net = Net([1, 2, 3])
-    lead = net.wait_leader()
-    c = net.nodes[lead].core
+    sim = GfSim([1, 2, 3])
+    lead = sim.wait_leader()
     for k in range(10):
-        net.run(lead, c.on_request(client_req(k), f"w{k}", net.now))
-    net.run_for(0.5)
-    net.add(4, {})  # a joiner with an empty configuration
-    assert not net.nodes[4].core.can_elect()
-    add = Request(MsgType.ADD_SERVER_REQUEST, 4, lead, 0, entries=(LogEntry(0, ValueType.CLUSTER_SERVER, encode_cluster_server(ClusterServer(4, "tcp://127.0.0.1:9004"))),))
-    net.run(lead, c.on_request(add, "add", net.now))
-    assert net.replies["add"].accepted and net.replies["add"].type == MsgType.ADD_SERVER_RESPONSE
-    net.run_for(2)
-    for n in net.nodes.values():
-        assert sorted(n.core.servers) == [1, 2, 3, 4]
-    assert list(range(10)) == [v for v in app_values(net.nodes[4]) if isinstance(v, int)]
+        sim.client_request(lead, client_req(k))
+    sim.run_for(0.5)
+    sim.add(4, {})  # a joiner with an empty configuration
+    assert not sim.raft(4).can_elect()
+    add = sim.client_request(lead, _server_req(MsgType.ADD_SERVER_REQUEST, 4, "tcp://127.0.0.1:9004"))
+    assert sim.replies[add].accepted and sim.replies[add].type == MsgType.ADD_SERVER_RESPONSE
+    sim.run_for(2)
+    for i in sim.ids:
+        assert sorted(sim.raft(i).servers) == [1, 2, 3, 4]
+    assert list(range(10)) == [v for v in values(sim, 4) if isinstance(v, int)]
     victim = next(i for i in (1, 2, 3) if i != lead)
-    rm = Request(MsgType.REMOVE_SERVER_REQUEST, victim, lead, 0, entries=(LogEntry(0, ValueType.CLUSTER_SERVER, encode_cluster_server(ClusterServer(victim))),))
-    net.run(lead, c.on_request(rm, "rm", net.now))
-    assert net.replies["rm"].accepted
-    net.run_for(2)
-    assert net.nodes[victim].core.removed
-    assert sorted(c.servers) == sorted({1, 2, 3, 4} - {victim})
-    net.run_for(3)
-    assert net.leaders() == [lead]  # the removed server does not disrupt
-    cfgs = [decode_config(e.value).ids() for _, e in net.nodes[lead].applied if e.vtype == ValueType.CONFIGURATION]
+    rm = sim.client_request(lead, _server_req(MsgType.REMOVE_SERVER_REQUEST, victim))
+    assert sim.replies[rm].accepted
+    sim.run_for(2)
+    assert sim.raft(victim).removed
+    assert sorted(sim.raft(lead).servers) == sorted({1, 2, 3, 4} - {victim})
+    sim.run_for(3)
+    assert sim.leaders() == [lead]  # the removed server does not disrupt
+    cfgs = [e.fields["servers"] for e in sim.of("config") if e.node == lead]
     assert cfgs[-1] == sorted({1, 2, 3, 4} - {victim})
 
 
-def test_snapshot_install_chunked():
-    net = Net([1, 2, 3], opts=C.Options(snapshot_chunk=7))
-    lead = net.wait_leader()
-    c = net.nodes[lead].core
-    lagger = next(i for i in net.nodes if i != lead)
-    net.nodes[lagger].up = False
-    net.nodes[lagger].core.election_at = 1e9  # keep it from campaigning when it comes back
+def test_join_sequence_and_leave_run_in_the_core():
+    """A node started with ``join`` asks the seeds, is added by the leader and catches up;
+    a follower's Leave command removes it."""
+    sim = GfSim([1, 2, 3])
+    lead = sim.wait_leader()
+    w = sim.command(lead, Kv("write", "k", "before", value=1))
+    sim.run_for(0.5)
+    assert sim.replies[w]["type"] == "ok"
+    sim.opts = NodeOptions(meta_interval=0, join=True, advertise="tcp://127.0.0.1:9004")
+    sim.add(4, {})
+    sim.run_for(3)
+    assert sorted(sim.raft(lead).servers) == [1, 2, 3, 4] and sim.core(4).member
+    assert [e.fields["accepted"] for e in sim.of("join-request") if e.node == 4][-1] is True
+    assert sim.core(4).apps.kv.data == {"k": 1}
+    victim = next(i for i in (1, 2, 3) if i != lead)
+    t = sim.command(victim, Leave())
+    sim.run_for(2)
+    assert sim.replies[t] == (200, {"ok": True, "leader": lead})
+    assert victim not in sim.raft(lead).servers and sim.raft(victim).removed
+    assert sim.replies[sim.command(lead, Leave())][0] == 409  # the leader cannot leave
+
+
+def test_meta_ls_publisher_runs_in_the_core_on_the_node_clock():
+    sim = GfSim([1, 2, 3], opts=NodeOptions(meta_interval=0.5))
+    sim.wait_leader()
+    sim.run_for(4)
+    statuses = [e for e in sim.of("apply") if isinstance(e.fields["data"], dict)
+                and "cluster" in e.fields["data"]]
+    senders = {e.fields["data"]["id"] for e in statuses}
+    assert senders == {1, 2, 3}
+    assert all(e.fields["data"]["date"] >= 1.8e12 for e in statuses)  # wall(now), in ms
+    pubs = {i: sim.core(i).apps.metals.publisher for i in sim.ids}
+    assert len(set(pubs.values())) == 1 and None not in pubs.values()
+
+
+def test_snapshot_compaction_and_chunked_install():
+    opts = NodeOptions(raft=R.Options(snapshot_chunk=7), snapshot_threshold=20, meta_interval=0)
+    sim = GfSim([1, 2, 3], opts=opts)
+    lead = sim.wait_leader()
+    lagger = next(i for i in sim.ids if i != lead)
+    sim.pause(lagger)
     for k in range(30):
-        net.run(lead, c.on_request(client_req(k), f"w{k}", net.now))
-    net.run_for(0.5)
-    state = b"the-application-state-" * 5
-    eff = c.compact(c.applied, state)
-    assert isinstance(eff[0], C.PersistSnapshot) and c.snap.last_index == c.applied and not c.log
-    net.run(lead, c.on_request(client_req("after"), "a", net.now))
-    net.nodes[lagger].up = True
-    net.run_for(3)
-    assert net.leaders() == [lead]
-    lc = net.nodes[lagger].core
-    assert net.nodes[lagger].installed and net.nodes[lagger].installed[-1].data == state
-    assert lc.snap.last_index == c.snap.last_index and lc.last_index == c.last_index
-    assert app_values(net.nodes[lagger])[-1] == "after"
+        sim.command(lead, Kv("write", f"k{k % 5}", f"w{k}", value=k))
+    sim.run_for(0.5)
+    c = sim.raft(lead)
+    assert c.snap.last_index >= 20 and [e for e in sim.of("snapshot") if e.node == lead]
+    after = sim.command(lead, Kv("write", "after", "a", value=1))
+    sim.crash(lagger)  # comes back empty-handed in memory, behind the snapshot on disk
+    sim.restart(lagger)
+    sim.run_for(3)
+    assert sim.replies[after]["type"] == "ok"
+    assert sim.leaders() == [lead]
+    installed = [e for e in sim.of("snapshot") if e.node == lagger and "installed_from" in e.fields]
+    assert installed and installed[-1].fields["installed_from"] == lead
+    lc = sim.raft(lagger)
+    assert lc.last_index == c.last_index and lc.snap.last_index > 0
+    assert sim.core(lagger).apps.kv.data == sim.core(lead).apps.kv.data
+    assert sim.core(lagger).apps.kv.data["after"] == 1
 
 
 def test_forget_vote_bug_allows_two_votes_in_one_term():
-    from tests.unit.garlicfarm.simnet import restart
-
     def vote_req(cand, term):
         return Request(MsgType.REQUEST_VOTE_REQUEST, cand, 3, term, 0, 0, 0)
 
-    for bugs, expect_second in ((frozenset({"forget-vote"}), True), (frozenset(), False)):
-        net = Net([1, 2, 3])
-        n3 = net.nodes[3]
-        n3.core.election_at = 1e9
-        net.run(3, n3.core.on_request(vote_req(1, 5), "v1", net.now))
-        assert net.replies["v1"].accepted
-        # storage keeps voted_for unless the bug drops it (as RaftStorage does)
-        if "forget-vote" in bugs:
-            n3.persisted["vote"] = None
-        restart(net, 3, bugs)
-        n3 = net.nodes[3]
-        n3.core.election_at = 1e9
-        net.run(3, n3.core.on_request(vote_req(2, 5), "v2", net.now))
-        assert net.replies["v2"].accepted is expect_second
-        granted = [f for ty, f in n3.events if ty == "vote" and f["term"] == 5 and f["granted"]]
+    for bugs, expect_second in (({"forget-vote"}, True), (set(), False)):
+        sim = GfSim([1, 2, 3], bugs=bugs)
+        sim.raft(3).election_at = 1e9
+        assert sim.replies[sim.client_request(3, vote_req(1, 5))].accepted
+        sim.restart_with(3, bugs)
+        sim.raft(3).election_at = 1e9
+        second = sim.replies[sim.client_request(3, vote_req(2, 5))]
+        assert second.accepted is expect_second
+        granted = [e for e in sim.of("vote", term=5, granted=True) if e.node == 3]
         assert len(granted) == (2 if expect_second else 1)
 
 
 def test_candidate_retries_request_vote():
-    net = Net([1, 2, 3])
-    net.partition({1}, {2, 3})
-    c = net.nodes[1].core
-    net.nodes[2].core.election_at = net.nodes[3].core.election_at = 1e9
-    net.nodes[2].timers.clear()
-    net.nodes[3].timers.clear()
-    net.now = c.election_at
-    net.run(1, c.on_timer("election", net.now))
-    assert c.role == C.Role.CANDIDATE
-    net.step(0.05)
-    net.heal()
-    net.run_for(0.3)  # retry reaches them within the same term
-    assert c.role == C.Role.LEADER
+    sim = GfSim([1, 2, 3])
+    sim.partition({1}, {2, 3})
+    c = sim.raft(1)
+    for i in (2, 3):
+        sim.raft(i).election_at = 1e9
+    sim.run_until(c.election_at)
+    assert c.role == R.Role.CANDIDATE
+    sim.run_for(0.05)
+    sim.heal()
+    sim.run_for(0.3)  # a retry reaches them within the same term
+    assert c.role == R.Role.LEADER and c.term == 1
 
 
 def test_an_undecodable_configuration_entry_is_reported_once_not_skipped_silently():
-    import random
+    stored = R.StoredState(entries=[LogEntry(1, ValueType.CONFIGURATION, b"\x01\x02")])
+    core = GarlicFarmCore(1, {1: "", 2: "", 3: ""}, stored, random.Random(1))
+    errors = [e for e in core.start(0.0) if getattr(e, "type", None) == "node-error"]
+    assert len(errors) == 1 and errors[0].fields["evidence"] is True
+    assert errors[0].fields["where"] == "configuration entry undecodable"
+    assert errors[0].fields["error"].startswith("index 1: ")
+    core.raft._recompute_config()
+    assert core.raft.take_errors() == []  # once per entry, however often it is recomputed
 
-    good = C.RaftCore(1, {1: "", 2: "", 3: ""}, C.StoredState(entries=[
-        LogEntry(1, ValueType.CONFIGURATION, b"\x01\x02")]), random.Random(1))
-    errors = good.take_errors()
-    assert len(errors) == 1 and errors[0][0] == "configuration entry undecodable"
-    assert errors[0][1].startswith("index 1: ")
-    good._recompute_config()
-    assert good.take_errors() == []  # once per entry, however often membership is recomputed
+
+def test_unexpected_peer_input_is_refused_not_fatal():
+    core = GarlicFarmCore(1, {1: ""}, R.StoredState(), random.Random(1))
+    core.start(0.0)
+    out = core.on_message(7, Request(MsgType.CLIENT_REQUEST, 7, 1, 0), 0.1)
+    assert [e.type for e in out] == ["node-error"] and out[0].fields["evidence"] is False
+    assert not any(isinstance(e, Persist) for e in out)
+
+
+def test_same_seed_same_trace_bytes():
+    def run(seed):
+        sim = GfSim([1, 2, 3], seed=seed, opts=NodeOptions(meta_interval=0.5))
+        lead = sim.wait_leader()
+        for k in range(5):
+            sim.command(lead, Kv("write", "k", f"w{k}", value=k))
+        sim.partition({lead}, set(sim.ids) - {lead})
+        sim.run_for(2)
+        sim.heal()
+        sim.restart(lead)
+        sim.run_for(2)
+        return sim.trace_bytes()
+
+    assert run(4) == run(4)
+    assert run(4) != run(5)

@@ -1,13 +1,11 @@
 """Hypothesis searches fault schedules (partitions, crashes, client load) for Raft safety bugs."""
 
-import json
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nodes.garlicfarm import core as C
-from nodes.garlicfarm.codec import LogEntry, MsgType, Request, ValueType
-from tests.unit.garlicfarm.simnet import Net, restart
+from harness.sim.garlicfarm import GfSim, app_entry
+from nodes.garlicfarm import raft as R
+from nodes.garlicfarm.codec import MsgType, Request
 
 IDS = [1, 2, 3, 4, 5]
 
@@ -20,54 +18,55 @@ action = st.one_of(
 )
 
 
-def check_safety(net: Net, terms_leaders: dict, committed: dict):
-    for i, n in net.nodes.items():
-        c = n.core
-        if c.role == C.Role.LEADER:
+def check_safety(sim: GfSim, terms_leaders: dict, committed: dict, seen: list) -> None:
+    for i in sim.ids:
+        c = sim.raft(i)
+        if c.role == R.Role.LEADER:
             assert terms_leaders.setdefault(c.term, i) == i, f"two leaders in term {c.term}"
-        for idx, e in n.applied:
-            prev = committed.setdefault(idx, e)
-            assert prev == e, f"node {i} applied a different entry at {idx}"
+    new, seen[0] = sim.of("apply")[seen[0]:], len(sim.of("apply"))
+    for e in new:
+        prev = committed.setdefault(e.fields["index"], e.fields["digest"])
+        assert prev == e.fields["digest"], f"node {e.node} applied a different entry at {e.fields['index']}"
 
 
 @settings(max_examples=25, deadline=None)
 @given(st.lists(action, min_size=5, max_size=25), st.integers(0, 10**6))
 def test_raft_safety_under_random_faults(actions, seed):
-    net = Net(IDS, seed=seed)
+    sim = GfSim(IDS, seed=seed)
     terms_leaders: dict = {}
     committed: dict = {}
-    acked: dict[int, bytes] = {}
-    counter = 0
+    seen = [0]
+    acked: dict[int, str] = {}
     for kind, arg in actions:
         if kind == "run":
-            end = net.now + arg
-            while net.now < end:
-                net.step(0.02)
-                check_safety(net, terms_leaders, committed)
+            end = sim.now + arg
+            while sim.now < end:
+                sim.run_for(0.02)
+                check_safety(sim, terms_leaders, committed, seen)
         elif kind == "write":
-            counter += 1
-            v = json.dumps({"w": counter}).encode()
-            tok = ("client", counter)
-            req = Request(MsgType.CLIENT_REQUEST, 0, 0, 0, entries=(LogEntry(0, ValueType.APPLICATION, v),))
-            net.run(arg, net.nodes[arg].core.on_request(req, tok, net.now))
-            acked[counter] = v
+            v = f"w{len(acked)}"
+            acked[sim.client_request(arg, Request(MsgType.CLIENT_REQUEST, 0, 0, 0,
+                                                  entries=(app_entry(v),)))] = v
         elif kind == "partition":
-            net.partition(set(arg), set(IDS) - set(arg))
+            sim.partition(set(arg), set(IDS) - set(arg))
         elif kind == "heal":
-            net.heal()
+            sim.heal()
         elif kind == "restart":
-            restart(net, arg)
-        check_safety(net, terms_leaders, committed)
-    net.heal()
-    net.run_for(4)
-    check_safety(net, terms_leaders, committed)
+            sim.restart(arg)
+            sim.run_until(sim.now)
+        check_safety(sim, terms_leaders, committed, seen)
+    sim.heal()
+    sim.run_for(4)
+    check_safety(sim, terms_leaders, committed, seen)
     # every acknowledged write is committed, at the index the leader told the client
-    for (_, k), r in net.replies.items():
+    applied = {e.fields["index"]: e.fields["data"] for e in sim.of("apply")}
+    for tok, v in acked.items():
+        r = sim.replies.get(tok)
         if r is not None and r.accepted:
-            assert committed[r.next_index - 1].value == acked[k]
+            assert applied[r.next_index - 1] == v
     # liveness after healing: everyone converges on the same committed prefix
-    lead = net.wait_leader()
-    top = net.nodes[lead].core.commit
-    net.run_for(1)
-    for n in net.nodes.values():
-        assert n.core.commit >= top
+    lead = sim.wait_leader()
+    top = sim.raft(lead).commit
+    sim.run_for(1)
+    for i in sim.ids:
+        assert sim.raft(i).commit >= top

@@ -1,7 +1,7 @@
 import os
 
 from nodes.garlicfarm.codec import ClusterConfig, ClusterServer, LogEntry, ValueType
-from nodes.garlicfarm.core import PersistAppend, PersistSnapshot, PersistState, PersistTruncate
+from nodes.garlicfarm.raft import PersistAppend, PersistSnapshot, PersistState, PersistTruncate
 from nodes.garlicfarm.storage import RaftStorage
 
 

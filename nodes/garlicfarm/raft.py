@@ -1,0 +1,819 @@
+"""Raft consensus as a sans-IO state machine (h11 style), speaking Garlic Farm messages.
+
+The node's core (`nodes.garlicfarm.core.GarlicFarmCore`) owns it: it hands it requests
+(with an opaque reply ``token``), responses from peers and timer firings, each with ``now``
+(monotonic seconds), and takes back effects **in order**: the common vocabulary
+(`nodes.common.effects`: ``Send``, ``SetTimer``, ``Emit``, ``Reply(token, Response | None)``,
+``Persist("raft", record)`` with the records below) plus two it consumes itself, ``Apply``
+(a committed entry, in index order) and ``InstallState`` (a snapshot replaced the log). A
+``Persist`` comes before any effect that depends on it; the runtime makes it durable before
+the next send or reply.
+
+Promises kept here:
+- randomized election timeouts from the injected ``random.Random``; RequestVote with the
+  up-to-date check; a vote is persisted before it is sent;
+- AppendEntries: prevLogTerm/prevLogIndex are the header's Last Log Term/Index; the
+  response's Next Index tells the leader where to resume (conflict -> first index of the
+  conflicting term, never below commit+1); the leader only counts current-term entries
+  toward commit (Figure 8);
+- ClientRequest (5) is answered with AppendEntriesResponse (4): not leader -> Is Accepted 0,
+  Destination = leader id (or our own id when no leader is known), Next Index 0, nothing
+  appended. Leader -> the entries are appended and the answer is sent **after they commit**:
+  Is Accepted 1, Destination = leader, Next Index = index of the last appended entry + 1.
+  If leadership is lost before that, ``Reply(token, None)``: the runtime closes the
+  connection without an answer (indeterminate). An empty ClientRequest is answered at once
+  (Is Accepted = leader?, Next Index = last log index + 1): the leader probe of the
+  establishment sequence.
+- membership: one change at a time; AddServer -> JoinCluster -> SyncLog/InstallSnapshot
+  until caught up -> new Configuration entry; RemoveServer -> new Configuration entry ->
+  LeaveCluster once committed. A configuration takes effect when appended. A server not in
+  its configuration never starts elections. The leader cannot remove itself.
+- compaction via ``compact`` and chunked InstallSnapshot.
+
+Bug mode handled here: ``commit-without-majority`` (the leader commits on its own append).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from nodes.common.effects import Emit, Persist, Reply, Send, SetTimer
+from nodes.garlicfarm.codec import (
+    ClusterConfig,
+    ClusterServer,
+    CodecError,
+    LogEntry,
+    LogPack,
+    MsgType,
+    Request,
+    Response,
+    SnapshotSyncRequest,
+    ValueType,
+    decode_cluster_server,
+    decode_config,
+    decode_log_pack,
+    decode_snapshot_sync,
+    encode_config,
+    encode_log_pack,
+    encode_snapshot_sync,
+)
+
+#: the store ``Persist`` records of this module go to (nodes.garlicfarm.storage)
+RAFT = "raft"
+
+# ---------------------------------------------------------------- records and effects
+
+
+@dataclass(frozen=True)
+class PersistState:
+    term: int
+    voted_for: int | None
+
+
+@dataclass(frozen=True)
+class PersistAppend:
+    entries: tuple[tuple[int, LogEntry], ...]
+
+
+@dataclass(frozen=True)
+class PersistTruncate:
+    from_index: int
+
+
+@dataclass(frozen=True)
+class PersistSnapshot:
+    last_index: int
+    last_term: int
+    config: ClusterConfig
+    data: bytes
+    remaining: tuple[tuple[int, LogEntry], ...]
+
+
+@dataclass(frozen=True)
+class Apply:
+    index: int
+    entry: LogEntry
+
+
+@dataclass(frozen=True)
+class InstallState:
+    last_index: int
+    last_term: int
+    data: bytes
+
+
+Record = PersistState | PersistAppend | PersistTruncate | PersistSnapshot
+Effect = Send | Reply | SetTimer | Persist | Apply | InstallState | Emit
+
+
+class Role(StrEnum):
+    FOLLOWER = "follower"
+    CANDIDATE = "candidate"
+    LEADER = "leader"
+
+
+@dataclass
+class Snapshot:
+    last_index: int = 0
+    last_term: int = 0
+    config: ClusterConfig | None = None
+    data: bytes = b""
+
+
+@dataclass
+class StoredState:
+    """What storage hands the core at start: hard state, snapshot, entries after it."""
+
+    term: int = 0
+    voted_for: int | None = None
+    snapshot: Snapshot = field(default_factory=Snapshot)
+    entries: list[LogEntry] = field(default_factory=list)
+
+
+@dataclass
+class Options:
+    election_min: float = 0.3
+    election_max: float = 0.6
+    heartbeat: float = 0.1
+    rpc_timeout: float = 1.0
+    max_batch: int = 256
+    snapshot_chunk: int = 16 * 1024
+    join_timeout: float = 15.0
+
+
+@dataclass
+class _Joining:
+    id: int
+    endpoint: str
+    since: float
+    stage: str = "join"  # join -> sync
+
+
+def noop_value(term: int) -> bytes:
+    return b'{"noop":%d}' % term
+
+
+class Raft:
+    def __init__(
+        self,
+        me: int,
+        bootstrap: dict[int, str],
+        stored: StoredState,
+        rng: random.Random,
+        options: Options | None = None,
+        bugs: frozenset[str] = frozenset(),
+    ) -> None:
+        self.me = me
+        self.rng = rng
+        self.opt = options or Options()
+        self.bugs = bugs
+        self.bootstrap = dict(bootstrap)
+        self.term = stored.term
+        self.voted_for = stored.voted_for
+        self.snap = stored.snapshot
+        self.log: list[LogEntry] = list(stored.entries)
+        self.role = Role.FOLLOWER
+        self.leader: int | None = None
+        self.commit = self.snap.last_index
+        self.applied = self.snap.last_index
+        self.servers: dict[int, str] = {}
+        self.config_index = 0
+        #: errors the core survived, for the runtime to log and journal (``take_errors``)
+        self.errors: list[tuple[str, str]] = []
+        self._undecodable: set[int] = set()
+        self._recompute_config()
+        self.election_at = 0.0
+        self.last_leader_contact = -1e18
+        self.votes: set[int] = set()
+        self.next_index: dict[int, int] = {}
+        self.match_index: dict[int, int] = {}
+        self.inflight: dict[int, float] = {}
+        self.snap_send: dict[int, tuple[int, int, bool]] = {}  # peer -> (snap index, offset, done sent)
+        self.pending: dict[int, tuple[Any, int]] = {}
+        self.joining: _Joining | None = None
+        self.leaving: dict[int, int] = {}  # removed id -> config index that removed it
+        self.removed = False
+        self._snap_rx: tuple[int, bytearray] | None = None
+        self._last_role_event: tuple | None = None
+
+    # ------------------------------------------------------------ log helpers
+
+    @property
+    def last_index(self) -> int:
+        return self.snap.last_index + len(self.log)
+
+    def term_at(self, i: int) -> int | None:
+        if i == 0:
+            return 0
+        if i == self.snap.last_index:
+            return self.snap.last_term
+        if self.snap.last_index < i <= self.last_index:
+            return self.log[i - self.snap.last_index - 1].term
+        return None
+
+    def entry(self, i: int) -> LogEntry:
+        return self.log[i - self.snap.last_index - 1]
+
+    @property
+    def last_term(self) -> int:
+        return self.term_at(self.last_index) or 0
+
+    def take_errors(self) -> list[tuple[str, str]]:
+        """``(where, error)`` for each error since the last call; the membership a skipped
+        configuration entry held is unknown, so the runtime journals it as lost evidence."""
+        out, self.errors = self.errors, []
+        return out
+
+    def _recompute_config(self) -> None:
+        for k in range(len(self.log) - 1, -1, -1):
+            e = self.log[k]
+            if e.vtype == ValueType.CONFIGURATION:
+                try:
+                    cfg = decode_config(e.value)
+                except CodecError as err:
+                    index = self.snap.last_index + k + 1
+                    if index not in self._undecodable:  # once per entry, not per recompute
+                        self._undecodable.add(index)
+                        self.errors.append(("configuration entry undecodable",
+                                            f"index {index}: {err}"))
+                    continue
+                self.servers = {s.id: s.endpoint or "" for s in cfg.servers}
+                self.config_index = self.snap.last_index + k + 1
+                return
+        if self.snap.config is not None:
+            self.servers = {s.id: s.endpoint or "" for s in self.snap.config.servers}
+            self.config_index = self.snap.last_index
+        else:
+            self.servers = dict(self.bootstrap)
+            self.config_index = 0
+
+    def config_at(self, index: int) -> ClusterConfig:
+        for i in range(min(index, self.last_index), self.snap.last_index, -1):
+            e = self.entry(i)
+            if e.vtype == ValueType.CONFIGURATION:
+                return decode_config(e.value)
+        if self.snap.config is not None:
+            return self.snap.config
+        return self._make_config(self.bootstrap, 0)
+
+    def _make_config(self, servers: dict[int, str], index: int) -> ClusterConfig:
+        return ClusterConfig(index, max(index - 1, 0), tuple(ClusterServer(i, ep) for i, ep in sorted(servers.items())))
+
+    def endpoint_of(self, sid: int) -> str | None:
+        if sid in self.servers:
+            return self.servers[sid]
+        if self.joining and self.joining.id == sid:
+            return self.joining.endpoint
+        return None
+
+    @property
+    def voters(self) -> set[int]:
+        return set(self.servers)
+
+    def _majority(self) -> int:
+        return len(self.voters) // 2 + 1
+
+    def config_change_pending(self) -> bool:
+        return self.config_index > self.commit
+
+    # ------------------------------------------------------------ effects helpers
+
+    def _reset_election(self, now: float) -> list[Effect]:
+        self.election_at = now + self.rng.uniform(self.opt.election_min, self.opt.election_max)
+        return [SetTimer("election", self.election_at)]
+
+    def _role_event(self) -> list[Effect]:
+        key = (self.role, self.term, self.leader)
+        if key == self._last_role_event:
+            return []
+        self._last_role_event = key
+        return [Emit("role", {"role": self.role.value, "term": self.term, "leader": self.leader})]
+
+    def _append_local(self, entries: list[LogEntry]) -> list[Effect]:
+        first = self.last_index + 1
+        self.log.extend(entries)
+        if any(e.vtype == ValueType.CONFIGURATION for e in entries):
+            self._recompute_config()
+        return [Persist(RAFT, PersistAppend(tuple((first + k, e) for k, e in enumerate(entries))))]
+
+    def _truncate(self, from_index: int) -> list[Effect]:
+        del self.log[from_index - self.snap.last_index - 1 :]
+        self._recompute_config()
+        return [Persist(RAFT, PersistTruncate(from_index))]
+
+    def _merge_entries(self, start: int, entries: list[LogEntry]) -> list[Effect]:
+        """Raft's receiver rule for entries placed at ``start``: skip those we already hold,
+        truncate at the first conflicting term, append the rest."""
+        for k, e in enumerate(entries):
+            i = start + k
+            if i <= self.last_index:
+                if self.term_at(i) == e.term:
+                    continue
+                out = self._truncate(i)
+            else:
+                out = []
+            return out + self._append_local(entries[k:])
+        return []
+
+    def _set_commit(self, c: int) -> list[Effect]:
+        c = min(c, self.last_index)
+        if c <= self.commit:
+            return []
+        self.commit = c
+        out: list[Effect] = []
+        while self.applied < self.commit:
+            self.applied += 1
+            out.append(Apply(self.applied, self.entry(self.applied)))
+        if self.role == Role.LEADER:
+            for idx in sorted(i for i in self.pending if i <= self.commit):
+                token, t = self.pending.pop(idx)
+                ok = self.term_at(idx) == t
+                out.append(Reply(token, self._client_resp(True, idx + 1) if ok else None))
+            for sid, cidx in list(self.leaving.items()):
+                if cidx <= self.commit and sid not in self.inflight:
+                    out += self._send_leave(sid)
+        return out
+
+    def _client_resp(self, accepted: bool, next_index: int, t: MsgType = MsgType.APPEND_ENTRIES_RESPONSE) -> Response:
+        dest = self.leader if self.leader is not None else self.me
+        return Response(t, self.me, dest, self.term, next_index, accepted)
+
+    def _step_down(self, term: int, leader: int | None, now: float) -> list[Effect]:
+        out: list[Effect] = []
+        if term > self.term:
+            self.term = term
+            self.voted_for = None
+            out.append(Persist(RAFT, PersistState(self.term, None)))
+        if self.role == Role.LEADER:
+            for _idx, (token, _t) in sorted(self.pending.items()):
+                out.append(Reply(token, None))
+            self.pending.clear()
+            self.joining = None
+            self.leaving.clear()
+        self.role = Role.FOLLOWER
+        self.leader = leader
+        return out + self._role_event()
+
+    # ------------------------------------------------------------ entry points
+
+    def start(self, now: float) -> list[Effect]:
+        return self._role_event() + self._reset_election(now)
+
+    def can_elect(self) -> bool:
+        return self.me in self.servers and not self.removed
+
+    def on_timer(self, name: str, now: float) -> list[Effect]:
+        if name == "election":
+            if self.role == Role.LEADER or now < self.election_at:
+                return []
+            if not self.can_elect():
+                return self._reset_election(now)
+            return self._start_election(now)
+        if name == "heartbeat" and self.role == Role.CANDIDATE:
+            # retry RequestVote to peers that have not answered (Raft: candidates retry)
+            out = []
+            for p in self._targets():
+                sent = self.inflight.get(p)
+                if p not in self.votes and (sent is None or now - sent >= self.opt.heartbeat):
+                    out.append(self._vote_request(p, now))
+            return out + [SetTimer("heartbeat", now + self.opt.heartbeat)]
+        if name == "heartbeat" and self.role == Role.LEADER:
+            out: list[Effect] = []
+            for p in self._targets():
+                sent = self.inflight.get(p)
+                if sent is None or now - sent > self.opt.rpc_timeout:
+                    out += self._replicate(p, now)
+            if self.joining and now - self.joining.since > self.opt.join_timeout:
+                out.append(Emit("join-abandoned", {"server": self.joining.id}))
+                self.joining = None
+            for sid, cidx in list(self.leaving.items()):
+                sent = self.inflight.get(sid)
+                if cidx <= self.commit and (sent is None or now - sent > self.opt.rpc_timeout):
+                    out += self._send_leave(sid)
+            out.append(SetTimer("heartbeat", now + self.opt.heartbeat))
+            return out
+        return []
+
+    def _targets(self) -> list[int]:
+        t = [p for p in sorted(self.voters) if p != self.me]
+        return t
+
+    def _start_election(self, now: float) -> list[Effect]:
+        self.term += 1
+        self.voted_for = self.me
+        self.role = Role.CANDIDATE
+        self.leader = None
+        self.votes = {self.me}
+        self.inflight.clear()
+        out: list[Effect] = [Persist(RAFT, PersistState(self.term, self.me))]
+        out += self._role_event()
+        out.append(Emit("vote", {"term": self.term, "candidate": self.me, "granted": True}))
+        out += self._reset_election(now)
+        if len(self.votes) >= self._majority():
+            return out + self._become_leader(now)
+        for p in self._targets():
+            out.append(self._vote_request(p, now))
+        return out + [SetTimer("heartbeat", now + self.opt.heartbeat)]
+
+    def _vote_request(self, p: int, now: float) -> Send:
+        self.inflight[p] = now
+        return Send(p, Request(MsgType.REQUEST_VOTE_REQUEST, self.me, p, self.term, self.last_term, self.last_index, self.commit))
+
+    def _become_leader(self, now: float) -> list[Effect]:
+        self.role = Role.LEADER
+        self.leader = self.me
+        self.next_index = {p: self.last_index + 1 for p in self.voters}
+        self.match_index = {p: 0 for p in self.voters}
+        self.inflight.clear()
+        self.snap_send.clear()
+        out = self._role_event()
+        out += self._append_local([LogEntry(self.term, ValueType.APPLICATION, noop_value(self.term))])
+        out += self._advance_commit()
+        for p in self._targets():
+            out += self._replicate(p, now)
+        out.append(SetTimer("heartbeat", now + self.opt.heartbeat))
+        return out
+
+    # ------------------------------------------------------------ replication (leader)
+
+    def _replicate(self, p: int, now: float) -> list[Effect]:
+        if self.joining and p == self.joining.id and p not in self.voters:
+            return self._sync_joining(now)
+        ni = self.next_index.setdefault(p, self.last_index + 1)
+        self.match_index.setdefault(p, 0)
+        self.inflight[p] = now
+        if ni <= self.snap.last_index:
+            return [self._snapshot_chunk(p)]
+        prev = ni - 1
+        entries = tuple(self.log[prev - self.snap.last_index : prev - self.snap.last_index + self.opt.max_batch])
+        return [Send(p, Request(MsgType.APPEND_ENTRIES_REQUEST, self.me, p, self.term, self.term_at(prev) or 0, prev, self.commit, entries))]
+
+    def _snapshot_chunk(self, p: int) -> Send:
+        si, off, _ = self.snap_send.get(p, (self.snap.last_index, 0, False))
+        if si != self.snap.last_index:
+            off = 0
+        data = self.snap.data[off : off + self.opt.snapshot_chunk]
+        done = off + len(data) >= len(self.snap.data)
+        self.snap_send[p] = (self.snap.last_index, off, done)
+        cfg = self.snap.config or self._make_config(self.bootstrap, 0)
+        ssr = SnapshotSyncRequest(self.snap.last_index, self.snap.last_term, cfg, off, data, done)
+        return Send(p, Request(MsgType.INSTALL_SNAPSHOT_REQUEST, self.me, p, self.term, self.snap.last_term,
+                               self.snap.last_index, self.commit, (LogEntry(self.term, ValueType.SNAPSHOT_SYNC_REQUEST, encode_snapshot_sync(ssr)),)))
+
+    def _sync_joining(self, now: float) -> list[Effect]:
+        j = self.joining
+        assert j is not None
+        self.inflight[j.id] = now
+        if j.stage == "join":
+            cfg = self._make_config(self.servers, self.config_index)
+            return [Send(j.id, Request(MsgType.JOIN_CLUSTER_REQUEST, self.me, j.id, self.term, self.last_term, self.last_index, self.commit,
+                                       (LogEntry(self.term, ValueType.CONFIGURATION, encode_config(cfg)),)))]
+        ni = self.next_index.get(j.id, 1)
+        if ni <= self.snap.last_index:
+            return [self._snapshot_chunk(j.id)]
+        entries = tuple(self.log[ni - self.snap.last_index - 1 : ni - self.snap.last_index - 1 + self.opt.max_batch])
+        pack = encode_log_pack(LogPack(entries))
+        return [Send(j.id, Request(MsgType.SYNC_LOG_REQUEST, self.me, j.id, self.term, self.term_at(ni - 1) or 0, ni, self.commit,
+                                   (LogEntry(self.term, ValueType.LOG_PACK, pack),)))]
+
+    def _advance_commit(self) -> list[Effect]:
+        if self.role != Role.LEADER:
+            return []
+        if "commit-without-majority" in self.bugs:
+            return self._set_commit(self.last_index)
+        maj = self._majority()
+        for n in range(self.last_index, self.commit, -1):
+            if self.term_at(n) != self.term:
+                break
+            count = sum(1 for v in self.voters if (self.last_index if v == self.me else self.match_index.get(v, 0)) >= n)
+            if count >= maj:
+                return self._set_commit(n)
+        return []
+
+    def _maybe_finish_join(self, now: float) -> list[Effect]:
+        j = self.joining
+        if j is None or self.next_index.get(j.id, 0) <= self.last_index or self.config_change_pending():
+            return []
+        self.joining = None
+        servers = dict(self.servers)
+        servers[j.id] = j.endpoint
+        idx = self.last_index + 1
+        out: list[Effect] = [Emit("join-complete", {"server": j.id, "index": idx})]
+        out += self._append_local([LogEntry(self.term, ValueType.CONFIGURATION, encode_config(self._make_config(servers, idx)))])
+        self.match_index.setdefault(j.id, self.next_index[j.id] - 1)
+        out += self._advance_commit()
+        for p in self._targets():
+            if p not in self.inflight:
+                out += self._replicate(p, now)
+        return out
+
+    def _send_leave(self, sid: int) -> list[Effect]:
+        return [Send(sid, Request(MsgType.LEAVE_CLUSTER_REQUEST, self.me, sid, self.term, self.last_term, self.last_index, self.commit))]
+
+    # ------------------------------------------------------------ responses
+
+    def on_response(self, resp: Response, now: float) -> list[Effect]:
+        p = resp.source
+        self.inflight.pop(p, None)
+        if resp.term > self.term:
+            return self._step_down(resp.term, None, now) + self._reset_election(now)
+        t = resp.type
+        if t == MsgType.REQUEST_VOTE_RESPONSE:
+            if self.role == Role.CANDIDATE and resp.term == self.term and resp.accepted:
+                self.votes.add(p)
+                if len(self.votes & self.voters) >= self._majority():
+                    return self._become_leader(now)
+            return []
+        if self.role != Role.LEADER or resp.term != self.term:
+            return []
+        if t == MsgType.APPEND_ENTRIES_RESPONSE:
+            if resp.accepted:
+                ni = min(resp.next_index, self.last_index + 1)
+                self.match_index[p] = max(self.match_index.get(p, 0), ni - 1)
+                self.next_index[p] = max(ni, self.match_index[p] + 1)
+                out = self._advance_commit()
+            else:
+                self.next_index[p] = max(1, min(resp.next_index or 1, self.last_index + 1, self.next_index.get(p, 1)))
+                if self.next_index[p] <= self.match_index.get(p, 0):
+                    self.next_index[p] = self.match_index[p] + 1
+                out = []
+            if p in self.voters and (self.next_index[p] <= self.last_index or not resp.accepted):
+                out += self._replicate(p, now)
+            return out
+        if t == MsgType.INSTALL_SNAPSHOT_RESPONSE:
+            si, off, done_sent = self.snap_send.get(p, (self.snap.last_index, 0, False))
+            if resp.accepted and done_sent:  # installed: resume with the log
+                self.snap_send.pop(p, None)
+                ni = min(max(resp.next_index, si + 1), self.last_index + 1)
+                self.next_index[p] = ni
+                self.match_index[p] = max(self.match_index.get(p, 0), ni - 1)
+            else:
+                nxt = resp.next_index if resp.next_index <= len(self.snap.data) else 0
+                self.snap_send[p] = (si, nxt, False)
+            out = self._advance_commit() if p in self.voters else []
+            if self.joining and p == self.joining.id:
+                out += self._maybe_finish_join(now)
+                if self.joining:
+                    out += self._sync_joining(now)
+                return out
+            if p in self.voters and self.next_index.get(p, 0) <= self.last_index:
+                out += self._replicate(p, now)
+            return out
+        if t == MsgType.JOIN_CLUSTER_RESPONSE and self.joining and p == self.joining.id:
+            if not resp.accepted:
+                self.joining = None
+                return [Emit("join-refused", {"server": p})]
+            self.joining.stage = "sync"
+            self.next_index[p] = max(1, resp.next_index)
+            return self._maybe_finish_join(now) + (self._sync_joining(now) if self.joining else [])
+        if t == MsgType.SYNC_LOG_RESPONSE and self.joining and p == self.joining.id:
+            self.next_index[p] = max(1, resp.next_index)
+            return self._maybe_finish_join(now) + (self._sync_joining(now) if self.joining else [])
+        if t == MsgType.LEAVE_CLUSTER_RESPONSE and resp.accepted:
+            if p in self.leaving:
+                del self.leaving[p]
+                return [Emit("leave-complete", {"server": p})]
+        return []
+
+    # ------------------------------------------------------------ requests
+
+    def propose(self, value: bytes, token: Any, now: float) -> list[Effect]:
+        """Submit one Application entry as a local ClientRequest."""
+        req = Request(MsgType.CLIENT_REQUEST, 0, self.me, 0, entries=(LogEntry(0, ValueType.APPLICATION, value),))
+        return self.on_request(req, token, now)
+
+    def on_request(self, req: Request, token: Any, now: float) -> list[Effect]:
+        h = {
+            MsgType.REQUEST_VOTE_REQUEST: self._on_vote,
+            MsgType.APPEND_ENTRIES_REQUEST: self._on_append,
+            MsgType.CLIENT_REQUEST: self._on_client,
+            MsgType.ADD_SERVER_REQUEST: self._on_add_server,
+            MsgType.REMOVE_SERVER_REQUEST: self._on_remove_server,
+            MsgType.SYNC_LOG_REQUEST: self._on_sync_log,
+            MsgType.JOIN_CLUSTER_REQUEST: self._on_join,
+            MsgType.LEAVE_CLUSTER_REQUEST: self._on_leave,
+            MsgType.INSTALL_SNAPSHOT_REQUEST: self._on_install_snapshot,
+        }[req.type]
+        return h(req, token, now)
+
+    def _resp(self, t: MsgType, to: int, next_index: int, accepted: bool) -> Response:
+        return Response(t, self.me, to, self.term, next_index, accepted)
+
+    def _on_vote(self, req: Request, token: Any, now: float) -> list[Effect]:
+        out: list[Effect] = []
+        heard_leader = self.leader is not None and self.leader != req.source and now - self.last_leader_contact < self.opt.election_min
+        if req.term > self.term and not heard_leader:
+            out += self._step_down(req.term, None, now)
+        up_to_date = (req.last_log_term, req.last_log_index) >= (self.last_term, self.last_index)
+        granted = (
+            req.term == self.term
+            and not heard_leader
+            and self.voted_for in (None, req.source)
+            and up_to_date
+            and self.role != Role.LEADER
+        )
+        if granted:
+            if self.voted_for != req.source:
+                self.voted_for = req.source
+                out.append(Persist(RAFT, PersistState(self.term, self.voted_for)))
+            out += self._reset_election(now)
+        out.append(Emit("vote", {"term": req.term, "candidate": req.source, "granted": granted}))
+        out.append(Reply(token, self._resp(MsgType.REQUEST_VOTE_RESPONSE, req.source, 0, granted)))
+        return out
+
+    def _accept_leader(self, req: Request, now: float) -> list[Effect]:
+        out: list[Effect] = []
+        if req.term > self.term or self.role != Role.FOLLOWER or self.leader != req.source:
+            out += self._step_down(req.term, req.source, now)
+        self.last_leader_contact = now
+        return out + self._reset_election(now)
+
+    def _on_append(self, req: Request, token: Any, now: float) -> list[Effect]:
+        T = MsgType.APPEND_ENTRIES_RESPONSE
+        if req.term < self.term:
+            return [Reply(token, self._resp(T, req.source, self.last_index + 1, False))]
+        out = self._accept_leader(req, now)
+        prev = req.last_log_index
+        entries = list(req.entries)
+        if prev > self.last_index:
+            return out + [Reply(token, self._resp(T, req.source, self.last_index + 1, False))]
+        if prev < self.snap.last_index:
+            skip = self.snap.last_index - prev
+            entries = entries[skip:]
+            prev = self.snap.last_index
+        elif self.term_at(prev) != req.last_log_term:
+            t = self.term_at(prev)
+            i = prev
+            floor = max(self.commit, self.snap.last_index) + 1
+            while i > floor and self.term_at(i - 1) == t:
+                i -= 1
+            return out + [Reply(token, self._resp(T, req.source, max(i, floor), False))]
+        out += self._merge_entries(prev + 1, entries)
+        new_last = prev + len(entries)
+        out += self._set_commit(min(req.commit_index, new_last))
+        out.append(Reply(token, self._resp(T, req.source, new_last + 1, True)))
+        return out
+
+    def _on_client(self, req: Request, token: Any, now: float) -> list[Effect]:
+        if self.role != Role.LEADER:
+            return [Reply(token, self._client_resp(False, 0))]
+        if not req.entries:
+            return [Reply(token, self._client_resp(True, self.last_index + 1))]
+        out = self._append_local([LogEntry(self.term, ValueType.APPLICATION, e.value) for e in req.entries])
+        self.pending[self.last_index] = (token, self.term)
+        out += self._advance_commit()
+        for p in self._targets():
+            if p not in self.inflight:
+                out += self._replicate(p, now)
+        return out
+
+    def _on_add_server(self, req: Request, token: Any, now: float) -> list[Effect]:
+        T = MsgType.ADD_SERVER_RESPONSE
+        try:
+            s = decode_cluster_server(req.entries[0].value)
+        except CodecError:
+            return [Reply(token, self._client_resp(False, 0, T))]
+        if self.role != Role.LEADER:
+            return [Reply(token, self._client_resp(False, 0, T))]
+        if s.id in self.servers:
+            return [Reply(token, self._client_resp(True, self.last_index + 1, T))]
+        if self.joining or self.config_change_pending() or not s.endpoint:
+            return [Reply(token, self._client_resp(False, 0, T))]
+        self.joining = _Joining(s.id, s.endpoint, now)
+        out: list[Effect] = [Emit("join-start", {"server": s.id, "endpoint": s.endpoint}),
+                             Reply(token, self._client_resp(True, self.last_index + 1, T))]
+        return out + self._sync_joining(now)
+
+    def _on_remove_server(self, req: Request, token: Any, now: float) -> list[Effect]:
+        T = MsgType.REMOVE_SERVER_RESPONSE
+        try:
+            sid = decode_cluster_server(req.entries[0].value).id
+        except CodecError:
+            return [Reply(token, self._client_resp(False, 0, T))]
+        if self.role != Role.LEADER or sid == self.me:
+            return [Reply(token, self._client_resp(False, 0, T))]
+        if sid not in self.servers:
+            return [Reply(token, self._client_resp(True, self.last_index + 1, T))]
+        if self.config_change_pending() or self.joining:
+            return [Reply(token, self._client_resp(False, 0, T))]
+        servers = {k: v for k, v in self.servers.items() if k != sid}
+        idx = self.last_index + 1
+        out = self._append_local([LogEntry(self.term, ValueType.CONFIGURATION, encode_config(self._make_config(servers, idx)))])
+        self.leaving[sid] = idx
+        self.next_index.pop(sid, None)
+        self.match_index.pop(sid, None)
+        out.append(Reply(token, self._client_resp(True, idx + 1, T)))
+        out += self._advance_commit()
+        for p in self._targets():
+            if p not in self.inflight:
+                out += self._replicate(p, now)
+        return out
+
+    def _on_join(self, req: Request, token: Any, now: float) -> list[Effect]:
+        T = MsgType.JOIN_CLUSTER_RESPONSE
+        if req.term < self.term:
+            return [Reply(token, self._resp(T, req.source, self.last_index + 1, False))]
+        out = self._accept_leader(req, now)
+        try:
+            cfg = decode_config(req.entries[0].value)
+        except CodecError:
+            return out + [Reply(token, self._resp(T, req.source, 0, False))]
+        if self.me not in self.servers:
+            self.bootstrap = {s.id: s.endpoint or "" for s in cfg.servers}
+            self.removed = False
+            self._recompute_config()
+        out.append(Emit("join-invited", {"leader": req.source, "servers": cfg.ids()}))
+        return out + [Reply(token, self._resp(T, req.source, self.last_index + 1, True))]
+
+    def _on_sync_log(self, req: Request, token: Any, now: float) -> list[Effect]:
+        T = MsgType.SYNC_LOG_RESPONSE
+        if req.term < self.term:
+            return [Reply(token, self._resp(T, req.source, self.last_index + 1, False))]
+        out = self._accept_leader(req, now)
+        start = req.last_log_index
+        try:
+            pack = decode_log_pack(req.entries[0].value)
+        except CodecError:
+            return out + [Reply(token, self._resp(T, req.source, self.last_index + 1, False))]
+        if start > self.last_index + 1 or start <= self.snap.last_index:
+            return out + [Reply(token, self._resp(T, req.source, self.last_index + 1, start <= self.snap.last_index))]
+        entries = list(pack.entries)
+        out += self._merge_entries(start, entries)
+        out += self._set_commit(min(req.commit_index, start + len(entries) - 1))
+        return out + [Reply(token, self._resp(T, req.source, self.last_index + 1, True))]
+
+    def _on_leave(self, req: Request, token: Any, now: float) -> list[Effect]:
+        T = MsgType.LEAVE_CLUSTER_RESPONSE
+        if req.term < self.term:
+            return [Reply(token, self._resp(T, req.source, 0, False))]
+        self.removed = True
+        out = self._step_down(req.term, None, now)
+        out.append(Emit("left-cluster", {"leader": req.source, "term": req.term}))
+        return out + [Reply(token, self._resp(T, req.source, self.last_index + 1, True))]
+
+    def _on_install_snapshot(self, req: Request, token: Any, now: float) -> list[Effect]:
+        T = MsgType.INSTALL_SNAPSHOT_RESPONSE
+        if req.term < self.term:
+            return [Reply(token, self._resp(T, req.source, 0, False))]
+        out = self._accept_leader(req, now)
+        try:
+            s = decode_snapshot_sync(req.entries[0].value)
+        except CodecError:
+            return out + [Reply(token, self._resp(T, req.source, 0, False))]
+        if s.offset == 0:
+            self._snap_rx = (s.last_log_index, bytearray())
+        rx = self._snap_rx
+        if rx is None or rx[0] != s.last_log_index or len(rx[1]) != s.offset:
+            expect = len(rx[1]) if rx is not None and rx[0] == s.last_log_index else 0
+            return out + [Reply(token, self._resp(T, req.source, expect, False))]
+        rx[1].extend(s.data)
+        if not s.done:
+            return out + [Reply(token, self._resp(T, req.source, len(rx[1]), True))]
+        data = bytes(rx[1])
+        self._snap_rx = None
+        if s.last_log_index <= self.commit:
+            return out + [Reply(token, self._resp(T, req.source, max(self.last_index, s.last_log_index) + 1, True))]
+        keep: list[LogEntry] = []
+        if self.term_at(s.last_log_index) == s.last_log_term and s.last_log_index <= self.last_index:
+            keep = self.log[s.last_log_index - self.snap.last_index :]
+        self.snap = Snapshot(s.last_log_index, s.last_log_term, s.config, data)
+        self.log = keep
+        self.commit = self.applied = s.last_log_index
+        self._recompute_config()
+        rem = tuple((s.last_log_index + 1 + k, e) for k, e in enumerate(keep))
+        out += [
+            Persist(RAFT, PersistSnapshot(s.last_log_index, s.last_log_term, s.config, data, rem)),
+            InstallState(s.last_log_index, s.last_log_term, data),
+            Emit("snapshot", {"last_index": s.last_log_index, "last_term": s.last_log_term, "installed_from": req.source}),
+        ]
+        return out + [Reply(token, self._resp(T, req.source, s.last_log_index + 1, True))]
+
+    # ------------------------------------------------------------ compaction
+
+    def compact(self, index: int, data: bytes) -> list[Effect]:
+        """Replace the log up to ``index`` (<= last applied) by a snapshot holding ``data``."""
+        if index <= self.snap.last_index or index > self.applied:
+            return []
+        cfg = self.config_at(index)
+        term = self.term_at(index) or 0
+        keep = self.log[index - self.snap.last_index :]
+        self.snap = Snapshot(index, term, cfg, data)
+        self.log = keep
+        self._recompute_config()
+        rem = tuple((index + 1 + k, e) for k, e in enumerate(keep))
+        return [Persist(RAFT, PersistSnapshot(index, term, cfg, data, rem)),
+                Emit("snapshot", {"last_index": index, "last_term": term})]
+
+    # ------------------------------------------------------------ observation
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "role": self.role.value, "term": self.term, "voted_for": self.voted_for, "leader": self.leader,
+            "commit_index": self.commit, "last_applied": self.applied, "last_index": self.last_index,
+            "snapshot": {"last_index": self.snap.last_index, "last_term": self.snap.last_term},
+            "servers": sorted(self.servers), "removed": self.removed,
+            "joining": self.joining.id if self.joining else None,
+        }
