@@ -214,11 +214,13 @@ class CredentialCache:
     """Digest challenges per server ("host:port"), kept ``ttl`` seconds (>= 1 h)."""
 
     ttl: float = CACHE_TTL_S
+    #: the node's wall clock (seconds): a challenge ages on it, so clock skew moves it too
+    clock: Callable[[], float] = time.time
     _items: dict[str, Challenge] = field(default_factory=dict)
 
     def get(self, server: str, now: float | None = None) -> Challenge | None:
         c = self._items.get(server)
-        t = time.time() if now is None else now
+        t = self.clock() if now is None else now
         if c is None or t - c.obtained > self.ttl:
             self._items.pop(server, None)
             return None
@@ -279,13 +281,15 @@ class ClientHandshake:
         resp = parse_head(head)
         if resp.status != 401:
             raise HandshakeError(f"request 1 answered {resp.start!r}", resp.status)
-        ch = parse_challenge(resp)
+        ch = parse_challenge(resp, self.cache.clock())
         self.cache.put(self.server, ch)
         return ch
 
     def request2(self, ch: Challenge) -> bytes:
         ch.nc += 1
         nc = f"{ch.nc:08x}"
+        # the client nonce's job is to be unpredictable, not to carry time: the OS's
+        # randomness, never the seeded rng a run replays (docs/garlicfarm.md)
         cnonce = os.urandom(8).hex()
         ha1 = _md5(f"{self.username}:{ch.realm}:{self.password}")
         ha2 = _md5(f"GET:{self.path}")

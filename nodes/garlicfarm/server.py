@@ -105,7 +105,7 @@ class GarlicFarmNode:
             bootstrap = {}
         self.bootstrap = bootstrap
         self.clock = Clock()
-        self.cache = CredentialCache()
+        self.cache = CredentialCache(clock=self.clock.wall)
         self.hs = ServerHandshake(self.cluster, self.username, self.password, clock=self.clock.wall)
         self.links: dict[int, _PeerLink] = {}
         self.call_pool: dict[int, list[WireConnection]] = {}
