@@ -20,6 +20,9 @@ from nodes.common.effects import Effect, Emit, Persist, Reply, Send, SetTimer
 
 log = logging.getLogger("loop")
 
+#: a timer firing this close before its time counts as due (clock granularity)
+_EARLY_S = 0.0005
+
 
 class Host(Protocol):
     """What the loop needs of a server: its I/O, one method per effect kind."""
@@ -40,6 +43,7 @@ class CoreLoop:
         self.host = host
         self.now = now
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
+        self._due: dict[Hashable, float] = {}  # name -> when the core wants it
         self._closed = False
 
     # ---- inputs
@@ -65,6 +69,14 @@ class CoreLoop:
 
     def _fire(self, name: Hashable) -> None:
         self._timers.pop(name, None)
+        at = self._due.get(name)
+        if at is None:
+            return
+        t = self.now()
+        if t < at - _EARLY_S:  # pushed back since it was armed: wait for the rest
+            self._timers[name] = asyncio.get_running_loop().call_later(at - t, self._fire, name)
+            return
+        del self._due[name]
         self._run(f"timer {name!r}", lambda t: self.core.on_timer(name, t))
 
     def _run(self, where: str, call: Callable[[float], list[Effect]]) -> None:
@@ -105,7 +117,14 @@ class CoreLoop:
             self.host.sync()
 
     def _arm(self, name: Hashable, at: float) -> None:
+        """A timer pushed back (an election timer reset by every heartbeat) keeps its armed
+        handle, which re-arms itself for the rest when it fires early: one handle per
+        timeout, not one per message."""
         if self._closed:
+            return
+        armed = self._due.get(name)
+        self._due[name] = at
+        if armed is not None and armed <= at and name in self._timers:
             return
         old = self._timers.pop(name, None)
         if old is not None:
@@ -119,3 +138,4 @@ class CoreLoop:
         for h in self._timers.values():
             h.cancel()
         self._timers.clear()
+        self._due.clear()

@@ -106,3 +106,23 @@ def test_a_timer_fires_once_replaced_timers_do_not_and_close_cancels() -> None:
 
     core = asyncio.run(run())
     assert [name for name, _ in core.fired] == ["t"]  # once (replaced, not doubled); u cancelled
+
+
+def test_a_timer_pushed_back_fires_once_at_its_new_time_not_before() -> None:
+    async def run() -> tuple[Scripted, float]:
+        loop_ = asyncio.get_running_loop()
+        now = loop_.time
+        t0 = now()
+        core = Scripted(start=[SetTimer("e", t0 + 0.03)])
+        loop = CoreLoop(core, Recorder(), now)
+        loop.start()
+        for k in range(1, 6):  # pushed back every 20 ms, as heartbeats push an election timer
+            await asyncio.sleep(0.02)
+            loop.perform([SetTimer("e", t0 + 0.03 + 0.02 * k)])
+        await asyncio.sleep(0.2)
+        loop.close()
+        return core, t0
+
+    core, t0 = asyncio.run(run())
+    assert len(core.fired) == 1
+    assert core.fired[0][1] >= t0 + 0.13 - 0.0005
