@@ -23,6 +23,11 @@ from a run which tested nothing is worth nothing.
   buggy run's ``RunResult``.
 - ``chaos_cluster(spec)``: an async context manager giving a started cluster (nodes, proxies,
   nemesis via ``cluster.nemesis_invoke``), with a history writer in its run dir.
+- ``chaos_store``: the store every run of the session is written into, so ``harness report``
+  over it sees them (``--chaos-store``, else the ``chaos_store`` ini setting, else
+  ``$HARNESS_STORE``, else ``store/``; a relative path is taken from where pytest was
+  started). Each run's seed and run dir are JUnit properties (``seed``, ``run_dir``), and the
+  terminal summary lists the run dirs of the tests that failed.
 
 The checks are pure functions of a ``Result`` tree and a count, so they are unit-tested on
 hand-made trees and shared with tests that call the runner themselves (the backend tests).
@@ -35,8 +40,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -58,11 +65,52 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--chaos-seed", type=int, default=None, help="seed for every chaos test (replay)")
     g.addoption("--chaos-time", type=float, default=None,
                 help="time limit (s) for every chaos test, overriding each test's own")
+    g.addoption("--chaos-store", default=None,
+                help="store the runs go to (default: the chaos_store ini setting, else "
+                     "$HARNESS_STORE, else store/)")
+    parser.addini("chaos_store", "store the chaos runs go to (see --chaos-store)", default="")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "chaos: a chaos test against real nodes (pytest -m chaos)")
     config.addinivalue_line("markers", "smoke: a bounded chaos test that the default test command runs too")
+
+
+def resolve_store(option: str | None, ini: str, env: str | None, start: Path) -> Path:
+    """The session's store: the option, else the ini setting, else the environment, else
+    ``store``; relative to ``start`` (where pytest was started)."""
+    path = Path(option or ini or env or "store")
+    return path if path.is_absolute() else start / path
+
+
+def store_of(config: pytest.Config) -> Path:
+    return resolve_store(config.getoption("--chaos-store"), config.getini("chaos_store"),
+                         os.environ.get("HARNESS_STORE"), config.invocation_params.dir)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    seed = config.getoption("--chaos-seed")
+    return (f"chaos: backend {config.getoption('--backend')}, toxiproxy "
+            f"{config.getoption('--toxiproxy-url') or 'our own'}, store {store_of(config)}, "
+            f"seeds {'all ' + str(seed) if seed is not None else 'from each test'}")
+
+
+#: the JUnit property names a run is recorded under
+RUN_PROPERTIES = ("seed", "run_dir")
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config
+                            ) -> None:
+    """The run dirs of the failed chaos tests, where a person starts reading."""
+    lines = []
+    for rep in terminalreporter.stats.get("failed", []):
+        runs = [v for k, v in rep.user_properties if k == "run_dir"]
+        if runs:
+            lines.append(f"{rep.nodeid}: {', '.join(map(str, runs))}")
+    if lines:
+        terminalreporter.write_sep("-", "chaos run dirs of the failed tests")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 @dataclass(frozen=True)
@@ -249,8 +297,13 @@ def bug_and_control(build: Callable[[], TestSpec]) -> tuple[TestSpec, TestSpec]:
     return bug, control
 
 
+@pytest.fixture(scope="session")
+def chaos_store(request: pytest.FixtureRequest) -> Path:
+    return store_of(request.config)
+
+
 @pytest.fixture
-def chaos_run(chaos_options: ChaosOptions, tmp_path_factory: pytest.TempPathFactory
+def chaos_run(chaos_options: ChaosOptions, chaos_store: Path, request: pytest.FixtureRequest
               ) -> Callable[..., Any]:
     from harness.runner import run
 
@@ -258,17 +311,19 @@ def chaos_run(chaos_options: ChaosOptions, tmp_path_factory: pytest.TempPathFact
         chaos_options.apply(spec)
         if spec.store is None:
             spec.store = store
-        return run(spec, toxiproxy_url=chaos_options.toxiproxy_url)
+        res = run(spec, toxiproxy_url=chaos_options.toxiproxy_url)
+        request.node.user_properties += [("seed", res.seed), ("run_dir", str(res.run_dir.path))]
+        return res
 
     def correct(source: Any, min_ok: int) -> RunResult:
         spec = source() if callable(source) else source
-        res = run_one(spec, str(tmp_path_factory.mktemp("store")))
+        res = run_one(spec, str(chaos_store))
         assert_correct_run(spec, res, min_ok)
         return res
 
     def caught(build: Any, path: str, anomaly: str | None, min_ok: int) -> RunResult:
         bug, control = bug_and_control(build)
-        store = str(tmp_path_factory.mktemp("store"))
+        store = str(chaos_store)
         res = run_one(bug, store)
         problems = caught_shortfalls(res.result, path, anomaly)
         if problems:
@@ -300,7 +355,7 @@ def chaos_run(chaos_options: ChaosOptions, tmp_path_factory: pytest.TempPathFact
 
 
 @pytest.fixture
-def chaos_cluster(chaos_options: ChaosOptions, tmp_path: Any) -> Callable[..., Any]:
+def chaos_cluster(chaos_options: ChaosOptions, chaos_store: Path) -> Callable[..., Any]:
     from harness.cluster import open_cluster
     from harness.store import new_run
     from vocabulary.history import HistoryWriter
@@ -308,7 +363,7 @@ def chaos_cluster(chaos_options: ChaosOptions, tmp_path: Any) -> Callable[..., A
     @contextlib.asynccontextmanager
     async def _open(spec: Any) -> AsyncIterator[Any]:
         chaos_options.apply(spec)
-        rd = new_run(spec.name, tmp_path / "store")
+        rd = new_run(spec.name, chaos_store)
         async with open_cluster(spec, rd, toxiproxy_url=chaos_options.toxiproxy_url) as c:
             with HistoryWriter(rd.history) as h:
                 c.history = h

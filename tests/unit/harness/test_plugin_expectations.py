@@ -188,11 +188,12 @@ def build(bugs=(), seed=5, ops=10):
     return TestSpec(name="demo", workload=wl, concurrency=2, seed=seed, time_limit=5,
                     bugs=list(bugs))
 
-def test_caught_with_control(chaos_run):
+def test_caught_with_control(chaos_run, chaos_store):
+    before = set(chaos_store.glob("demo-control/*/results.json"))
     res = chaos_run(lambda: build(["lose"]), expect="demo.caught", anomaly="lost", min_ok=10)
     assert res.result.find("demo.caught").valid is False
-    controls = list(res.run_dir.path.parent.parent.glob("demo-control/*/results.json"))
-    assert len(controls) == 1
+    assert res.run_dir.path.parent.parent == chaos_store.resolve()
+    assert len(set(chaos_store.glob("demo-control/*/results.json")) - before) == 1
 
 def test_wrong_anomaly_kind(chaos_run):
     chaos_run(lambda: build(["lose"]), expect="demo.caught", anomaly="duplicated")
@@ -244,9 +245,35 @@ def failure_sections(out: str) -> dict[str, str]:
 def test_chaos_run_runs_the_bug_then_the_control_and_fails_saying_why(
         pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_inner=INNER)
-    res = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider")
+    store = pytester.path / "nightly-store"
+    res = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider",
+                             f"--chaos-store={store}", "--junitxml=junit.xml")
     res.assert_outcomes(passed=1, failed=len(FAILS))
     sections = failure_sections(res.stdout.str())
     assert set(sections) == set(FAILS)
     wrong = {t: sections[t][-1500:] for t, m in FAILS.items() if m not in sections[t]}
     assert not wrong, wrong
+    # every run went into the session's store, where `harness report --store` finds it
+    runs = sorted(store.glob("*/*/results.json"))
+    assert {r.parent.parent.name for r in runs} == {"demo", "demo-control"}
+    # each test that ran something has its seed and run dirs as JUnit properties ...
+    junit = (pytester.path / "junit.xml").read_text()
+    props = re.findall(r'<property name="(seed|run_dir)" value="([^"]*)"', junit)
+    assert ("seed", "5") in props
+    assert {v for k, v in props if k == "run_dir"} == {str(r.parent) for r in runs}
+    # ... and the summary names the run dirs of the failed ones
+    out = res.stdout.str()
+    summary = out[out.index("chaos run dirs of the failed tests"):]
+    assert "test_inner.py::test_composite: " + str(store.resolve()) in summary
+    assert "test_caught_with_control" not in summary
+    assert f"store {store}" in out  # the header line
+
+
+def test_the_store_comes_from_option_then_ini_then_environment_then_default(tmp_path) -> None:
+    from harness.pytest_plugin import resolve_store
+
+    assert resolve_store("o", "i", "e", tmp_path) == tmp_path / "o"
+    assert resolve_store(None, "i", "e", tmp_path) == tmp_path / "i"
+    assert resolve_store(None, "", "e", tmp_path) == tmp_path / "e"
+    assert resolve_store(None, "", None, tmp_path) == tmp_path / "store"
+    assert resolve_store("/abs/s", "i", "e", tmp_path) == tmp_path.joinpath("/abs/s")
