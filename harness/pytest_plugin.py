@@ -32,8 +32,10 @@ from a run which tested nothing is worth nothing.
 The checks are pure functions of a ``Result`` tree and a count, so they are unit-tested on
 hand-made trees and shared with tests that call the runner themselves (the backend tests).
 
-``pytest -m chaos`` selects exactly the chaos tests; ``-m "not chaos or smoke"`` is the
-default test command's unit + bounded smoke set.
+Chaos tests run only when selected: ``pytest -m chaos`` (exactly the chaos tests), ``--chaos``
+(everything), any ``-m`` expression that picks them (``-m "not chaos or smoke"`` is the
+default test command's unit + bounded smoke set), or their file or node id named on the
+command line. A plain ``pytest`` runs the rest and says how many chaos tests it left out.
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--chaos-seed", type=int, default=None, help="seed for every chaos test (replay)")
     g.addoption("--chaos-time", type=float, default=None,
                 help="time limit (s) for every chaos test, overriding each test's own")
+    g.addoption("--chaos", action="store_true", default=False,
+                help="run the chaos tests too (they run only when selected: -m, --chaos, or "
+                     "their file named)")
     g.addoption("--chaos-store", default=None,
                 help="store the runs go to (default: the chaos_store ini setting, else "
                      "$HARNESS_STORE, else store/)")
@@ -74,6 +79,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "chaos: a chaos test against real nodes (pytest -m chaos)")
     config.addinivalue_line("markers", "smoke: a bounded chaos test that the default test command runs too")
+
+
+def selected_explicitly(item_path: Path, args: list[str], start: Path) -> bool:
+    """Whether a command-line argument names this test's file (or one of its node ids)."""
+    for a in args:
+        p = Path(a.split("::", 1)[0])
+        if (p if p.is_absolute() else start / p).resolve() == item_path.resolve():
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--chaos") or config.option.markexpr:
+        return
+    start = config.invocation_params.dir
+    args = list(config.invocation_params.args)
+    keep, left = [], []
+    for item in items:
+        chaos = item.get_closest_marker("chaos") is not None
+        (left if chaos and not selected_explicitly(item.path, args, start) else keep).append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = keep
+        config.stash[_LEFT_OUT] = len(left)
+
+
+_LEFT_OUT = pytest.StashKey[int]()
 
 
 def resolve_store(option: str | None, ini: str, env: str | None, start: Path) -> Path:
@@ -102,6 +134,10 @@ RUN_PROPERTIES = ("seed", "run_dir")
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config
                             ) -> None:
     """The run dirs of the failed chaos tests, where a person starts reading."""
+    left = config.stash.get(_LEFT_OUT, 0)
+    if left:
+        terminalreporter.write_line(f"{left} chaos tests not selected: run them with -m chaos "
+                                    f"or --chaos")
     lines = []
     for rep in terminalreporter.stats.get("failed", []):
         runs = [v for k, v in rep.user_properties if k == "run_dir"]

@@ -277,3 +277,32 @@ def test_the_store_comes_from_option_then_ini_then_environment_then_default(tmp_
     assert resolve_store(None, "", "e", tmp_path) == tmp_path / "e"
     assert resolve_store(None, "", None, tmp_path) == tmp_path / "store"
     assert resolve_store("/abs/s", "i", "e", tmp_path) == tmp_path.joinpath("/abs/s")
+
+
+SELECTION = '''
+import pytest
+
+@pytest.mark.chaos
+def test_chaos():
+    pass
+
+def test_plain():
+    pass
+'''
+
+
+@pytest.mark.parametrize("args, passed, message", [
+    ((), 1, True),                      # a plain run leaves the chaos test out, and says so
+    (("--chaos",), 2, False),
+    (("-m", "chaos"), 1, False),
+    (("-m", "not chaos"), 1, False),
+    (("test_sel.py",), 2, False),       # the file named on the command line
+    (("test_sel.py::test_chaos",), 1, False),
+])
+def test_chaos_tests_run_only_when_selected(pytester: pytest.Pytester, args: tuple[str, ...],
+                                            passed: int, message: bool) -> None:
+    pytester.makepyfile(test_sel=SELECTION)
+    res = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider", *args)
+    res.assert_outcomes(passed=passed)
+    said = "1 chaos tests not selected: run them with -m chaos or --chaos" in res.stdout.str()
+    assert said is message
