@@ -61,8 +61,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("chaos", "chaos tests (chaos-harness)")
     from harness.backends import BACKENDS
 
-    g.addoption("--backend", default="local",
-                help=f"where nodes run: {', '.join(BACKENDS)} (default: local)")
+    g.addoption("--chaos-backend", default=None, choices=sorted(BACKENDS),
+                help="where nodes run (default: the chaos_backend ini setting, else "
+                     "$HARNESS_BACKEND, else local)")
+    parser.addini("chaos_backend", "where the chaos tests' nodes run (see --chaos-backend)",
+                  default="")
     g.addoption("--toxiproxy-url", default=None, help="use this Toxiproxy server instead of our own")
     g.addoption("--chaos-seed", type=int, default=None, help="seed for every chaos test (replay)")
     g.addoption("--chaos-time", type=float, default=None,
@@ -79,6 +82,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "chaos: a chaos test against real nodes (pytest -m chaos)")
     config.addinivalue_line("markers", "smoke: a bounded chaos test that the default test command runs too")
+    backend_of(config)  # a bad name fails the session here, before any cluster starts
 
 
 def selected_explicitly(item_path: Path, args: list[str], start: Path) -> bool:
@@ -115,6 +119,19 @@ def resolve_store(option: str | None, ini: str, env: str | None, start: Path) ->
     return path if path.is_absolute() else start / path
 
 
+def backend_of(config: pytest.Config) -> str:
+    """The option, else the ini setting, else ``$HARNESS_BACKEND``, else local; checked at
+    start, so a typo fails the session before any cluster starts."""
+    from harness.backends import BACKENDS
+
+    name = (config.getoption("--chaos-backend") or config.getini("chaos_backend")
+            or os.environ.get("HARNESS_BACKEND") or "local")
+    if name not in BACKENDS:
+        raise pytest.UsageError(f"chaos backend {name!r} (from the chaos_backend ini setting or "
+                                f"$HARNESS_BACKEND): choose one of {', '.join(sorted(BACKENDS))}")
+    return name
+
+
 def store_of(config: pytest.Config) -> Path:
     return resolve_store(config.getoption("--chaos-store"), config.getini("chaos_store"),
                          os.environ.get("HARNESS_STORE"), config.invocation_params.dir)
@@ -122,7 +139,7 @@ def store_of(config: pytest.Config) -> Path:
 
 def pytest_report_header(config: pytest.Config) -> str:
     seed = config.getoption("--chaos-seed")
-    return (f"chaos: backend {config.getoption('--backend')}, toxiproxy "
+    return (f"chaos: backend {backend_of(config)}, toxiproxy "
             f"{config.getoption('--toxiproxy-url') or 'our own'}, store {store_of(config)}, "
             f"seeds {'all ' + str(seed) if seed is not None else 'from each test'}")
 
@@ -168,7 +185,7 @@ class ChaosOptions:
 @pytest.fixture(scope="session")
 def chaos_options(request: pytest.FixtureRequest) -> ChaosOptions:
     c = request.config
-    return ChaosOptions(c.getoption("--backend"), c.getoption("--toxiproxy-url"),
+    return ChaosOptions(backend_of(c), c.getoption("--toxiproxy-url"),
                         c.getoption("--chaos-seed"), c.getoption("--chaos-time"))
 
 

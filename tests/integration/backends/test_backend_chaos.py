@@ -1,4 +1,4 @@
-"""Chaos runs on the docker and ssh backends, whatever ``--backend`` says: the proof that
+"""Chaos runs on the docker and ssh backends, whatever ``--chaos-backend`` says: the proof that
 they are equal citizens of the local backend.
 
 - ``test_echo_chaos_on_backend``: the whole runner (clients, a fixed nemesis schedule that

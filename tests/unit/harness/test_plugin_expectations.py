@@ -306,3 +306,21 @@ def test_chaos_tests_run_only_when_selected(pytester: pytest.Pytester, args: tup
     res.assert_outcomes(passed=passed)
     said = "1 chaos tests not selected: run them with -m chaos or --chaos" in res.stdout.str()
     assert said is message
+
+
+def test_the_backend_is_validated_at_start_from_option_ini_or_environment(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_b="def test_b(chaos_options):\n    print('BACKEND', chaos_options.backend)\n")
+    res = pytester.runpytest("-p", "no:randomly", "-s", "--chaos-backend", "ssh")
+    res.assert_outcomes(passed=1)
+    res.stdout.fnmatch_lines(["*BACKEND ssh*"])
+    res = pytester.runpytest("-p", "no:randomly", "--chaos-backend", "moon")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    monkeypatch.setenv("HARNESS_BACKEND", "moon")
+    res = pytester.runpytest("-p", "no:randomly")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*chaos backend 'moon'*choose one of*local*"])
+    monkeypatch.setenv("HARNESS_BACKEND", "docker")
+    pytester.makeini("[pytest]\nchaos_backend = ssh\n")
+    res = pytester.runpytest("-p", "no:randomly", "-s")
+    res.stdout.fnmatch_lines(["*BACKEND ssh*"])  # the ini setting before the environment
