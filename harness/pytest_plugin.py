@@ -23,6 +23,8 @@ from a run which tested nothing is worth nothing.
   buggy run's ``RunResult``.
 - ``chaos_cluster(spec)``: an async context manager giving a started cluster (nodes, proxies,
   nemesis via ``cluster.nemesis_invoke``), with a history writer in its run dir.
+- ``chaos_toxiproxy``: the one Toxiproxy server of the session (its URL), shared by every
+  run; ``--toxiproxy-url`` or ``$TOXIPROXY_URL`` names one to use instead.
 - ``chaos_store``: the store every run of the session is written into, so ``harness report``
   over it sees them (``--chaos-store``, else the ``chaos_store`` ini setting, else
   ``$HARNESS_STORE``, else ``store/``; a relative path is taken from where pytest was
@@ -43,7 +45,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -140,7 +142,8 @@ def store_of(config: pytest.Config) -> Path:
 def pytest_report_header(config: pytest.Config) -> str:
     seed = config.getoption("--chaos-seed")
     return (f"chaos: backend {backend_of(config)}, toxiproxy "
-            f"{config.getoption('--toxiproxy-url') or 'our own'}, store {store_of(config)}, "
+            f"{config.getoption('--toxiproxy-url') or 'one of our own for the session'}, "
+            f"store {store_of(config)}, "
             f"seeds {'all ' + str(seed) if seed is not None else 'from each test'}")
 
 
@@ -187,6 +190,21 @@ def chaos_options(request: pytest.FixtureRequest) -> ChaosOptions:
     c = request.config
     return ChaosOptions(backend_of(c), c.getoption("--toxiproxy-url"),
                         c.getoption("--chaos-seed"), c.getoption("--chaos-time"))
+
+
+@pytest.fixture(scope="session")
+def chaos_toxiproxy(chaos_options: ChaosOptions) -> Iterator[str]:
+    """The URL of the one Toxiproxy server the session's runs share (each run's proxies carry
+    its run id as a prefix): ``--toxiproxy-url`` or ``$TOXIPROXY_URL`` when given, else one we
+    start here, on first use, and stop when the session ends."""
+    url = chaos_options.toxiproxy_url or os.environ.get("TOXIPROXY_URL")
+    if url:
+        yield url
+        return
+    from faults.toxiproxy import ToxiproxyServer
+
+    with ToxiproxyServer.start() as server:
+        yield server.url
 
 
 # ---------------------------------------------------------------- the checks, pure
@@ -356,15 +374,15 @@ def chaos_store(request: pytest.FixtureRequest) -> Path:
 
 
 @pytest.fixture
-def chaos_run(chaos_options: ChaosOptions, chaos_store: Path, request: pytest.FixtureRequest
-              ) -> Callable[..., Any]:
+def chaos_run(chaos_options: ChaosOptions, chaos_store: Path, chaos_toxiproxy: str,
+              request: pytest.FixtureRequest) -> Callable[..., Any]:
     from harness.runner import run
 
     def run_one(spec: TestSpec, store: str) -> RunResult:
         chaos_options.apply(spec)
         if spec.store is None:
             spec.store = store
-        res = run(spec, toxiproxy_url=chaos_options.toxiproxy_url)
+        res = run(spec, toxiproxy_url=chaos_toxiproxy)
         request.node.user_properties += [("seed", res.seed), ("run_dir", str(res.run_dir.path))]
         return res
 
@@ -408,7 +426,8 @@ def chaos_run(chaos_options: ChaosOptions, chaos_store: Path, request: pytest.Fi
 
 
 @pytest.fixture
-def chaos_cluster(chaos_options: ChaosOptions, chaos_store: Path) -> Callable[..., Any]:
+def chaos_cluster(chaos_options: ChaosOptions, chaos_store: Path, chaos_toxiproxy: str
+                  ) -> Callable[..., Any]:
     from harness.cluster import open_cluster
     from harness.store import new_run
     from vocabulary.history import HistoryWriter
@@ -417,7 +436,7 @@ def chaos_cluster(chaos_options: ChaosOptions, chaos_store: Path) -> Callable[..
     async def _open(spec: Any) -> AsyncIterator[Any]:
         chaos_options.apply(spec)
         rd = new_run(spec.name, chaos_store)
-        async with open_cluster(spec, rd, toxiproxy_url=chaos_options.toxiproxy_url) as c:
+        async with open_cluster(spec, rd, toxiproxy_url=chaos_toxiproxy) as c:
             with HistoryWriter(rd.history) as h:
                 c.history = h
                 yield c

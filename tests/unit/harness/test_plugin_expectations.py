@@ -324,3 +324,32 @@ def test_the_backend_is_validated_at_start_from_option_ini_or_environment(
     pytester.makeini("[pytest]\nchaos_backend = ssh\n")
     res = pytester.runpytest("-p", "no:randomly", "-s")
     res.stdout.fnmatch_lines(["*BACKEND ssh*"])  # the ini setting before the environment
+
+
+SHARED = '''
+import json, urllib.request
+
+URLS = []
+
+def test_one(chaos_toxiproxy):
+    URLS.append(chaos_toxiproxy)
+
+def test_two(chaos_toxiproxy):
+    URLS.append(chaos_toxiproxy)
+    assert URLS[0] == URLS[1]
+    with urllib.request.urlopen(chaos_toxiproxy + "/version", timeout=2) as r:
+        assert r.status == 200
+'''
+
+
+def test_the_session_shares_one_toxiproxy_server_and_stops_it(pytester: pytest.Pytester
+                                                               ) -> None:
+    import urllib.error
+    import urllib.request
+
+    pytester.makepyfile(test_shared=SHARED + "\ndef test_three():\n    print('URL', URLS[0])\n")
+    res = pytester.runpytest_subprocess("-p", "no:randomly", "-s")
+    res.assert_outcomes(passed=3)
+    url = re.search(r"URL (http://\S+)", res.stdout.str()).group(1)
+    with pytest.raises((urllib.error.URLError, OSError)):
+        urllib.request.urlopen(url + "/version", timeout=1)  # gone with the session
