@@ -1,0 +1,38 @@
+"""Two more 2PC paths: a node restarted with data that goes active without finishing a sync
+(from its start event, not from an inactive state), and a commit without every yes that comes
+after an update whose recorded decision was not a commit."""
+
+from __future__ import annotations
+
+from checkers.twopc import check
+from tests.unit.drip.test_twopc_evidence import NODES, committed, kinds, obs, update
+
+
+def test_restarted_with_data_then_active_without_a_sync_done() -> None:
+    evs = {"n1": [{"type": "start", "fresh": False, "state": "sync"},
+                  {"type": "state", "state": "active", "reason": "sync abandoned"}],
+           "n2": []}
+    h = update(0, 0, "u1", "k", 1)
+    for n in NODES:
+        evs[n] += committed("u1", "k", 1, 1)
+    final = {"k": {"value": 1, "version": 1, "uid": "u1"}}
+    r = check({}, h, obs(evs, final))
+    assert kinds(r) == ["sync-skipped"], r.explain()
+    assert r.anomalies[0].witness["cause"]["node"] == "n1"
+    evs["n1"].insert(1, {"type": "sync-done"})
+    assert check({}, h, obs(evs, final)).valid is True
+
+
+def test_the_vote_rule_goes_on_past_a_decision_that_was_no_commit() -> None:
+    h = update(0, 0, "u1", "k", 1) + update(2, 1, "u2", "j", 2)
+    evs = {n: committed("u1", "k", 1, 1) + committed("u2", "j", 2, 1) for n in NODES}
+    evs["n2"][3]["vote"] = "no"  # n2 voted no on u2
+    evs["n1"] += [{"type": "decide", "uid": "u1", "key": "k", "outcome": "abort",
+                   "voters": list(NODES), "missing": []},
+                  {"type": "decide", "uid": "u2", "key": "j", "outcome": "commit",
+                   "voters": list(NODES), "missing": []}]
+    final = {"k": {"value": 1, "version": 1, "uid": "u1"}, "j": {"value": 2, "version": 1,
+                                                                 "uid": "u2"}}
+    r = check({}, h, obs(evs, final))
+    bad = [a for a in r.anomalies if a.kind == "commit-without-all-yes"]
+    assert r.valid is False and [a.witness["op"]["uid"] for a in bad] == ["u2"], r.explain()
