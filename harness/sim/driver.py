@@ -209,7 +209,10 @@ class Simulation:
 
     def _deliver(self, n: SimNode, src: Any, raw: Any) -> None:
         msg = self.wire.decode(raw) if self.wire is not None else raw
-        self._input(n, lambda c, now: c.on_message(src, msg, now))
+        handed = self.arrive(n.id, src, msg)
+        if handed is not None:
+            peer, m = handed
+            self._input(n, lambda c, now: c.on_message(peer, m, now))
 
     def _input(self, n: SimNode, call: Callable[[Core, float], list[Effect]]) -> None:
         assert n.core is not None
@@ -242,6 +245,11 @@ class Simulation:
         core is handed). A protocol whose peers are more than node ids overrides it."""
         return [(d, src) for d in (self.ids if to == EVERYONE else [to])
                 if d != src and d in self.nodes]
+
+    def arrive(self, dst: Any, seen_as: Any, msg: Any) -> tuple[Any, Any] | None:
+        """What ``dst``'s core is handed for a decoded arrival: (peer, message), or None to
+        drop it. A protocol whose answers travel as their own messages overrides it."""
+        return seen_as, msg
 
     def lost(self, dst: Any, seen_as: Any, raw: Any) -> None:
         """A message reached ``dst`` while it was down (a protocol may tell the sender)."""

@@ -275,8 +275,16 @@ class SyncRequest:
     requester: str
 
 
+@dataclass(frozen=True)
+class StateQuery:
+    """GET /state (spec 4.2.3): which state is the peer in? Answered ``{"state"}``, or 503
+    when inactive (the spec's "no response")."""
+
+    sender: str
+
+
 Message = (Voting | VoteResponse | Commit | Abort | SyncBatch | Heartbeat | NodeNotice
-           | SyncRequest)
+           | SyncRequest | StateQuery)
 
 
 @dataclass(frozen=True)
@@ -330,6 +338,8 @@ def encode(msg: Message) -> HttpRequest:
                            {H_NODE: msg.sender})
     if isinstance(msg, SyncRequest):
         return HttpRequest("PUT", f"/sync/node/{msg.requester}", {H_NODE: msg.requester})
+    if isinstance(msg, StateQuery):
+        return HttpRequest("GET", "/state", {H_NODE: msg.sender})
     raise TypeError(f"not a DRiP message: {msg!r}")
 
 
@@ -340,15 +350,15 @@ def _path_id(path_id: str, sender: str) -> None:
 
 
 def decode(method: str, path: str, headers: Any, body: bytes,
-           auth: str | None = None) -> Message | None:
-    """Parse one request; ``None`` for ``GET /state`` (no message, just a query).
+           auth: str | None = None) -> Message:
+    """Parse one request.
 
     ``headers`` is any case-insensitive mapping (aiohttp's CIMultiDict).
     """
     parts = [p for p in path.split("/") if p]
     sender = parse_node_id(headers.get(H_NODE))
     if method == "GET" and parts == ["state"]:
-        return None
+        return StateQuery(sender)
     if method == "POST" and parts == ["voting"]:
         ttype = parse_ttype(headers.get(H_TTYPE))
         if ttype != "update":

@@ -1,9 +1,5 @@
-"""The DRiP protocol as a sans-IO state machine: messages and timer ticks in, effects out.
-
-No sockets, no asyncio, no clock: every method takes ``now`` (monotonic seconds). State that
-must survive kill -9 lives in the injected :class:`~nodes.drip.store.Store` and is written
-before the effects that depend on it are returned (a vote lock before the "yes" is sent, a
-commit before it is forwarded or acknowledged).
+"""The DRiP protocol as a sans-IO core (docs/contracts.md section 0a): ``start``, peer
+messages, timer firings and client commands in, with the time; effects out.
 
 Vote routing beyond the initiator's direct peers (the spec leaves it open; ours):
 
@@ -23,17 +19,43 @@ Vote routing beyond the initiator's direct peers (the spec leaves it open; ours)
 * The commit carries ``version = 1 + max version reported``; stores keep the highest
   ``(version, update id)`` per key, so commits and sync batches may arrive in any order.
 
-Commit propagation uses a durable per-peer outbox, retried until the peer answers 200. When a
-peer is found inactive its queued commits are dropped (spec 4.7: nothing is propagated to it)
-and the peer is *owed* a sync: the next heartbeat tells it so and it pulls our whole store.
+Commit propagation uses a durable per-peer outbox, delivered one commit at a time and retried
+until the peer answers 200. When a peer is found inactive its queued commits are dropped (spec
+4.7: nothing is propagated to it) and the peer is *owed* a sync: the next heartbeat tells it
+so and it pulls our whole store.
+
+How the runtime meets the core (our decisions, the same for the node and the simulator):
+
+* **A peer's request** arrives as ``on_message(Inbound(hop, conn), msg)`` and the core answers
+  it with exactly one ``Send(Inbound, Answer(status, body))`` among the effects it returns:
+  the HTTP answer (200 ``{"ok": true}``; a heartbeat's ``{"state"}``; 503 when the node's state
+  refuses the request). An answer travels on the request's own connection, as Garlic Farm's
+  ``Send(Inbound, Response)`` does; ``Reply`` stays for client commands. The answer follows
+  the request's ``Persist`` effects, so the runtime fsyncs them before the peer hears 200: a
+  forwarded commit a peer acknowledged is durable here.
+* **Every request the core sends** (``Send(peer, msg)``) ends in exactly one
+  ``on_message(peer, Outcome(msg, status, body))`` from the runtime: the peer's HTTP status
+  and JSON body, or status 0 when no answer came (refused, timed out, connection lost). The
+  core ignores the outcomes it has no use for.
+* Heartbeat rounds, the commit outbox, serving a sync batch by batch, and the ``GET /state``
+  check before a sync (spec 4.6) are the core's, driven by timers and outcomes; the runtime
+  only moves requests and answers.
+* **Client updates and reads** are commands (`ClientUpdate`, `ClientRead`) answered with
+  ``Reply(token, Answer)``.
+* **Durable state** changes are ``Persist(STORE, record)`` effects (`nodes.drip.records`); the
+  core folds each record into its own `Durable` as it returns it, so memory and disk agree on
+  what a record means, and a restart builds the core from the `Durable` the store loaded.
+* The core reads no clock and makes no random choice (a sync source is the first active peer
+  by id), so it takes no ``random.Random``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from nodes.common.effects import Emit, Send, SetTimer
+from nodes.common.effects import Effect, Emit, Persist, Reply, Send, SetTimer
 from nodes.drip.codec import (
     Abort,
     Commit,
@@ -41,6 +63,7 @@ from nodes.drip.codec import (
     Item,
     Message,
     NodeNotice,
+    StateQuery,
     SyncBatch,
     SyncRequest,
     Update,
@@ -49,46 +72,83 @@ from nodes.drip.codec import (
     next_counter,
 )
 from nodes.drip.entitlement import Policy, allow_all
-from nodes.drip.store import OWN, Store
+from nodes.drip.records import (
+    OWN,
+    STORE,
+    Applied,
+    Counters,
+    Delivered,
+    Dropped,
+    Durable,
+    Init,
+    Lock,
+    Members,
+    Merged,
+    Owe,
+    Paid,
+    Queued,
+    Record,
+    Unlock,
+)
+from nodes.drip.seen import Seen
 
 BUGS = ("commit-partial-vote", "forget-in-progress", "skip-sync")
-SEEN_WINDOW = 4096
+HEARTBEAT = "heartbeat"
+#: how long past the runtime's own request timeout a heartbeat round waits for stragglers
+ROUND_SLACK_S = 0.5
+OK: dict[str, Any] = {"ok": True}
 
 
 class Unavailable(Exception):
     """The node cannot take this request in its current state (answered 503)."""
 
 
-# --------------------------------------------------------------------------- effects
+# --------------------------------------------------------------------------- runtime types
 
 
 @dataclass(frozen=True)
-class SendSeq:
-    """Send these in order to ``to``, stopping at the first failure (sync batches)."""
+class Inbound:
+    """A peer's request on an HTTP connection: ``hop`` is its TLS identity, ``conn`` the
+    runtime's handle for the answer (``Send(Inbound, Answer)``)."""
 
-    to: str
-    msgs: tuple[Message, ...]
-    #: a full-store sync: report success with ``on_sync_served(to, owed_gen)``
-    owed_gen: int | None = None
-
-
-@dataclass(frozen=True)
-class ClientDone:
-    """The outcome of an update this node initiated."""
-
-    uid: str
-    committed: bool
-    detail: dict[str, Any]
+    hop: str
+    conn: Hashable
 
 
 @dataclass(frozen=True)
-class WakeOutbox:
-    """New commits are queued for ``peer``."""
+class Answer:
+    """An HTTP answer: to a peer's request (``Send``), or to a client command (``Reply``)."""
 
-    peer: str
+    status: int
+    body: dict[str, Any]
 
 
-Effect = Send | SendSeq | ClientDone | SetTimer | Emit | WakeOutbox
+@dataclass(frozen=True)
+class Outcome:
+    """How a request this node sent ended: the peer's HTTP status and JSON body, or status 0
+    when no answer came (refused, timed out, connection lost)."""
+
+    request: Message
+    status: int
+    body: Any = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200
+
+
+@dataclass(frozen=True)
+class ClientUpdate:
+    """``POST /client/update``: initiate ``update``; answered once it is decided."""
+
+    update: Update
+
+
+@dataclass(frozen=True)
+class ClientRead:
+    """``GET /client/read?key=``: a local, possibly stale read."""
+
+    key: str
 
 
 @dataclass
@@ -100,19 +160,14 @@ class CoreConfig:
     bugs: frozenset[str] = frozenset()
     #: how much sooner than its sender a forwarder answers (see DRiP-Vote-Budget-Ms)
     relay_margin_s: float = 0.2
+    heartbeat_s: float = 0.3
+    #: the runtime's timeout for one request (a heartbeat round waits this long, and a bit)
+    peer_timeout_s: float = 2.0
+    #: a commit delivery that failed (not refused) is retried after this long
+    outbox_retry_s: float = 0.5
 
 
 # --------------------------------------------------------------------------- state
-
-
-@dataclass
-class Window:
-    """Which counters of one initiator were seen: all ``<= floor`` plus ``recent``."""
-
-    saved: int | None
-    reset_at: int | None
-    floor: int | None
-    recent: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -129,6 +184,7 @@ class Tally:
     version: int
     started: float
     decided: bool = False
+    token: Any = None  # the client command waiting for the decision (initiator)
 
 
 @dataclass
@@ -138,134 +194,254 @@ class SyncState:
     started: float
     batches: int = 0
     changed: int = 0
+    asked: bool = False  # the source said it is active and was sent the sync request
+
+
+@dataclass
+class Serving:
+    """A full-store sync being sent to one peer, one batch at a time."""
+
+    batches: tuple[SyncBatch, ...]
+    gen: int  # the peer's owed generation when the snapshot was taken
+    sent: int = 0  # batches acknowledged
+
+
+@dataclass
+class Round:
+    """One heartbeat round: ``results[peer]`` is the 200 reply body, or None."""
+
+    n: int
+    pending: set[str]
+    results: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
 
 class DripCore:
-    """One DRiP node's protocol state."""
+    """One DRiP node's protocol state, built from what the node made durable."""
 
-    def __init__(self, me: str, peers: list[str], store: Store, cfg: CoreConfig | None = None,
-                 policy: Policy = allow_all, mesh_members: list[str] | None = None) -> None:
+    def __init__(self, me: str, peers: list[str], durable: Durable | None = None,
+                 cfg: CoreConfig | None = None, policy: Policy = allow_all,
+                 mesh_members: list[str] | None = None) -> None:
         self.me = me
         self.peers = sorted(peers)
-        self.store = store
+        self.d = durable if durable is not None else Durable()
+        self.fresh = self.d.fresh
         self.cfg = cfg or CoreConfig()
         self.policy = policy
         self.bugs = self.cfg.bugs
         self.state = "active"
         self.peer_up: dict[str, bool] = {p: True for p in self.peers}
-        self.members: set[str] = store.members() | {me} | set(peers) | set(mesh_members or [])
-        self.windows: dict[str, Window] = {
-            n: Window(c, r, c) for n, (c, r) in store.saved_counters().items()}
-        self.counter = store.own_counter()
-        self.locks: dict[str, str] = {}  # key -> uid of the in-progress update we voted yes on
+        self.members: set[str] = self.d.members | {me} | set(peers) | set(mesh_members or [])
+        self.seen = Seen(self.d.counters)
+        self.counter = self.d.counter
         self.tallies: dict[str, Tally] = {}  # uid -> votes being gathered (initiator or relay)
         self.sync: SyncState | None = None
         self.reachable: dict[str, bool] = {p: True for p in self.peers}
         self.peer_state: dict[str, str] = {}
         self.owed_gen: dict[str, int] = {}  # bumped whenever we drop commits queued for a peer
+        self.inflight: dict[str, Queued] = {}  # the outbox row on its way to each peer
+        self.next_seq = 1 + max((s for rows in self.d.outbox.values() for s in rows), default=0)
+        self.serving: dict[str, Serving] = {}
+        self.round: Round | None = None
+        self.rounds = 0
 
-    # ---- start-up -------------------------------------------------------------------------
-    def on_start(self, now: float) -> list[Effect]:
-        """Restore in-progress votes and pick the first state (fresh -> active, else sync)."""
-        self.store.add_members(self.members)
-        out: list[Effect] = []
-        for key, (uid, initiator) in self.store.locks().items():
-            if initiator == self.me:  # our own update died with the process: never commits
-                self.store.del_lock(key, uid)
-                out.append(Emit("release", {"uid": uid, "key": key, "why": "restart"}))
-            else:
-                self.locks[key] = uid
-                out.append(SetTimer(("lock", key, uid), now + self.cfg.lock_ttl_s))
-        fresh = self.store.fresh
+    # ---- the four inputs ------------------------------------------------------------------
+    def start(self, now: float) -> list[Effect]:
+        """Restore in-progress votes, pick the first state (fresh -> active, else sync), and
+        start heartbeats and outbox delivery."""
+        fresh = self.fresh
         self.state = "active" if fresh or "skip-sync" in self.bugs else "sync"
-        out.insert(0, Emit("start", {"fresh": fresh, "state": self.state, "counter": self.counter,
-                                     "members": sorted(self.members), "peers": self.peers}))
+        out: list[Effect] = [Emit("start", {"fresh": fresh, "state": self.state,
+                                            "counter": self.counter,
+                                            "members": sorted(self.members),
+                                            "peers": self.peers})]
+        if fresh:
+            out.append(self._p(Init()))
+        if self.members - self.d.members:
+            out.append(self._p(Members(tuple(sorted(self.members - self.d.members)))))
+        for key, (uid, initiator) in sorted(self.d.locks.items()):
+            if initiator == self.me:  # our own update died with the process: never commits
+                out += [self._p(Unlock(key, uid)),
+                        Emit("release", {"uid": uid, "key": key, "why": "restart"})]
+            else:
+                out.append(SetTimer(("lock", key, uid), now + self.cfg.lock_ttl_s))
         if not fresh and self.state == "active":
             out.append(Emit("state", {"state": "active", "reason": "restart, sync skipped"}))
+        out.append(SetTimer(HEARTBEAT, now))
+        for p in self.peers:
+            out += self._pump(p)
         return out
 
-    # ---- helpers --------------------------------------------------------------------------
+    def on_message(self, peer: Any, msg: Any, now: float) -> list[Effect]:
+        """A peer's request (``peer`` an `Inbound`), or the `Outcome` of one of ours."""
+        if isinstance(peer, Inbound):
+            try:
+                out, body = self._request(peer.hop, msg, now)
+                answer = Answer(200, body)
+            except Unavailable as e:
+                out, answer = [], Answer(503, {"error": str(e)})
+            return [*out, Send(peer, answer)]
+        if isinstance(msg, Outcome):
+            return self._outcome(peer, msg, now)
+        raise TypeError(f"not a DRiP input from {peer!r}: {type(msg).__name__}")
+
+    def on_timer(self, name: Hashable, now: float) -> list[Effect]:
+        if name == HEARTBEAT:
+            return self._heartbeat_round(now) if self.round is None else []
+        assert isinstance(name, tuple)
+        kind = name[0]
+        if kind == "round":
+            if self.round is None or self.round.n != name[1]:
+                return []
+            return self._end_round(now)
+        if kind == "outbox":
+            return self._pump(name[1])
+        if kind == "vote":
+            t = self.tallies.get(name[1])
+            if t is None or t.decided or t.upstream is not None:
+                return []
+            return self._decide(t, now, None, timeout=True)
+        if kind == "relay":
+            t = self.tallies.get(name[1])
+            if t is None or t.decided or t.upstream is None:
+                return []
+            return [self._respond(t)]
+        if kind == "lock":
+            _, key, uid = name
+            if self._lock_uid(key) != uid:
+                return []
+            return [self._p(Unlock(key, uid)),
+                    Emit("release", {"uid": uid, "key": key, "why": "expired"})]
+        if kind == "sync":
+            s = self.sync
+            if s is None or s.started != name[1]:
+                return []
+            self.sync = None
+            return [Emit("sync-abandoned", {"source": s.source, "batches": s.batches})]
+        return []
+
+    def on_command(self, cmd: Any, token: Any, now: float) -> list[Effect]:
+        if isinstance(cmd, ClientUpdate):
+            try:
+                return self._client_update(cmd.update, token, now)
+            except Unavailable as e:
+                return [Reply(token, Answer(503, {"result": "unavailable", "error": str(e)}))]
+        if isinstance(cmd, ClientRead):
+            it = self.d.kv.get(cmd.key)
+            return [Reply(token, Answer(200, {
+                "key": cmd.key, "value": None if it is None else it.value,
+                "version": 0 if it is None else it.version,
+                "uid": None if it is None else it.uid, "state": self.state}))]
+        return [Reply(token, Answer(400, {"error": f"no such command {type(cmd).__name__}"}))]
+
+    # ---- routing ----------------------------------------------------------------------------
+    def _request(self, hop: str, msg: Message, now: float) -> tuple[list[Effect], dict[str, Any]]:
+        """One decoded peer request: what it sets off, and the body of the 200 answer."""
+        if isinstance(msg, StateQuery):  # spec 4.2.3; inactive: "no response"
+            if self.state == "inactive":
+                raise Unavailable("inactive")
+            return [], {"state": self.state}
+        if isinstance(msg, Heartbeat):
+            out = self._on_heartbeat(hop, msg, now)
+            return out, {"state": self.state}
+        if isinstance(msg, Voting):
+            return self._on_voting(hop, msg, now), OK
+        if isinstance(msg, VoteResponse):
+            return self._on_vote_response(hop, msg, now), OK
+        if isinstance(msg, Commit):
+            return self._on_commit(hop, msg, now), OK
+        if isinstance(msg, Abort):
+            return self._on_abort(hop, msg, now), OK
+        if isinstance(msg, SyncBatch):
+            return self._on_sync_batch(hop, msg, now), OK
+        if isinstance(msg, SyncRequest):
+            return self._on_sync_request(hop, now), OK
+        if isinstance(msg, NodeNotice):
+            return self._on_node_notice(hop, msg), OK
+        raise TypeError(f"no handler for {type(msg).__name__}")
+
+    def _outcome(self, peer: str, o: Outcome, now: float) -> list[Effect]:
+        req = o.request
+        if isinstance(req, Heartbeat):
+            return self._heartbeat_result(peer, o.body if o.ok and isinstance(o.body, dict)
+                                          else None, now)
+        if isinstance(req, Commit):
+            return self._commit_delivered(peer, o, now)
+        if isinstance(req, SyncBatch):
+            return self._batch_delivered(peer, o)
+        if isinstance(req, StateQuery):
+            return self._source_state(peer, o)
+        if o.ok:
+            return []
+        if isinstance(req, SyncRequest):
+            return self._sync_failed(peer)
+        if isinstance(req, Voting):
+            return self._voting_failed(peer, req, now)
+        return []
+
+    # ---- helpers ----------------------------------------------------------------------------
+    def _p(self, r: Record) -> Persist:
+        """Persist ``r``, and fold it into our own durable state at once."""
+        self.d.apply(r)
+        return Persist(STORE, r)
+
     def active_peers(self, exclude: str | None = None) -> list[str]:
         return [p for p in self.peers if self.peer_up.get(p) and p != exclude]
 
     def _next_counter(self) -> tuple[int, bool]:
         c, reset = next_counter(self.counter)
         self.counter = c
-        self._seen(self.me, c, reset)
+        self.seen.before(self.me, c, reset)
         return c, reset
 
-    def _seen(self, node: str, counter: int, reset: bool) -> bool:
-        """Spec 4.4: has this (initiator, counter) been received before? Records it if not.
-
-        Beyond the spec's single saved counter we remember a window of recent counters, so a
-        message overtaken by a later one of the same initiator is still handled once.
-        """
-        w = self.windows.get(node)
-        if w is None:
-            self.windows[node] = Window(counter, counter if reset else None, None, {counter})
-            return False
-        if reset:
-            if w.reset_at == counter and counter in w.recent:
-                return True
-            self.windows[node] = Window(counter, counter, None, {counter})
-            return False
-        if counter in w.recent or (w.floor is not None and counter <= w.floor):
-            return True
-        w.recent.add(counter)
-        if w.saved is None or counter > w.saved:
-            w.saved = counter
-        if len(w.recent) > 2 * SEEN_WINDOW:
-            w.floor = w.saved - SEEN_WINDOW
-            w.recent = {c for c in w.recent if c > w.floor}
-        return False
-
-    def _counter_rows(self, *nodes: str) -> list[tuple[str, int, int | None]]:
-        rows: list[tuple[str, int, int | None]] = []
-        for n in nodes:
-            if n == self.me:
-                rows.append((OWN, self.counter, None))
-            else:
-                w = self.windows[n]
-                assert w.saved is not None
-                rows.append((n, w.saved, w.reset_at))
-        return rows
+    def _row(self, node: str) -> tuple[str, int, int | None]:
+        return (OWN, self.counter, None) if node == self.me else self.seen.row(node)
 
     def _version(self, key: str) -> int:
-        it = self.store.get(key)
+        it = self.d.kv.get(key)
         return it.version if it else 0
 
-    # ---- initiating an update (our client endpoint) ----------------------------------------
-    def client_update(self, up: Update, now: float) -> list[Effect]:
-        """Start the voting phase for ``up``; the outcome comes later as ClientDone."""
+    def _lock_uid(self, key: str) -> str | None:
+        held = self.d.locks.get(key)
+        return None if held is None else held[0]
+
+    @staticmethod
+    def _done(token: Any, committed: bool, detail: dict[str, Any]) -> Reply:
+        if committed:
+            return Reply(token, Answer(200, {"result": "committed", **detail}))
+        return Reply(token, Answer(409, {"result": "aborted", **detail}))
+
+    # ---- initiating an update (our client endpoint) ------------------------------------------
+    def _client_update(self, up: Update, token: Any, now: float) -> list[Effect]:
+        """Start the voting phase for ``up``; its answer comes when it is decided."""
         if self.state != "active":
             raise Unavailable(f"node {self.me} is {self.state}; it initiates no updates now")
-        if up.uid in self.tallies or self.store.is_applied(up.uid):
-            return [ClientDone(up.uid, False, {"error": f"update id {up.uid!r} was already used"})]
+        if up.uid in self.tallies or up.uid in self.d.applied:
+            return [self._done(token, False, {"error": f"update id {up.uid!r} was already used"})]
         if up.owner is None:
             up = Update(up.uid, up.key, up.value, self.me)
-        refusal = self.policy(self.store.get(up.key), up, self.me)
+        refusal = self.policy(self.d.kv.get(up.key), up, self.me)
         if refusal:
-            return [ClientDone(up.uid, False, {"error": "not entitled: " + refusal})]
-        held = self.locks.get(up.key)
+            return [self._done(token, False, {"error": "not entitled: " + refusal})]
+        held = self._lock_uid(up.key)
         if held is not None and held != up.uid and "forget-in-progress" not in self.bugs:
-            return [ClientDone(up.uid, False,
+            return [self._done(token, False,
                                {"error": f"key {up.key!r} has an update in progress ({held})"})]
         counter, reset = self._next_counter()
-        self.store.put_lock(up.key, up.uid, self.me, self._counter_rows(self.me))
-        replaced = self.locks.get(up.key)
-        self.locks[up.key] = up.uid
+        out: list[Effect] = [self._p(Counters((self._row(self.me),))),
+                             self._p(Lock(up.key, up.uid, self.me))]
         pending = set(self.active_peers())
-        t = Tally(up, self.me, counter, None, pending, {self.me}, set(), self._version(up.key), now)
+        t = Tally(up, self.me, counter, None, pending, {self.me}, set(), self._version(up.key),
+                  now, token=token)
         self.tallies[up.uid] = t
-        out: list[Effect] = [
+        out += [
             Emit("vote-start", {"uid": up.uid, "key": up.key, "value": up.value,
                                 "counter": counter, "members": sorted(self.members),
                                 "asked": sorted(pending)}),
             Emit("vote", {"uid": up.uid, "key": up.key, "initiator": self.me, "vote": "yes",
                           "from": None, "syncing": False}),
         ]
-        if replaced is not None and replaced != up.uid:
-            out.append(Emit("release", {"uid": replaced, "key": up.key, "why": "replaced"}))
+        if held is not None and held != up.uid:
+            out.append(Emit("release", {"uid": held, "key": up.key, "why": "replaced"}))
         if not pending:
             return out + self._decide(t, now, "no active peer to ask")
         msg = Voting(self.me, counter, reset, up, budget_ms=int(self.cfg.vote_timeout_s * 1000))
@@ -273,44 +449,25 @@ class DripCore:
         out.append(SetTimer(("vote", up.uid), now + self.cfg.vote_timeout_s))
         return out
 
-    # ---- one entry point for peer messages ---------------------------------------------------
-    def receive(self, hop: str, msg: Message, now: float) -> list[Effect]:
-        """Route one decoded peer message (heartbeats have their own reply: on_heartbeat)."""
-        if isinstance(msg, Voting):
-            return self.on_voting(hop, msg, now)
-        if isinstance(msg, VoteResponse):
-            return self.on_vote_response(hop, msg, now)
-        if isinstance(msg, Commit):
-            return self.on_commit(hop, msg, now)
-        if isinstance(msg, Abort):
-            return self.on_abort(hop, msg, now)
-        if isinstance(msg, SyncBatch):
-            return self.on_sync_batch(hop, msg, now)
-        if isinstance(msg, SyncRequest):
-            return self.on_sync_request(hop, now)
-        if isinstance(msg, NodeNotice):
-            return self.on_node_notice(hop, msg, now)
-        raise TypeError(f"no handler for {type(msg).__name__}")
-
-    # ---- voting ---------------------------------------------------------------------------
+    # ---- voting -------------------------------------------------------------------------------
     def _own_vote(self, up: Update, initiator: str) -> str | None:
         """None for "yes", else why "no"."""
         if self.state == "sync":
             return None  # spec 4.6: a syncing node votes yes to every update
-        held = self.locks.get(up.key)
+        held = self._lock_uid(up.key)
         if held is not None and held != up.uid and "forget-in-progress" not in self.bugs:
             return f"key in progress: {held}"
-        return self.policy(self.store.get(up.key), up, initiator)
+        return self.policy(self.d.kv.get(up.key), up, initiator)
 
-    def on_voting(self, hop: str, msg: Voting, now: float) -> list[Effect]:
+    def _on_voting(self, hop: str, msg: Voting, now: float) -> list[Effect]:
         if self.state == "inactive":
             raise Unavailable(f"node {self.me} is inactive")
         up = msg.update
-        if self._seen(msg.initiator, msg.counter, msg.reset):
+        if self.seen.before(msg.initiator, msg.counter, msg.reset):
             return [Send(hop, VoteResponse(self.me, True, msg.initiator, msg.counter, up.uid,
                                            duplicate=True))]
         self.members.add(msg.initiator)
-        rows = self._counter_rows(msg.initiator)
+        rows = Counters((self._row(msg.initiator),))
         reason = self._own_vote(up, msg.initiator)
         out: list[Effect] = [Emit("vote", {"uid": up.uid, "key": up.key,
                                            "initiator": msg.initiator,
@@ -318,14 +475,12 @@ class DripCore:
                                            "from": hop, "syncing": self.state == "sync"})]
         version = self._version(up.key)
         if reason:
-            self.store.save_counters(rows)
-            return out + [Send(hop, VoteResponse(self.me, False, msg.initiator, msg.counter,
-                                                 up.uid, (), (self.me,), version))]
-        self.store.put_lock(up.key, up.uid, msg.initiator, rows)
-        replaced = self.locks.get(up.key)
+            return out + [self._p(rows), Send(hop, VoteResponse(
+                self.me, False, msg.initiator, msg.counter, up.uid, (), (self.me,), version))]
+        replaced = self._lock_uid(up.key)
+        out += [self._p(rows), self._p(Lock(up.key, up.uid, msg.initiator))]
         if replaced is not None and replaced != up.uid:  # syncing (or a bug): the old vote goes
             out.append(Emit("release", {"uid": replaced, "key": up.key, "why": "replaced"}))
-        self.locks[up.key] = up.uid
         out.append(SetTimer(("lock", up.key, up.uid), now + self.cfg.lock_ttl_s))
         downstream = set(self.active_peers(exclude=hop))
         t = Tally(up, msg.initiator, msg.counter, hop, downstream, {self.me}, set(), version, now)
@@ -342,7 +497,7 @@ class DripCore:
         out.append(SetTimer(("relay", up.uid), now + wait))
         return out
 
-    def _respond(self, t: Tally) -> Send:
+    def _respond(self, t: Tally) -> Send[str, VoteResponse]:
         assert t.upstream is not None
         t.decided = True
         self.tallies.pop(t.update.uid, None)
@@ -350,7 +505,7 @@ class DripCore:
                                              t.update.uid, tuple(sorted(t.voters)),
                                              tuple(sorted(t.no_voters)), t.version))
 
-    def on_vote_response(self, hop: str, r: VoteResponse, now: float) -> list[Effect]:
+    def _on_vote_response(self, hop: str, r: VoteResponse, now: float) -> list[Effect]:
         t = self.tallies.get(r.uid)
         if t is None or t.decided or hop not in t.pending:
             # spec 4.5.1: no action for responses after the timeout (or never asked for)
@@ -363,13 +518,8 @@ class DripCore:
         t.version = max(t.version, r.version)
         return self._progress(t, now)
 
-    def on_send_failed(self, to: str, msg: Message, now: float) -> list[Effect]:
-        """A request that could not be delivered: a /voting subtree that will not answer, or
-        a sync source that will not serve."""
-        if isinstance(msg, SyncRequest):
-            return self.on_sync_failed(to, now)
-        if not isinstance(msg, Voting):
-            return []
+    def _voting_failed(self, to: str, msg: Voting, now: float) -> list[Effect]:
+        """A /voting that was not taken: that subtree will not answer."""
         t = self.tallies.get(msg.update.uid)
         if t is None or t.decided or to not in t.pending:
             return []
@@ -397,38 +547,36 @@ class DripCore:
             why = ("timeout; " if timeout else "") + f"no vote from {missing}"
         else:
             return self._commit(t, now, missing)
-        self.store.del_lock(up.key, up.uid)
-        if self.locks.get(up.key) == up.uid:
-            del self.locks[up.key]
         out: list[Effect] = [
+            self._p(Unlock(up.key, up.uid)),
             Emit("decide", {"uid": up.uid, "key": up.key, "outcome": "abort", "reason": why,
                             "voters": sorted(t.voters), "no_voters": sorted(t.no_voters),
                             "missing": missing, "elapsed_s": round(now - t.started, 4)}),
-            Emit("release", {"uid": up.uid, "key": up.key, "why": "abort"}),
-            ClientDone(up.uid, False, {"error": "aborted: " + str(why)})]
+            Emit("release", {"uid": up.uid, "key": up.key, "why": "abort"})]
         if self.peers:  # anyone the request reached may hold the key for it: tell them now
             counter, reset = self._next_counter()
+            out.append(self._p(Counters((self._row(self.me),))))
             abort = Abort(self.me, counter, reset, up.uid, up.key)
             out += [Send(p, abort) for p in self.active_peers()]
+        out.append(self._done(t.token, False, {"error": "aborted: " + str(why)}))
         return out
 
-    def on_abort(self, hop: str, msg: Abort, now: float) -> list[Effect]:
+    def _on_abort(self, hop: str, msg: Abort, now: float) -> list[Effect]:
         """The initiator will never commit ``msg.uid``: release its key and pass the word on.
         Safe because only the initiator decides, and it decided abort."""
         if self.state == "inactive":
             raise Unavailable(f"node {self.me} is inactive")
-        if self._seen(msg.initiator, msg.counter, msg.reset):
+        if self.seen.before(msg.initiator, msg.counter, msg.reset):
             return []
         out: list[Effect] = []
         t = self.tallies.get(msg.uid)
         if t is not None and t.upstream is not None:  # a relay still gathering: nobody waits
             t.decided = True
             del self.tallies[msg.uid]
-        if self.locks.get(msg.key) == msg.uid:
-            del self.locks[msg.key]
-            self.store.del_lock(msg.key, msg.uid)
-            out.append(Emit("release", {"uid": msg.uid, "key": msg.key,
-                                        "why": f"aborted by {msg.initiator}"}))
+        if self._lock_uid(msg.key) == msg.uid:
+            out += [self._p(Unlock(msg.key, msg.uid)),
+                    Emit("release", {"uid": msg.uid, "key": msg.key,
+                                     "why": f"aborted by {msg.initiator}"})]
         return out + [Send(p, msg) for p in self.active_peers(exclude=hop)]
 
     def _commit(self, t: Tally, now: float, missing: list[str]) -> list[Effect]:
@@ -440,99 +588,125 @@ class DripCore:
             "uid": up.uid, "key": up.key, "outcome": "commit", "version": version,
             "voters": sorted(t.voters), "no_voters": [], "missing": missing,
             "elapsed_s": round(now - t.started, 4)})]
-        out += self._apply(msg, None, forward=True, rows=self._counter_rows(self.me))
-        out.append(ClientDone(up.uid, True, {"version": version}))
-        return out
+        applied = self._apply(msg, None, forward=True, rows=[self._row(self.me)])
+        # the answer goes after the commit's records (fsynced first) and before its sends
+        return out + applied[0] + [self._done(t.token, True, {"version": version})] + applied[1]
 
     # ---- commit phase ---------------------------------------------------------------------
     def _apply(self, msg: Commit, hop: str | None, forward: bool,
-               rows: list[tuple[str, int, int | None]]) -> list[Effect]:
+               rows: list[tuple[str, int, int | None]]) -> tuple[list[Effect], list[Effect]]:
+        """Apply a new commit: (its records and events, the sends it sets off)."""
         up = msg.update
         targets = [p for p in self.peers if p != hop] if forward else []
         queued = [p for p in targets if self.peer_up.get(p)]
-        payload = commit_payload(msg)
-        fresh, changed = self.store.apply_commit(up, msg.version, [(p, payload) for p in queued],
-                                                 rows)
-        if not fresh:
-            return []
-        out: list[Effect] = [Emit("apply", {"uid": up.uid, "key": up.key, "value": up.value,
-                                            "version": msg.version, "initiator": msg.initiator,
-                                            "via": "update", "from": hop, "changed": changed})]
-        if self.locks.get(up.key) == up.uid:
-            del self.locks[up.key]
+        held = self._lock_uid(up.key) == up.uid
+        out: list[Effect] = [self._p(Counters(tuple(rows)))] if rows else []
+        rec = Applied(Item(up.key, up.value, msg.version, up.uid, up.owner),
+                      tuple(Queued(self._seq(), p, msg) for p in queued))
+        changed = self.d.apply(rec)
+        out += [Persist(STORE, rec),
+                Emit("apply", {"uid": up.uid, "key": up.key, "value": up.value,
+                               "version": msg.version, "initiator": msg.initiator,
+                               "via": "update", "from": hop, "changed": bool(changed)})]
+        if held:
             out.append(Emit("release", {"uid": up.uid, "key": up.key, "why": "commit"}))
         for p in targets:
             if p not in queued:
                 out += self._drop_for(p, "inactive")
-        out += [WakeOutbox(p) for p in queued]
-        return out
+        sends: list[Effect] = []
+        for p in queued:
+            sends += self._pump(p)
+        return out, sends
 
-    def on_commit(self, hop: str, msg: Commit, now: float) -> list[Effect]:
+    def _seq(self) -> int:
+        self.next_seq += 1
+        return self.next_seq - 1
+
+    def _on_commit(self, hop: str, msg: Commit, now: float) -> list[Effect]:
         if self.state == "inactive":
             raise Unavailable(f"node {self.me} is inactive")
         self.members.add(msg.initiator)
-        dup = self._seen(msg.initiator, msg.counter, msg.reset)
-        rows = [] if dup else self._counter_rows(msg.initiator)
-        if self.store.is_applied(msg.update.uid):
-            if rows:
-                self.store.save_counters(rows)
-            return []
-        return self._apply(msg, hop, forward=not dup, rows=rows)
+        dup = self.seen.before(msg.initiator, msg.counter, msg.reset)
+        rows = [] if dup else [self._row(msg.initiator)]
+        if msg.update.uid in self.d.applied:
+            return [self._p(Counters(tuple(rows)))] if rows else []
+        records, sends = self._apply(msg, hop, forward=not dup, rows=rows)
+        return records + sends
 
     def _drop_for(self, peer: str, why: str) -> list[Effect]:
         self.owed_gen[peer] = self.owed_gen.get(peer, 0) + 1
-        n = self.store.drop_outbox(peer)
-        return [Emit("owe-sync", {"peer": peer, "dropped": n, "why": why})]
+        n = len(self.d.outbox.get(peer, {}))
+        return [self._p(Dropped(peer)), Emit("owe-sync", {"peer": peer, "dropped": n, "why": why})]
 
-    # ---- timers ---------------------------------------------------------------------------
-    def on_timer(self, name: tuple[Any, ...], now: float) -> list[Effect]:
-        kind = name[0]
-        if kind == "vote":
-            t = self.tallies.get(name[1])
-            if t is None or t.decided or t.upstream is not None:
-                return []
-            return self._decide(t, now, None, timeout=True)
-        if kind == "relay":
-            t = self.tallies.get(name[1])
-            if t is None or t.decided or t.upstream is None:
-                return []
-            return [self._respond(t)]
-        if kind == "lock":
-            _, key, uid = name
-            if self.locks.get(key) != uid:
-                return []
-            del self.locks[key]
-            self.store.del_lock(key, uid)
-            return [Emit("release", {"uid": uid, "key": key, "why": "expired"})]
-        if kind == "sync":
-            s = self.sync
-            if s is None or s.started != name[1]:
-                return []
-            self.sync = None
-            return [Emit("sync-abandoned", {"source": s.source, "batches": s.batches})]
-        return []
+    # ---- the outbox: queued commits, one in flight per peer ---------------------------------
+    def _pump(self, peer: str) -> list[Effect]:
+        """Send ``peer`` its oldest queued commit, unless one is on its way or it is down."""
+        rows = self.d.outbox.get(peer)
+        if not rows or not self.peer_up.get(peer) or peer in self.inflight:
+            return []
+        q = next(iter(rows.values()))
+        self.inflight[peer] = q
+        return [Send(peer, q.commit)]
+
+    def _commit_delivered(self, peer: str, o: Outcome, now: float) -> list[Effect]:
+        q = self.inflight.get(peer)
+        assert isinstance(o.request, Commit)
+        if q is None or q.commit.update.uid != o.request.update.uid:
+            return []  # not the delivery we wait for (a restart came in between)
+        del self.inflight[peer]
+        if q.seq not in self.d.outbox.get(peer, {}):
+            return self._pump(peer)  # dropped meanwhile
+        if o.ok:
+            return [self._p(Delivered(peer, q.seq)), *self._pump(peer)]
+        if o.status in (400, 401):  # e.g. a forwarded token now expired: owe a sync instead
+            return self._drop_for(peer, f"commit refused: {o.body}")
+        return [SetTimer(("outbox", peer), now + self.cfg.outbox_retry_s)]
 
     # ---- heartbeats and node state (spec 4.2, 4.7) ------------------------------------------
     def heartbeat_for(self, peer: str) -> Heartbeat:
-        return Heartbeat(self.me, self.state, tuple(sorted(self.members)),
-                         peer in self.store.owed())
+        return Heartbeat(self.me, self.state, tuple(sorted(self.members)), peer in self.d.owed)
 
-    def on_heartbeat(self, hop: str, hb: Heartbeat, now: float) -> tuple[dict[str, Any], list[Effect]]:
-        """A peer's heartbeat: our reply body and what it sets off."""
+    def _heartbeat_round(self, now: float) -> list[Effect]:
+        self.rounds += 1
+        self.round = Round(self.rounds, set(self.peers))
+        if not self.peers:
+            return self._end_round(now)
+        out: list[Effect] = [Send(p, self.heartbeat_for(p)) for p in self.peers]
+        out.append(SetTimer(("round", self.rounds), now + self.cfg.peer_timeout_s + ROUND_SLACK_S))
+        return out
+
+    def _heartbeat_result(self, peer: str, reply: dict[str, Any] | None, now: float
+                          ) -> list[Effect]:
+        r = self.round
+        if r is None or peer not in r.pending:
+            return []
+        r.pending.discard(peer)
+        r.results[peer] = reply
+        return [] if r.pending else self._end_round(now)
+
+    def _end_round(self, now: float) -> list[Effect]:
+        r, self.round = self.round, None
+        assert r is not None
+        out = self._round_results(r.results, now)
+        out.append(SetTimer(HEARTBEAT, now + self.cfg.heartbeat_s))
+        return out
+
+    def _on_heartbeat(self, hop: str, hb: Heartbeat, now: float) -> list[Effect]:
+        """A peer's heartbeat: learn members, and sync if we are owed one."""
         out: list[Effect] = []
         new = set(hb.members) - self.members
         if new:
             self.members |= new
-            self.store.add_members(new)
-            out.append(Emit("members", {"added": sorted(new), "from": hop}))
+            out += [self._p(Members(tuple(sorted(new)))),
+                    Emit("members", {"added": sorted(new), "from": hop})]
         self.peer_state[hop] = hb.state
         if hb.sync_owed and self.sync is None and self.state != "inactive" \
                 and "skip-sync" not in self.bugs:
             out += self._start_sync(hop, "owed", now)
-        return {"state": self.state}, out
+        return out
 
-    def on_heartbeat_round(self, results: dict[str, dict[str, Any] | None], now: float
-                           ) -> list[Effect]:
+    def _round_results(self, results: dict[str, dict[str, Any] | None], now: float
+                       ) -> list[Effect]:
         """One heartbeat round: ``results[peer]`` is the 200 reply body, or None."""
         out: list[Effect] = []
         for p in self.peers:
@@ -546,7 +720,7 @@ class DripCore:
                 out.append(Emit("peer", {"peer": p, "up": up,
                                          "state": None if reply is None else reply.get("state")}))
                 if up:
-                    out.append(WakeOutbox(p))
+                    out += self._pump(p)
                 else:
                     out += self._drop_for(p, "heartbeat failed" if reply is None else "inactive")
         any_ok = any(results.get(p) is not None for p in self.peers)
@@ -571,13 +745,13 @@ class DripCore:
             out += [Send(p, NodeNotice(self.me, state == "active")) for p in self.active_peers()]
         return out
 
-    def on_node_notice(self, hop: str, n: NodeNotice, now: float) -> list[Effect]:
+    def _on_node_notice(self, hop: str, n: NodeNotice) -> list[Effect]:
         self.peer_state[hop] = "active" if n.active else "inactive"
         if self.peer_up.get(hop) == n.active:
             return []
         self.peer_up[hop] = n.active
         out: list[Effect] = [Emit("peer", {"peer": hop, "up": n.active, "state": "notice"})]
-        return out + ([WakeOutbox(hop)] if n.active else self._drop_for(hop, "peer said inactive"))
+        return out + (self._pump(hop) if n.active else self._drop_for(hop, "peer said inactive"))
 
     # ---- sync (spec 4.6) --------------------------------------------------------------------
     def _pick_sync_source(self, now: float) -> list[Effect]:
@@ -595,16 +769,27 @@ class DripCore:
         return []
 
     def _start_sync(self, source: str, reason: str, now: float) -> list[Effect]:
+        """Ask ``source`` its state first (spec 4.6: sync only from an active peer)."""
         self.sync = SyncState(source, reason, now)
         return [Emit("sync-start", {"source": source, "reason": reason}),
-                Send(source, SyncRequest(self.me)),
+                Send(source, StateQuery(self.me)),
                 SetTimer(("sync", now), now + self.cfg.sync_timeout_s)]
 
-    def on_sync_request(self, hop: str, now: float) -> list[Effect]:
-        """A peer asks for our whole store: stream it in batches, the last one complete."""
+    def _source_state(self, peer: str, o: Outcome) -> list[Effect]:
+        s = self.sync
+        if s is None or s.source != peer or s.asked:
+            return []
+        state = o.body.get("state") if o.ok and isinstance(o.body, dict) else None
+        if state != "active":
+            return self._sync_failed(peer)
+        s.asked = True
+        return [Send(peer, SyncRequest(self.me))]
+
+    def _on_sync_request(self, hop: str, now: float) -> list[Effect]:
+        """A peer asks for our whole store: send it in batches, the last one complete."""
         if self.state != "active":
             raise Unavailable(f"node {self.me} is {self.state}; sync from an active node")
-        items = self.store.items()
+        items = [self.d.kv[k] for k in sorted(self.d.kv)]
         n = self.cfg.sync_batch
         chunks = [items[i:i + n] for i in range(0, len(items), n)] or [[]]
         sid = f"{self.me}-{self.counter + 1}"
@@ -612,24 +797,39 @@ class DripCore:
         for i, chunk in enumerate(chunks):
             c, reset = self._next_counter()
             msgs.append(SyncBatch(self.me, c, reset, i == len(chunks) - 1, sid, tuple(chunk)))
-        self.store.save_counters(self._counter_rows(self.me))
-        return [Emit("sync-serve", {"to": hop, "keys": len(items), "batches": len(msgs)}),
-                SendSeq(hop, tuple(msgs), self.owed_gen.get(hop, 0))]
+        self.serving[hop] = Serving(tuple(msgs), self.owed_gen.get(hop, 0))
+        return [self._p(Counters((self._row(self.me),))),
+                Emit("sync-serve", {"to": hop, "keys": len(items), "batches": len(msgs)}),
+                Send(hop, msgs[0])]
 
-    def on_sync_served(self, to: str, gen: int) -> None:
-        """Every batch of a sync reached ``to``: we owe it nothing dropped before the snapshot
-        (unless more was dropped since)."""
-        if self.owed_gen.get(to, 0) == gen:
-            self.store.clear_owed(to)
+    def _batch_delivered(self, peer: str, o: Outcome) -> list[Effect]:
+        """The next batch after an acknowledged one; after the last, the peer is owed nothing
+        dropped before the snapshot (unless more was dropped since)."""
+        s = self.serving.get(peer)
+        b = o.request
+        assert isinstance(b, SyncBatch)
+        if s is None or (b.sync_id, b.counter) != (s.batches[s.sent].sync_id,
+                                                   s.batches[s.sent].counter):
+            return []
+        if not o.ok:
+            del self.serving[peer]
+            return []
+        s.sent += 1
+        if s.sent < len(s.batches):
+            return [Send(peer, s.batches[s.sent])]
+        del self.serving[peer]
+        if self.owed_gen.get(peer, 0) == s.gen and peer in self.d.owed:
+            return [self._p(Paid(peer))]
+        return []
 
-    def on_sync_batch(self, hop: str, b: SyncBatch, now: float) -> list[Effect]:
+    def _on_sync_batch(self, hop: str, b: SyncBatch, now: float) -> list[Effect]:
         if self.state == "inactive":
             raise Unavailable(f"node {self.me} is inactive")
-        self._seen(b.source, b.counter, b.reset)  # addressed to us alone: not propagated
-        changed = self.store.apply_items(list(b.items))
-        self.store.save_counters(self._counter_rows(b.source))
+        self.seen.before(b.source, b.counter, b.reset)  # addressed to us alone: not propagated
+        rec = Merged(b.items)
+        changed = self.d.apply(rec)
+        out: list[Effect] = [Persist(STORE, rec), self._p(Counters((self._row(b.source),)))]
         s = self.sync
-        out: list[Effect] = []
         if changed:
             out += self._learned_by_sync(hop)
         if s is not None and s.source == hop:
@@ -651,56 +851,41 @@ class DripCore:
         out: list[Effect] = []
         others = [p for p in self.peers if p != source]
         if others:
-            self.store.owe(others)
+            out.append(self._p(Owe(tuple(others))))
             for p in others:
                 self.owed_gen[p] = self.owed_gen.get(p, 0) + 1
             out += [Emit("owe-sync", {"peer": p, "dropped": 0,
                                       "why": f"learned commits by sync from {source}"})
                     for p in others]
-        for key, uid in sorted(self.locks.items()):
-            it = self.store.get(key)
+        for key, (uid, _) in sorted(self.d.locks.items()):
+            it = self.d.kv.get(key)
             if it is not None and it.uid == uid:
-                del self.locks[key]
-                self.store.del_lock(key, uid)
-                out.append(Emit("release", {"uid": uid, "key": key, "why": "committed (sync)"}))
+                out += [self._p(Unlock(key, uid)),
+                        Emit("release", {"uid": uid, "key": key, "why": "committed (sync)"})]
         return out
 
-    def on_sync_failed(self, to: str, now: float) -> list[Effect]:
+    def _sync_failed(self, to: str) -> list[Effect]:
         if self.sync is not None and self.sync.source == to:
             s, self.sync = self.sync, None
             return [Emit("sync-abandoned", {"source": to, "batches": s.batches})]
         return []
 
-    # ---- reads and snapshots ----------------------------------------------------------------
-    def read(self, key: str) -> Item | None:
-        return self.store.get(key)
-
+    # ---- what the admin API shows -------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
         return {
             "id": self.me, "state": self.state, "counter": self.counter,
             "peers": {p: {"up": self.peer_up.get(p, False), "reachable": self.reachable.get(p),
                           "state": self.peer_state.get(p)} for p in self.peers},
             "members": sorted(self.members),
-            "kv": {i.key: {"value": i.value, "version": i.version, "uid": i.uid, "owner": i.owner}
-                   for i in self.store.items()},
-            "locks": dict(self.locks),
+            "kv": {k: {"value": i.value, "version": i.version, "uid": i.uid, "owner": i.owner}
+                   for k, i in sorted(self.d.kv.items())},
+            "locks": {k: uid for k, (uid, _) in sorted(self.d.locks.items())},
             "in_flight": sorted(self.tallies),
-            "outbox": self.store.outbox_count(),
-            "owed": sorted(self.store.owed()),
+            "outbox": {p: len(rows) for p, rows in sorted(self.d.outbox.items()) if rows},
+            "owed": sorted(self.d.owed),
             "syncing_from": self.sync.source if self.sync else None,
             "bugs": sorted(self.bugs),
         }
-
-
-def commit_payload(msg: Commit) -> dict[str, Any]:
-    """A Commit as an outbox row (the initiator's token travels with it unchanged)."""
-    return {"initiator": msg.initiator, "counter": msg.counter, "reset": msg.reset,
-            "update": msg.update.to_json(), "version": msg.version, "auth": msg.auth}
-
-
-def commit_from_payload(d: dict[str, Any]) -> Commit:
-    return Commit(d["initiator"], int(d["counter"]), bool(d["reset"]),
-                  Update.from_json(d["update"]), int(d["version"]), d.get("auth"))
 
 
 def item_brief(it: Item | None) -> dict[str, Any] | None:

@@ -1,8 +1,12 @@
 """The DRiP node runtime: HTTPS peer server, plain-HTTP client endpoint, admin API, timers.
 
-Thin by design: requests are authenticated and decoded here, then handed to
-:class:`~nodes.drip.core.DripCore`; the effects it returns are performed here (HTTP requests to
-peers, journal events, timers, client replies, outbox delivery).
+Thin by design: a `Host` of the common runtime loop (`nodes.common.loop.CoreLoop`) around
+:class:`~nodes.drip.core.DripCore`. Requests are authenticated and decoded here and handed to
+the core as ``Inbound(tls_identity, conn)``; its ``Send(Inbound, Answer)`` is the HTTP answer.
+Each ``Send(peer, msg)`` is one HTTPS request, and how it ended goes back to the core as an
+``Outcome``. ``Persist`` records go to the SQLite store (`nodes.drip.store`), committed by the
+loop before the next send or answer. Timers, heartbeat rounds, the commit outbox and sync are
+the core's.
 
 Request checks on the peer port, in order (each failure changes nothing):
 
@@ -18,7 +22,7 @@ Request checks on the peer port, in order (each failure changes nothing):
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import itertools
 import json
 import logging
 from dataclasses import dataclass, field
@@ -32,21 +36,18 @@ from nodes.common.admin import AdminServer
 from nodes.common.clock import Clock
 from nodes.common.config import ConfigError, NodeConfig
 from nodes.common.journal import Journal
+from nodes.common.loop import CoreLoop
 from nodes.drip import codec
 from nodes.drip.auth import AuthError, Signer, Verifier, load_auth
-from nodes.drip.codec import CodecError, Heartbeat, Message, Update
+from nodes.drip.codec import CodecError, Message, Update
 from nodes.drip.core import (
-    ClientDone,
+    Answer,
+    ClientRead,
+    ClientUpdate,
     CoreConfig,
     DripCore,
-    Effect,
-    Emit,
-    Send,
-    SendSeq,
-    SetTimer,
-    Unavailable,
-    WakeOutbox,
-    commit_from_payload,
+    Inbound,
+    Outcome,
 )
 from nodes.drip.entitlement import get_policy
 from nodes.drip.material import NodeFiles, client_context, peer_identity, server_context
@@ -56,7 +57,7 @@ log = logging.getLogger("drip.server")
 
 #: messages a node sends on its own behalf: DRiP-Node-ID must be the TLS peer itself
 _OWN_BEHALF = (codec.VoteResponse, codec.Heartbeat, codec.NodeNotice, codec.SyncRequest,
-               codec.SyncBatch)
+               codec.SyncBatch, codec.StateQuery)
 
 
 def _err(status: int, msg: str) -> web.Response:
@@ -120,15 +121,18 @@ class DripNode:
         for name, p in cfg.peers.items():
             host, port = p.peer_addr()
             self.peer_urls[name] = f"https://{host}:{port}"
+        o = self.opts
         self.core = DripCore(
-            self.me, list(cfg.peers), self.store,
-            CoreConfig(self.opts.vote_timeout_s, self.opts.lock_ttl_s, self.opts.sync_timeout_s,
-                       self.opts.sync_batch, cfg.bugs),
-            get_policy(self.opts.entitlement), extra.mesh_members)
+            self.me, list(cfg.peers), self.store.load(),
+            CoreConfig(vote_timeout_s=o.vote_timeout_s, lock_ttl_s=o.lock_ttl_s,
+                       sync_timeout_s=o.sync_timeout_s, sync_batch=o.sync_batch, bugs=cfg.bugs,
+                       heartbeat_s=o.heartbeat_s, peer_timeout_s=o.peer_timeout_s),
+            get_policy(o.entitlement), extra.mesh_members)
+        self.loop = CoreLoop(self.core, self, self.clock.monotonic)
         self.admin = AdminServer(self.me, self.core.snapshot, self.journal, self.clock, cfg.host,
                                  cfg.ports.admin)
-        self.waiters: dict[str, asyncio.Future[ClientDone]] = {}
-        self.outbox_wake: dict[str, asyncio.Event] = {p: asyncio.Event() for p in cfg.peers}
+        self.answers: dict[Any, asyncio.Future[Any]] = {}
+        self._ids = itertools.count()
         self.tasks: set[asyncio.Task[Any]] = set()
         self.runners: list[web.AppRunner] = []
         self.session: aiohttp.ClientSession | None = None
@@ -138,7 +142,6 @@ class DripNode:
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=self.client_ssl, limit=64),
             timeout=aiohttp.ClientTimeout(total=self.opts.peer_timeout_s))
-        self.perform(self.core.on_start(self.clock.monotonic()))
         peer_app = web.Application(client_max_size=64 * 1024 * 1024)
         peer_app.router.add_route("*", "/{tail:.*}", self.handle_peer)
         client_app = web.Application()
@@ -147,9 +150,7 @@ class DripNode:
         await self._serve(peer_app, self.cfg.ports.peer, self.server_ssl)
         await self._serve(client_app, self.cfg.ports.client, None)
         await self.admin.start()
-        for p in self.cfg.peers:
-            self._spawn(self._outbox_loop(p))
-        self._spawn(self._heartbeat_loop())
+        self.loop.start()
         self.admin.set_ready()
         log.info("drip node %s serving peers on %d (TLS), clients on %d", self.me,
                  self.cfg.ports.peer, self.cfg.ports.client)
@@ -162,6 +163,7 @@ class DripNode:
         self.runners.append(runner)
 
     async def stop(self) -> None:
+        self.loop.close()
         for t in list(self.tasks):
             t.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
@@ -179,137 +181,72 @@ class DripNode:
         t.add_done_callback(self.tasks.discard)
         return t
 
-    # ---- effects ----------------------------------------------------------------------------
-    def perform(self, effects: list[Effect]) -> None:
-        loop = asyncio.get_running_loop()
-        for e in effects:
-            if isinstance(e, Emit):
-                self.journal.emit(e.type, **e.fields)
-            elif isinstance(e, Send):
-                self._spawn(self._send_one(e.to, e.msg))
-            elif isinstance(e, SendSeq):
-                self._spawn(self._send_seq(e))
-            elif isinstance(e, SetTimer):
-                delay = max(0.0, e.at - self.clock.monotonic())
-                loop.call_later(delay, self._fire, e.name)
-            elif isinstance(e, ClientDone):
-                fut = self.waiters.pop(e.uid, None)
-                if fut is not None and not fut.done():
-                    fut.set_result(e)
-            elif isinstance(e, WakeOutbox):
-                ev = self.outbox_wake.get(e.peer)
-                if ev is not None:
-                    ev.set()
+    # ---- Host: what the loop performs --------------------------------------------------------
+    def send(self, to: Any, msg: Any) -> None:
+        if isinstance(to, Inbound):
+            self._answer(to.conn, msg)
+        else:
+            self._spawn(self._request(to, msg))
 
-    def _fire(self, name: tuple[Any, ...]) -> None:
-        self.perform(self.core.on_timer(name, self.clock.monotonic()))
+    def persist(self, what: str, record: Any) -> None:
+        self.store.write(record)
+
+    def sync(self) -> None:
+        self.store.commit()
+
+    def reply(self, token: Any, value: Any) -> None:
+        self._answer(token, value)
+
+    def emit(self, type_: str, fields: dict[str, Any]) -> None:
+        self.journal.emit(type_, **fields)
+
+    def failed(self, where: str, error: BaseException) -> None:
+        self.journal.node_error(where, error, evidence=True, logger=log)
+
+    def _answer(self, key: Any, value: Any) -> None:
+        fut = self.answers.pop(key, None)
+        if fut is not None and not fut.done():
+            fut.set_result(value)
+
+    def _waiter(self) -> tuple[int, asyncio.Future[Any]]:
+        key = next(self._ids)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.answers[key] = fut
+        return key, fut
 
     # ---- outgoing ---------------------------------------------------------------------------
     def _auth_for(self, msg: Message) -> str:
         forwarded = getattr(msg, "auth", None)
         return forwarded if forwarded else self.signer.header(self.clock.wall())
 
-    async def request(self, to: str, msg: Message, timeout: float | None = None
-                      ) -> tuple[int, Any]:
-        """Send one message to a peer: (HTTP status, decoded JSON body or None)."""
+    async def _request(self, to: str, msg: Message) -> None:
+        """One HTTPS request to a peer; how it ended goes back to the core."""
         assert self.session is not None
         req = codec.encode(msg)
         headers = {**req.headers, codec.H_AUTH: self._auth_for(msg)}
         if req.body is not None:
             headers["Content-Type"] = "application/json"
-        async with self.session.request(
-                req.method, self.peer_urls[to] + req.path, headers=headers, data=req.body_bytes(),
-                server_hostname=to,
-                timeout=aiohttp.ClientTimeout(total=timeout or self.opts.peer_timeout_s)) as r:
-            raw = await r.read()
-            try:
-                body = json.loads(raw) if raw else None
-            except ValueError:
-                body = None
-            return r.status, body
-
-    async def peer_state(self, to: str) -> str | None:
-        """GET /state of a peer (spec 4.2.3): "active", "sync", or None (inactive/unreachable)."""
-        assert self.session is not None
-        headers = {codec.H_NODE: self.me, codec.H_AUTH: self.signer.header(self.clock.wall())}
+        timeout = self.opts.peer_timeout_s
+        if isinstance(msg, codec.SyncBatch):
+            timeout = max(5.0, timeout)
+        status, body = 0, None
         try:
-            async with self.session.get(self.peer_urls[to] + "/state", headers=headers,
-                                        server_hostname=to) as r:
-                body = await r.json(content_type=None) if r.status == 200 else None
-        except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
-            return None
-        return body.get("state") if isinstance(body, dict) else None
-
-    async def _send_one(self, to: str, msg: Message) -> bool:
-        try:
-            if isinstance(msg, codec.SyncRequest) and await self.peer_state(to) != "active":
-                # spec 4.6: sync only from a peer that says it is active
-                self.perform(self.core.on_send_failed(to, msg, self.clock.monotonic()))
-                return False
-            status, body = await self.request(to, msg)
-            ok = status == 200
-            if not ok:
-                log.debug("%s -> %s %s: %s %s", self.me, to, type(msg).__name__, status, body)
+            async with self.session.request(
+                    req.method, self.peer_urls[to] + req.path, headers=headers,
+                    data=req.body_bytes(), server_hostname=to,
+                    timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+                raw = await r.read()
+                status = r.status
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = None
         except (aiohttp.ClientError, TimeoutError, OSError) as e:
             log.debug("%s -> %s %s failed: %s", self.me, to, type(msg).__name__, e)
-            ok = False
-        if not ok:
-            self.perform(self.core.on_send_failed(to, msg, self.clock.monotonic()))
-        return ok
-
-    async def _send_seq(self, e: SendSeq) -> None:
-        for m in e.msgs:
-            try:
-                status, _ = await self.request(e.to, m, timeout=max(5.0, self.opts.peer_timeout_s))
-            except (aiohttp.ClientError, TimeoutError, OSError):
-                return
-            if status != 200:
-                return
-        if e.owed_gen is not None:
-            self.core.on_sync_served(e.to, e.owed_gen)
-
-    async def _outbox_loop(self, peer: str) -> None:
-        """Deliver queued commits to ``peer`` in order, retrying until it answers 200."""
-        wake = self.outbox_wake[peer]
-        while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(0.5):
-                    await wake.wait()
-            wake.clear()
-            while self.core.peer_up.get(peer):
-                rows = self.store.outbox_peek(peer)
-                if not rows:
-                    break
-                for seq, payload in rows:
-                    msg = commit_from_payload(payload)
-                    try:
-                        status, body = await self.request(peer, msg)
-                    except (aiohttp.ClientError, TimeoutError, OSError):
-                        status, body = 0, None
-                    if status == 200:
-                        self.store.outbox_delete(seq)
-                        continue
-                    if status in (400, 401):  # e.g. a forwarded token now expired: owe a sync
-                        self.journal.emit("owe-sync", peer=peer, why=f"commit refused: {body}",
-                                          dropped=self.store.drop_outbox(peer))
-                    else:
-                        await asyncio.sleep(0.2)
-                    break
-
-    async def _heartbeat_loop(self) -> None:
-        while True:
-            results = await asyncio.gather(*(self._heartbeat(p) for p in self.cfg.peers))
-            self.perform(self.core.on_heartbeat_round(dict(zip(self.cfg.peers, results,
-                                                               strict=True)),
-                                                      self.clock.monotonic()))
-            await asyncio.sleep(self.opts.heartbeat_s)
-
-    async def _heartbeat(self, peer: str) -> dict[str, Any] | None:
-        try:
-            status, body = await self.request(peer, self.core.heartbeat_for(peer))
-        except (aiohttp.ClientError, TimeoutError, OSError):
-            return None
-        return body if status == 200 and isinstance(body, dict) else None
+            body = f"{type(e).__name__}: {e}"
+        if status not in (0, 200):
+            log.debug("%s -> %s %s: %s %s", self.me, to, type(msg).__name__, status, body)
+        self.loop.message(to, Outcome(msg, status, body))
 
     # ---- incoming from peers ----------------------------------------------------------------
     async def handle_peer(self, req: web.Request) -> web.Response:
@@ -332,61 +269,48 @@ class DripNode:
             msg = codec.decode(req.method, req.path, req.headers, body, auth)
         except CodecError as e:
             return _err(e.status, str(e))
-        if (msg is None or isinstance(msg, _OWN_BEHALF)) and sender != ident:
+        if isinstance(msg, _OWN_BEHALF) and sender != ident:
             return _err(403, f"{codec.H_NODE} {sender!r} is not the TLS peer {ident!r}")
-        now = self.clock.monotonic()
-        core = self.core
-        try:
-            if msg is None:  # GET /state
-                if core.state == "inactive":
-                    return _err(503, "inactive")
-                return web.json_response({"state": core.state})
-            if isinstance(msg, Heartbeat):
-                reply, effects = core.on_heartbeat(ident, msg, now)
-                self.perform(effects)
-                return web.json_response(reply)
-            effects = core.receive(ident, msg, now)
-        except Unavailable as e:
-            return _err(503, str(e))
-        self.perform(effects)
-        return web.json_response({"ok": True})
+        key, fut = self._waiter()
+        self.loop.message(Inbound(ident, key), msg)
+        self.answers.pop(key, None)
+        if not fut.done():  # the core failed on it (journaled as a node error)
+            return _err(500, f"node {self.me} could not handle {type(msg).__name__}; "
+                             "see its journal")
+        answer = fut.result()
+        assert isinstance(answer, Answer)
+        return web.json_response(answer.body, status=answer.status)
 
     # ---- our client endpoint (not in the spec) ------------------------------------------------
     async def handle_update(self, req: web.Request) -> web.Response:
         """POST /client/update {id, key, value, owner?}: initiate an update, wait for the outcome.
 
-        200 committed; 409 aborted (certainly not committed); 503 not initiated; 400 bad input.
+        200 committed; 409 aborted (certainly not committed); 503 not initiated; 400 bad input;
+        504 no outcome in time (unknown).
         """
         try:
             up = Update.from_json(codec.decode_json(await req.read()))
         except CodecError as e:
             return _err(400, str(e))
-        if up.uid in self.waiters:
-            return _err(409, f"update {up.uid!r} is already in progress")
-        fut: asyncio.Future[ClientDone] = asyncio.get_running_loop().create_future()
-        self.waiters[up.uid] = fut
-        try:
-            self.perform(self.core.client_update(up, self.clock.monotonic()))
-        except Unavailable as e:
-            self.waiters.pop(up.uid, None)
-            return web.json_response({"result": "unavailable", "error": str(e)}, status=503)
+        key, fut = self._waiter()
+        self.loop.command(ClientUpdate(up), key)
         try:
             async with asyncio.timeout(self.opts.vote_timeout_s + 5.0):
-                done = await fut
+                answer = await fut
         except TimeoutError:
-            self.waiters.pop(up.uid, None)
+            self.answers.pop(key, None)
             return web.json_response({"result": "unknown", "error": "no outcome in time"},
                                      status=504)
-        if done.committed:
-            return web.json_response({"result": "committed", **done.detail})
-        return web.json_response({"result": "aborted", **done.detail}, status=409)
+        return web.json_response(answer.body, status=answer.status)
 
     async def handle_read(self, req: web.Request) -> web.Response:
         key = req.query.get("key")
         if not key:
             return _err(400, "GET /client/read?key=<key>")
-        it = self.core.read(key)
-        return web.json_response({"key": key, "value": None if it is None else it.value,
-                                  "version": 0 if it is None else it.version,
-                                  "uid": None if it is None else it.uid,
-                                  "state": self.core.state})
+        token, fut = self._waiter()
+        self.loop.command(ClientRead(key), token)
+        self.answers.pop(token, None)
+        if not fut.done():
+            return _err(500, f"node {self.me} could not read {key!r}; see its journal")
+        answer = fut.result()
+        return web.json_response(answer.body, status=answer.status)

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from drip_sim import Sim
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from checkers.twopc import check
-from nodes.drip.core import Unavailable
+from harness.sim.drip import DripSim
 
 EDGES = [("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n4", "n1"), ("n2", "n4")]
 NODES = ["n1", "n2", "n3", "n4"]
@@ -20,48 +19,45 @@ actions = st.lists(st.one_of(
     st.tuples(st.just("cut"), st.sampled_from(EDGES)),
     st.tuples(st.just("heal")),
     st.tuples(st.just("crash"), st.sampled_from(NODES)),
-    st.tuples(st.just("deliver"), st.integers(1, 12)),
-    st.tuples(st.just("tick"), st.floats(0.1, 3.0)),
+    st.tuples(st.just("pause"), st.sampled_from(NODES)),
+    st.tuples(st.just("run"), st.floats(0.0005, 3.0)),
 ), min_size=1, max_size=40)
 
 
-def play(bugs: frozenset[str], acts: list[tuple[Any, ...]]) -> tuple[Sim, list[dict[str, Any]]]:
-    sim = Sim(EDGES, bugs=bugs)
+def play(bugs: frozenset[str], acts: list[tuple[Any, ...]], seed: int = 1
+         ) -> tuple[DripSim, list[dict[str, Any]]]:
+    """Play ``acts`` on a mesh, then heal everything and let it settle; the history has
+    one update per "update" action (info when its answer never came)."""
+    sim = DripSim(EDGES, seed=seed, bugs=bugs, jitter=0.002)
     history: list[dict[str, Any]] = []
-    invoked: list[tuple[int, str, str, int]] = []
+    invoked: list[tuple[int, str, str, int, str]] = []
     for i, a in enumerate(acts):
         if a[0] == "update":
             uid = f"u{i}"
-            history.append({"index": len(history), "process": i, "type": "invoke", "f": "update",
-                            "value": [a[2], i, uid], "node": a[1]})
-            invoked.append((i, uid, a[2], i))
-            try:
+            history.append({"index": len(history), "process": i, "type": "invoke",
+                            "f": "update", "value": [a[2], i, uid], "node": a[1]})
+            invoked.append((i, uid, a[2], i, a[1]))
+            if sim.nodes[a[1]].up and not sim.nodes[a[1]].paused:
                 sim.update(a[1], a[2], i, uid)
-            except Unavailable as e:
-                sim.done[uid] = type("Refused", (), {"committed": False,
-                                                     "detail": {"error": str(e)}})()
         elif a[0] == "cut":
-            x, y = a[1]
-            sim.cut |= {(x, y), (y, x)}
+            sim.cut(*a[1])
         elif a[0] == "heal":
-            sim.cut.clear()
+            sim.heal()
         elif a[0] == "crash":
             sim.restart(a[1])
-        elif a[0] == "deliver":
-            for _ in range(a[1]):
-                sim.deliver_one()
+        elif a[0] == "pause":
+            sim.pause(a[1])
+            sim.run_for(1.0)
+            sim.resume(a[1])
         else:
-            sim.heartbeat_round()
-            sim.run(until=sim.now + a[1])
-    sim.cut.clear()
-    for _ in range(6):
-        sim.heartbeat_round()
-        sim.run(until=sim.now + 5)
-    for p, uid, key, value in invoked:
-        d = sim.done.get(uid)
-        t = "info" if d is None else ("ok" if d.committed else "fail")
+            sim.run_for(a[1])
+    sim.heal()
+    sim.run_for(30)
+    for p, uid, key, value, node in invoked:
+        d = sim.outcome(uid)
+        t = "info" if d is None else ("ok" if d.status == 200 else "fail")
         history.append({"index": len(history), "process": p, "type": t, "f": "update",
-                        "value": [key, value, uid]})
+                        "value": [key, value, uid], "node": node})
     return sim, history
 
 

@@ -3,29 +3,27 @@ is reported with a readable witness."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from drip_sim import Sim
-
 from checkers.twopc import check
+from harness.sim.drip import DripSim
 from tests.unit.golden import Golden
 
 RING4 = [("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n1", "n4")]
 
 
-def history_for(sim: Sim, ops: list[tuple[str, str, Any, str]]) -> list[dict[str, Any]]:
+def history_for(sim: DripSim, ops: list[tuple[str, str, Any, str]]) -> list[dict[str, Any]]:
     """invoke/complete pairs for (node, key, value, uid), outcomes from the sim."""
     h: list[dict[str, Any]] = []
     for p, (node, key, value, uid) in enumerate(ops):
         h.append({"index": len(h), "process": p, "type": "invoke", "f": "update",
                   "value": [key, value, uid], "node": node})
     for p, (node, key, value, uid) in enumerate(ops):
-        d = sim.done.get(uid)
-        t = "info" if d is None else ("ok" if d.committed else "fail")
+        d = sim.outcome(uid)
+        t = "info" if d is None else ("ok" if d.status == 200 else "fail")
         h.append({"index": len(h), "process": p, "type": t, "f": "update",
                   "value": [key, value, uid], "node": node,
-                  **({"error": d.detail.get("error")} if d and not d.committed else {})})
+                  **({"error": d.body.get("error")} if d and d.status != 200 else {})})
     return h
 
 
@@ -33,12 +31,10 @@ def kinds(r) -> set[str]:
     return {a.kind for a in r.anomalies}
 
 
-def run_ops(sim: Sim, ops: list[tuple[str, str, Any, str]]) -> list[dict[str, Any]]:
+def run_ops(sim: DripSim, ops: list[tuple[str, str, Any, str]]) -> list[dict[str, Any]]:
     for node, key, value, uid in ops:
         sim.update(node, key, value, uid)
-    sim.run(until=20)
-    sim.heartbeat_round()
-    sim.run(until=25)
+    sim.run_for(25)
     return history_for(sim, ops)
 
 
@@ -46,7 +42,7 @@ OPS = [("n1", "k", "a", "ua"), ("n3", "k", "b", "ub"), ("n2", "j", 1, "uc")]
 
 
 def test_a_correct_run_is_valid(golden: Golden) -> None:
-    sim = Sim(RING4)
+    sim = DripSim(RING4)
     h = run_ops(sim, OPS)
     r = check({}, h, sim.observations())
     golden(r)
@@ -55,7 +51,7 @@ def test_a_correct_run_is_valid(golden: Golden) -> None:
 
 
 def test_forget_in_progress_is_caught_as_conflicting_commits(golden: Golden) -> None:
-    sim = Sim(RING4, bugs=frozenset({"forget-in-progress"}))
+    sim = DripSim(RING4, bugs={"forget-in-progress"})
     h = run_ops(sim, OPS)
     r = check({}, h, sim.observations())
     golden(r)
@@ -65,22 +61,23 @@ def test_forget_in_progress_is_caught_as_conflicting_commits(golden: Golden) -> 
 
 
 def test_partial_vote_is_caught(golden: Golden) -> None:
-    sim = Sim(RING4, bugs=frozenset({"commit-partial-vote"}))
-    sim.down.add("n3")
-    sim.heartbeat_round()
+    sim = DripSim(RING4, bugs={"commit-partial-vote"})
+    sim.pause("n3")
+    sim.run_for(3)  # a heartbeat round without n3
     h = run_ops(sim, [("n1", "k", 1, "u1")])
-    sim.down.discard("n3")
+    sim.resume("n3")
+    sim.run_for(0)
     r = check({}, h, sim.observations())
     golden(r)
     assert "commit-without-all-yes" in kinds(r)
     assert "['n3'] never voted yes" in r.anomalies[0].message
 
 
-def test_skip_sync_is_caught(tmp_path: Path, golden: Golden) -> None:
-    sim = Sim([("n1", "n2")], bugs=frozenset({"skip-sync"}), root=tmp_path)
+def test_skip_sync_is_caught(golden: Golden) -> None:
+    sim = DripSim([("n1", "n2")], bugs={"skip-sync"})
     h = run_ops(sim, [("n1", "k", 1, "u1")])
-    sim.cores["n2"].store.close()
-    sim.boot("n2")
+    sim.restart("n2")
+    sim.run_for(0)
     r = check({}, h, sim.observations())
     golden(r)
     assert "sync-skipped" in kinds(r)
@@ -166,8 +163,8 @@ def test_missing_evidence_is_unknown_not_valid(golden: Golden) -> None:
 
 def test_a_run_in_which_nothing_committed_is_unknown_not_valid(golden: Golden) -> None:
     """No violation, but no evidence of safety either: the verdict must not be a pass."""
-    sim = Sim(RING4)
-    sim.run(until=5)
+    sim = DripSim(RING4)
+    sim.run_for(5)
     h = [{"index": 0, "process": 0, "type": "invoke", "f": "update", "value": ["k", 1, "u1"],
           "node": "n1"},
          {"index": 1, "process": 0, "type": "fail", "f": "update", "value": ["k", 1, "u1"],

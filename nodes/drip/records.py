@@ -1,0 +1,211 @@
+"""What a DRiP node makes durable: the records of its ``Persist`` effects, and what they add up to.
+
+The core never writes a file: every durable change is one of these records in a
+``Persist(STORE, record)`` effect, and a restart hands the core the `Durable` value they add
+up to. The node's runtime writes them to SQLite (`nodes.drip.store`); the simulator keeps the
+records and folds them with `Durable.apply`, the one definition of what a record means (a unit
+test holds the store to it). Records are plain frozen dataclasses.
+
+Records written together, before the next send or reply, are one SQLite transaction: a
+commit's counters, data, applied mark, lock release and outbox rows appear together or not at
+all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodes.drip.codec import Commit, Item, Update
+
+#: ``Persist.what`` of every DRiP record (one store: ``data_dir/drip.sqlite3``)
+STORE = "drip"
+#: the counters row of this node's own counter
+OWN = "__self__"
+
+
+@dataclass(frozen=True)
+class Init:
+    """The first thing a node writes: a node that finds it restarts (and syncs); one that
+    does not starts fresh (active at once)."""
+
+
+@dataclass(frozen=True)
+class Counters:
+    """Saved counters (spec 4.4): ``(node, counter, reset_at)``; ``OWN`` is our own."""
+
+    rows: tuple[tuple[str, int, int | None], ...]
+
+
+@dataclass(frozen=True)
+class Members:
+    """Mesh members learned (configured, or from heartbeats)."""
+
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Lock:
+    """A yes vote in progress: ``key`` is held for update ``uid`` of ``initiator``."""
+
+    key: str
+    uid: str
+    initiator: str
+
+
+@dataclass(frozen=True)
+class Unlock:
+    """The vote for ``uid`` on ``key`` is over (aborted, expired, or committed by sync)."""
+
+    key: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class Queued:
+    """One outbox row: ``commit`` still to be delivered to ``peer``."""
+
+    seq: int
+    peer: str
+    commit: Commit
+
+
+@dataclass(frozen=True)
+class Applied:
+    """A commit applied once: its applied mark, the key if ``item`` is newer, the release of
+    its own lock, and its forwarding to peers (outbox rows)."""
+
+    item: Item
+    queued: tuple[Queued, ...] = ()
+
+
+@dataclass(frozen=True)
+class Merged:
+    """Sync items merged (each key moves only to a higher ``(version, uid)``)."""
+
+    items: tuple[Item, ...]
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """Outbox row ``seq`` reached ``peer``. The one record the store commits without an
+    fsync: losing it to a power cut costs one more (idempotent) delivery, nothing else."""
+
+    peer: str
+    seq: int
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """Everything queued for ``peer`` is dropped, and the peer is owed a sync (spec 4.7)."""
+
+    peer: str
+
+
+@dataclass(frozen=True)
+class Owe:
+    """``peers`` are owed a sync (their queued commits stay queued)."""
+
+    peers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Paid:
+    """A full sync reached ``peer``: it is owed nothing any more."""
+
+    peer: str
+
+
+Record = (Init | Counters | Members | Lock | Unlock | Applied | Merged | Delivered | Dropped
+          | Owe | Paid)
+
+
+def newer(a: Item, b: Item | None) -> bool:
+    """Commits order by ``(version, uid)``: a key only moves to a higher pair."""
+    return b is None or (a.version, a.uid) > (b.version, b.uid)
+
+
+@dataclass
+class Durable:
+    """A node's durable state: what the store loads at start, and what the core keeps
+    current as it persists (``apply`` each record it writes)."""
+
+    fresh: bool = True
+    counter: int = 0
+    counters: dict[str, tuple[int, int | None]] = field(default_factory=dict)
+    members: set[str] = field(default_factory=set)
+    kv: dict[str, Item] = field(default_factory=dict)
+    applied: set[str] = field(default_factory=set)
+    locks: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> (uid, initiator)
+    outbox: dict[str, dict[int, Queued]] = field(default_factory=dict)  # peer -> seq -> row
+    owed: set[str] = field(default_factory=set)
+
+    def apply(self, r: Record) -> int:
+        """Fold one record in; returns how many keys changed (``Applied``, ``Merged``)."""
+        if isinstance(r, Init):
+            self.fresh = False
+        elif isinstance(r, Counters):
+            for n, c, reset in r.rows:
+                if n == OWN:
+                    self.counter = c
+                else:
+                    self.counters[n] = (c, reset)
+        elif isinstance(r, Members):
+            self.members.update(r.nodes)
+        elif isinstance(r, Lock):
+            self.locks[r.key] = (r.uid, r.initiator)
+        elif isinstance(r, Unlock):
+            self._unlock(r.key, r.uid)
+        elif isinstance(r, Applied):
+            it = r.item
+            self.applied.add(it.uid)
+            changed = self._merge(it)
+            self._unlock(it.key, it.uid)
+            for q in r.queued:
+                self.outbox.setdefault(q.peer, {})[q.seq] = q
+            return changed
+        elif isinstance(r, Merged):
+            return sum(self._merge(it) for it in r.items)
+        elif isinstance(r, Delivered):
+            rows = self.outbox.get(r.peer, {})
+            rows.pop(r.seq, None)
+            if not rows:
+                self.outbox.pop(r.peer, None)
+        elif isinstance(r, Dropped):
+            self.outbox.pop(r.peer, None)
+            self.owed.add(r.peer)
+        elif isinstance(r, Owe):
+            self.owed.update(r.peers)
+        elif isinstance(r, Paid):
+            self.owed.discard(r.peer)
+        else:
+            raise TypeError(f"not a DRiP record: {r!r}")
+        return 0
+
+    def _merge(self, it: Item) -> int:
+        if not newer(it, self.kv.get(it.key)):
+            return 0
+        self.kv[it.key] = it
+        return 1
+
+    def _unlock(self, key: str, uid: str) -> None:
+        if self.locks.get(key, (None,))[0] == uid:
+            del self.locks[key]
+
+    @classmethod
+    def of(cls, records: list[Record]) -> Durable:
+        d = cls()
+        for r in records:
+            d.apply(r)
+        return d
+
+
+def commit_payload(msg: Commit) -> dict[str, Any]:
+    """A Commit as an outbox row (the initiator's token travels with it unchanged)."""
+    return {"initiator": msg.initiator, "counter": msg.counter, "reset": msg.reset,
+            "update": msg.update.to_json(), "version": msg.version, "auth": msg.auth}
+
+
+def commit_from_payload(d: dict[str, Any]) -> Commit:
+    return Commit(d["initiator"], int(d["counter"]), bool(d["reset"]),
+                  Update.from_json(d["update"]), int(d["version"]), d.get("auth"))
