@@ -5,7 +5,9 @@ Three sources are read into the same :class:`Operation` list:
 - the harness ``history.jsonl`` shape (docs/contracts.md section 1), timed when every client
   op carries a ``time``, otherwise ordered by position in the file;
 - Porcupine's etcd Jepsen logs (``porcupine-etcd``), event-ordered;
-- Porcupine's key-value EDN logs (``porcupine-kv``), event-ordered.
+- Porcupine's key-value EDN logs (``porcupine-kv``), event-ordered;
+- Jepsen's own ``history.edn`` (``jepsen-edn``, read by :mod:`checkers.linearizable.edn`),
+  timed when every client op carries a ``:time``, otherwise event-ordered.
 
 Promises: ``fail`` ops are dropped (they certainly did not happen); ``info`` ops and calls
 still open when the history ends get ``ret=None`` (open-ended: they may take effect at any
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from checkers.linearizable.edn import EdnError, Keyword, Symbol, read_records
 from vocabulary.history import NEMESIS, HistoryError, pairs, read_history
 
 
@@ -237,7 +240,85 @@ def parse_porcupine_kv(text: str) -> LinHistory:
     return LinHistory(ops=ops, timed=False, events=events, invoked=Counter(op.f for op in ops))
 
 
-FORMATS = ("jsonl", "porcupine-etcd", "porcupine-kv")
+_JEPSEN_TYPES = ("invoke", "ok", "fail", "info")
+
+
+def _plain(v: Any) -> Any:
+    """An EDN value as the harness shape: keywords and symbols -> their names, vectors,
+    lists and sets -> lists, maps -> dicts of the same."""
+    if isinstance(v, Keyword | Symbol):
+        return v.name
+    if isinstance(v, list | tuple | frozenset):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {_plain_key(k): _plain(x) for k, x in v.items()}
+    return v
+
+
+def _plain_key(k: Any) -> Any:
+    return tuple(_plain_key(x) for x in k) if isinstance(k, tuple) else _plain(k)
+
+
+def parse_jepsen_edn(text: str) -> LinHistory:
+    """Jepsen's ``history.edn``: one op map per line, or one vector of op maps.
+
+    Ops are ``{:type :invoke|:ok|:fail|:info, :f F, :value V, :process P, :time T, ...}``;
+    keywords become strings (``:write`` -> ``"write"``, ``[:x 3]`` -> ``["x", 3]``), so
+    single-register values, ``cas`` ``[old new]`` and jepsen.independent's ``[key v]``
+    tuples reach the models in the shape the other readers give them. Nemesis ops
+    (``:process :nemesis``) are skipped. Pairing is Jepsen's, per process and strict: a
+    completion must answer its process's open invocation, and a process must not invoke
+    while its previous op is open (Jepsen gives a crashed process a new number). Then the
+    harness rules apply (:func:`from_ops`): ``:fail`` did not happen, ``:info`` and
+    never-completed calls are open-ended, a read's value is its ``:ok`` completion's
+    (``nil``: the initial value). Times are used when every client op has an integer
+    ``:time``. Anything else is a HistoryFormatError naming the line.
+    """
+    try:
+        records = read_records(text)
+    except EdnError as e:
+        raise HistoryFormatError(f"line {e.line}, column {e.column}: not EDN: {e.reason}") from e
+    client: list[dict[str, Any]] = []
+    open_: dict[Any, int] = {}
+    for line, rec in records:
+        if not isinstance(rec, dict):
+            raise HistoryFormatError(f"line {line}: an op must be a map, got {rec!r}")
+        typ, proc = rec.get(Keyword("type")), rec.get(Keyword("process"))
+        if proc == Keyword(NEMESIS):
+            continue
+        if not (isinstance(typ, Keyword) and typ.name in _JEPSEN_TYPES):
+            raise HistoryFormatError(
+                f"line {line}: :type is {typ!r}, not one of :invoke :ok :fail :info")
+        if Keyword("process") not in rec:
+            raise HistoryFormatError(f"line {line}: op has no :process")
+        f = rec.get(Keyword("f"))
+        if not isinstance(f, Keyword | Symbol | str):
+            raise HistoryFormatError(f"line {line}: :f is {f!r}, not a keyword")
+        try:
+            hash(proc)
+        except TypeError:
+            raise HistoryFormatError(f"line {line}: :process {proc!r} is not a process id") from None
+        if typ.name == "invoke":
+            if proc in open_:
+                raise HistoryFormatError(
+                    f"line {line}: process {proc!r} invoked again while its op from line "
+                    f"{open_[proc]} is still open")
+            open_[proc] = line
+        elif open_.pop(proc, None) is None:
+            raise HistoryFormatError(
+                f"line {line}: :{typ.name} completion for process {proc!r} with no open invocation")
+        op: dict[str, Any] = {"type": typ.name, "f": _plain(f), "process": _plain(proc),
+                              "value": _plain(rec.get(Keyword("value")))}
+        t, index = rec.get(Keyword("time")), rec.get(Keyword("index"))
+        if isinstance(t, int) and not isinstance(t, bool):
+            op["time"] = t
+        if isinstance(index, int) and not isinstance(index, bool):
+            op["index"] = index
+        client.append(op)
+    return from_ops(client)
+
+
+FORMATS = ("jsonl", "jepsen-edn", "porcupine-etcd", "porcupine-kv")
 
 
 def read_file(path: str | Path, fmt: str = "jsonl") -> LinHistory:
@@ -245,6 +326,8 @@ def read_file(path: str | Path, fmt: str = "jsonl") -> LinHistory:
     if fmt == "jsonl":
         return read_jsonl(path)
     text = Path(path).read_text()
+    if fmt == "jepsen-edn":
+        return parse_jepsen_edn(text)
     if fmt == "porcupine-etcd":
         return parse_porcupine_etcd(text)
     if fmt == "porcupine-kv":
