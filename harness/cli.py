@@ -1,7 +1,9 @@
-"""The ``harness`` command line: run, check, ls, clean, report, serve.
+"""The harness command line: run, check, ls, clean, report, serve.
 
 Progress is shown live with rich; a verdict table, with what each checker examined, ends
-every run. Exit codes follow Jepsen's (see ``EXIT_CODES``).
+every run. Exit codes follow Jepsen's (see EXIT_CODES); each subcommand's --help lists its
+own, and run --help lists the protocols, workloads and bug modes the registry knows when
+the help is built.
 """
 
 from __future__ import annotations
@@ -9,9 +11,11 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import textwrap
+import tomllib
 from collections import Counter
 from collections.abc import Callable
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -26,27 +30,131 @@ EXIT = {True: 0, False: 1, "unknown": 2}
 #: entry point group of subcommand providers: each is called with the subparsers to add to
 COMMANDS = "chaos_harness.commands"
 INTERRUPTED, USAGE, INTERNAL = 130, 254, 255
-EXIT_CODES = """exit codes:
+#: the distribution this command belongs to, if pyproject.toml is not beside the package
+DIST = "chaos-harness"
+PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+WIDTH = 88  # descriptions and epilogs are filled to this many columns
+
+_VERDICT_CODES = """\
   0    valid: every checker passed and examined something
   1    invalid: a checker found a violation (its witness is printed)
   2    unknown: a checker had nothing to judge, ran out of budget, or evidence was
-       missing (a requested fault never applied, a cut-off history, ...)
-  130  interrupted (Ctrl-C): nodes torn down, test.json says status: interrupted
-  254  invalid arguments (nothing was started, no run directory was made)
+       missing (a requested fault never applied, a cut-off history, ...)"""
+_USAGE_CODE = "  254  invalid arguments (nothing was started, no run directory was made)"
+_INTERNAL_CODE = """\
   255  internal or set-up error (no Toxiproxy, no Docker, a crash): the message says
        what to do next; rerun with -v for the log"""
+EXIT_CODES = f"""exit codes:
+{_VERDICT_CODES}
+  130  interrupted (Ctrl-C): nodes torn down, test.json says status: interrupted
+{_USAGE_CODE}
+{_INTERNAL_CODE}"""
+#: what each subcommand's exit status means (run's is EXIT_CODES); a plugin's command that
+#: is not listed here gets GENERIC_EXIT_CODES unless it set an epilog of its own
+COMMAND_EXIT_CODES: dict[str, str] = {
+    "run": EXIT_CODES,
+    "check": f"""exit codes:
+{_VERDICT_CODES}
+  130  interrupted (Ctrl-C); results.json is rewritten only once every checker ran
+  254  invalid arguments or no such run (nothing was checked or written)
+  255  internal error (the run's protocol is not installed, a checker module fails to
+       import, a crash); rerun with -v for the log""",
+    "ls": """exit codes:
+  0    the runs were listed (an empty or missing store lists none)
+  254  invalid arguments
+  255  internal error; rerun with -v for the log""",
+    "clean": """exit codes:
+  0    the leftovers were removed (or, with --dry-run, listed); what was kept is said
+  130  interrupted (Ctrl-C)
+  254  invalid arguments
+  255  internal or set-up error; rerun with -v for the log""",
+    "report": """exit codes:
+  0    every selected run is valid
+  1    at least one selected run is invalid
+  2    a run is unknown or could not be read
+  254  invalid arguments
+  255  internal or set-up error (Spark, a crash); rerun with -v for the log""",
+    "serve": """exit codes:
+  0    the server stopped
+  130  interrupted (Ctrl-C)
+  254  invalid arguments
+  255  internal or set-up error (the port is taken, a crash); rerun with -v for the log""",
+}
+GENERIC_EXIT_CODES = """exit codes (a plugin's command; its own documentation may say more):
+  0    success
+  130  interrupted (Ctrl-C)
+  254  invalid arguments
+  255  internal or set-up error; rerun with -v for the log"""
+
+
+def _text(*paragraphs: str) -> str:
+    """Plain paragraphs filled to WIDTH (help text is not reStructuredText)."""
+    return "\n\n".join(textwrap.fill(" ".join(p.split()), WIDTH) for p in paragraphs)
+
+
+def _pyproject() -> dict[str, Any]:
+    try:
+        return tomllib.loads(PYPROJECT.read_text(encoding="utf-8")).get("project", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def package_version() -> str:
+    """The installed distribution's version; pyproject.toml's when it is not installed."""
+    project = _pyproject()
+    try:
+        return version(project.get("name") or DIST)
+    except PackageNotFoundError:
+        return str(project.get("version") or "unknown")
+
+
+class _Version(argparse.Action):
+    """--version, looked up only when asked for."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> NoReturn:
+        name = _pyproject().get("name") or DIST
+        sys.stdout.write(f"{parser.prog} ({name}) {package_version()}\n")
+        parser.exit(0)
 
 
 class UsageError(Exception):
     """A command line that cannot run: exit 254 before anything starts."""
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Descriptions and epilogs keep their line breaks; an option's default is shown unless it
+    has none (None, False, []) or its help already says what it is."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text.lower() or action.default in (None, False, [], argparse.SUPPRESS):
+            return action.help
+        if action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
+            return f"{text} (default: %(default)s)".lstrip()
+        return action.help
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse that exits 254 on a usage error (its own 2 would read as "unknown")."""
+    """argparse that exits 254 on a usage error (its own 2 would read as "unknown").
+
+    ``build_epilog``, when set, makes the epilog when the help is shown (run's lists what the
+    protocol registry holds at that moment)."""
+
+    build_epilog: Callable[[], str] | None = None
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(USAGE, f"{self.prog}: error: {message}\n")
+
+    def format_help(self) -> str:
+        if self.build_epilog is not None:
+            self.epilog = self.build_epilog()
+        return super().format_help()
 
 
 def _number(cast: Callable[[str], Any], ok: Callable[[Any], bool], what: str
@@ -228,50 +336,160 @@ def cmd_clean(a: argparse.Namespace) -> int:
     return 0
 
 
-def parser() -> argparse.ArgumentParser:
-    ap = Parser(prog="harness", description="A Jepsen-style chaos harness for replication and "
-                "membership protocols.", epilog=EXIT_CODES,
-                formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-v", "--verbose", action="store_true")
-    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=Parser)
-    r = sub.add_parser("run", help="run a chaos test against reference nodes", epilog=EXIT_CODES,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    r.add_argument("protocol")
-    r.add_argument("--nodes", type=positive_int, default=5, help="cluster size (default: 5)")
-    r.add_argument("--time-limit", type=non_negative_float, default=30.0,
-                   help="seconds of workload and faults; 0 runs only the final reads (default: 30)")
+def protocols_text() -> str:
+    """Every registered protocol with its workloads and bug modes, read from the registry now
+    (ours and the chaos_harness.protocols entry points); a suite that fails to load says so."""
+    from harness.protocols import GROUP, get_protocol, names
+
+    lines = [f"protocols (built-in suites and the {GROUP} entry points):"]
+    try:
+        known = names()
+    except Exception as e:  # e.g. two suites claiming one name: say so, still show the help
+        return "\n".join([*lines, f"  (the registry cannot be read: {e})"])
+    for name in known:
+        lines.append(f"  {name}")
+        try:
+            proto = get_protocol(name)
+        except Exception as e:
+            lines.append(f"    (cannot be loaded: {type(e).__name__}: {e})")
+            continue
+        default = proto.default_workload or next(iter(proto.workloads), "")
+        workloads = [f"{w} (default)" if w == default else w for w in proto.workloads]
+        for label, items in (("workloads", workloads), ("bug modes", list(proto.bugs))):
+            lines.append(textwrap.fill(f"{label}: {', '.join(items) or '(none)'}", WIDTH,
+                                       initial_indent="    ", subsequent_indent="      ",
+                                       break_on_hyphens=False))
+    return "\n".join(lines)
+
+
+def nemesis_text() -> str:
+    """The fault kinds --nemesis accepts, from the fault menu."""
     from faults.schedules import named_kinds
 
+    kinds = ", ".join(["none", *sorted(named_kinds(["n1"]))])
+    return "nemesis fault kinds (--nemesis takes a comma list; clock means clock-skew):\n" + \
+        textwrap.fill(kinds, WIDTH, initial_indent="  ", subsequent_indent="  ",
+                      break_on_hyphens=False)
+
+
+def run_epilog() -> str:
+    return "\n\n".join([protocols_text(), nemesis_text(), EXIT_CODES])
+
+
+STORE_HELP = "the run store (default: $HARNESS_STORE, else ./store)"
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = Parser(prog="harness", formatter_class=HelpFormatter, description=_text(
+        "A Jepsen-style chaos harness for replication and membership protocols: it starts a "
+        "protocol's reference nodes, drives a client workload at them while a nemesis injects "
+        "faults (partitions, kills, pauses, clock skew, slow or lossy links), records every "
+        "operation, and checks the history and the nodes' own evidence.",
+        "Every run is stored as a directory <store>/<test>/<run-id>/ holding test.json, "
+        "history.jsonl, nodes/ and results.json; <store>/latest points at the newest."),
+        epilog=EXIT_CODES + "\n\nrun 'harness COMMAND --help' for a command's options and "
+        "what its exit status means.")
+    ap.add_argument("-v", "--verbose", action="store_true",
+                    help="log at INFO level to stderr; print the traceback of an internal error")
+    ap.add_argument("--version", action=_Version, help="print the version and exit")
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=Parser, metavar="COMMAND")
+
+    r = sub.add_parser("run", help="run a chaos test against a protocol's reference nodes",
+                       formatter_class=HelpFormatter, description=_text(
+        "Start a cluster of PROTOCOL's reference nodes, run one of its workloads against it "
+        "for --time-limit seconds while the nemesis injects faults, heal, run the final "
+        "reads, collect every node's state, and check the history and that evidence. The run "
+        "is stored in the store whatever happens; its verdict ends the output.",
+        "Every name given (protocol, --workload, --bug, --nemesis) is checked before anything "
+        "starts: a typo starts no process and makes no run directory."))
+    r.build_epilog = run_epilog
+    r.add_argument("protocol", help="a protocol from the list below")
+    r.add_argument("--nodes", type=positive_int, default=5, help="cluster size")
+    r.add_argument("--time-limit", type=non_negative_float, default=30.0,
+                   help="seconds of workload and faults; 0 runs only the final reads")
     r.add_argument("--nemesis", default="partition,kill",
-                   help="comma list of: none, " + ", ".join(sorted(named_kinds(["n1"]))) +
-                        " (default: partition,kill)")
+                   help="comma list of fault kinds (listed below), or none")
     r.add_argument("--nemesis-interval", type=positive_float, default=5.0,
-                   help="seconds a fault is held and between faults, about (default: 5)")
+                   help="seconds a fault is held and between faults, about")
     from harness.backends import BACKENDS
 
-    r.add_argument("--backend", default="local", choices=BACKENDS)
-    r.add_argument("--seed", type=int)
-    r.add_argument("--workload")
+    r.add_argument("--backend", default="local", choices=BACKENDS,
+                   help="where nodes run: local processes, docker containers (host or bridge "
+                        "network) or ssh hosts")
+    r.add_argument("--seed", type=int,
+                   help="seed of the workload and fault schedule; the same seed replays the "
+                        "same schedule (default: a random one, printed)")
+    r.add_argument("--workload", help="one of the protocol's workloads (default: the one marked "
+                                      "default below)")
     r.add_argument("--concurrency", type=positive_int, help="client threads (default: --nodes)")
-    r.add_argument("--bug", action="append", default=[], help="switch on a named bug mode")
-    r.add_argument("--name")
-    r.add_argument("--store")
-    r.add_argument("--toxiproxy-url")
+    r.add_argument("--bug", action="append", default=[], metavar="MODE",
+                   help="switch on one of the protocol's bug modes (listed below); repeatable")
+    r.add_argument("--name", help="test name, the store directory the run goes in (default: "
+                                  "PROTOCOL-WORKLOAD)")
+    r.add_argument("--store", help=STORE_HELP)
+    r.add_argument("--toxiproxy-url", metavar="URL",
+                   help="API URL of a running Toxiproxy server for TCP faults (default: "
+                        "$TOXIPROXY_URL, else one started for the run)")
     r.set_defaults(fn=cmd_run)
-    c = sub.add_parser("check", help="re-run the checkers on a stored run")
-    c.add_argument("run_dir")
+
+    c = sub.add_parser("check", help="re-run the checkers on a stored run",
+                       formatter_class=HelpFormatter, description=_text(
+        "Re-run every checker of a stored run's protocol and workload on its history and node "
+        "evidence, print the verdict table, and rewrite the run's results.json with the new "
+        "verdict. Before it does, it says which file it rewrites and what the previous verdict "
+        "was, and keeps the previous file as results.prev.json. With --out the new verdict is "
+        "written to that file instead and results.json is left as it is. Checkers that write "
+        "explanations (pages, plots) write them into the run directory either way."))
+    c.add_argument("run_dir", metavar="RUN",
+                   help="a run directory, or a run id as 'harness ls' prints it "
+                        "(<test>/<run-id>, or the bare <run-id>), looked up in the store")
+    c.add_argument("--store", help=STORE_HELP + "; where a run id is looked up")
+    c.add_argument("--out", metavar="FILE",
+                   help="write the new results to FILE (relative to the current directory) "
+                        "and leave results.json untouched (default: rewrite results.json)")
     c.set_defaults(fn=cmd_check)
-    ls = sub.add_parser("ls", help="list runs in the store")
-    ls.add_argument("--store")
+
+    ls = sub.add_parser("ls", help="list the runs in the store", formatter_class=HelpFormatter,
+                        description=_text(
+        "List every run in the store, oldest first: its id (what 'harness check' takes; never "
+        "shortened), protocol, nemesis, seed, status, op count and stored verdict. With --json "
+        "the same runs, with their paths, workloads and start times, are printed as a JSON "
+        "list for scripts."))
+    ls.add_argument("--store", help=STORE_HELP)
+    ls.add_argument("--json", action="store_true",
+                    help="print a JSON list of runs instead of a table")
     ls.set_defaults(fn=cmd_ls)
+
     cl = sub.add_parser("clean", help="remove containers, networks, volumes and processes a crashed "
-                                      "harness left behind")
+                                      "harness left behind", formatter_class=HelpFormatter,
+                        description=_text(
+        "Remove what a harness killed without cleaning up left behind: docker containers, "
+        "volumes and networks labelled as ours whose harness process is gone, node "
+        "directories on the ssh hosts of $HARNESS_SSH_HOSTS whose owner is gone, and the ssh "
+        "backend's own loopback sshd leftovers. What a live harness still owns is kept. The "
+        "run store is never touched."))
     cl.add_argument("--all", action="store_true", help="also those of runs whose harness still lives")
     cl.add_argument("--images", action="store_true", help="also the cached node images")
     cl.add_argument("--dry-run", action="store_true", help="only say what would be removed")
     cl.set_defaults(fn=cmd_clean)
+
     for ep in sorted(entry_points(group=COMMANDS), key=lambda e: e.name):
         ep.load()(sub)  # ours: report, serve (reports.cli); a plugin's own
+    summaries = {a.dest: a.help for a in sub._choices_actions}
+    for name, p in sub.choices.items():  # a plugin's commands get the same kind of help
+        if p.formatter_class is argparse.HelpFormatter:
+            p.formatter_class = HelpFormatter
+        if p.description is None and summaries.get(name):
+            summary = str(summaries[name])
+            p.description = _text(summary[:1].upper() + summary[1:] + ".")
+        for action in p._actions:  # options a plugin left without help still show defaults
+            if action.help is None and action.option_strings:
+                if action.dest == "store":
+                    action.help = STORE_HELP
+                elif action.default not in (None, False, [], argparse.SUPPRESS):
+                    action.help = "(default: %(default)s)"
+        if p.epilog is None:
+            p.epilog = COMMAND_EXIT_CODES.get(name, GENERIC_EXIT_CODES)
     return ap
 
 
