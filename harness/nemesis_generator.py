@@ -8,6 +8,7 @@ generator: sleep, op, sleep, op, ...
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from faults import schedules as sch
 from harness import generators as g
@@ -37,3 +38,23 @@ def build_nemesis(spec: str, interval_s: float, nodes: Sequence[str], seed: int
                                   gap_s=(0.5 * interval_s, 1.5 * interval_s),
                                   duration_s=(0.5 * interval_s, 1.5 * interval_s))
     return from_schedule(schedule), ",".join(names)
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Named fault packages ("partition,kill") whose random schedule is drawn from the run's
+    seed when the run starts, not when the test is written: a spec reseeded afterwards
+    (``--chaos-seed``, ``harness run --seed``) gets that seed's schedule."""
+
+    kinds: str
+    interval_s: float = 2.0
+
+    @property
+    def desc(self) -> str:
+        names = [n.strip() for n in self.kinds.split(",") if n.strip()]
+        if not names or names == ["none"]:
+            return "none"
+        return ",".join("clock-skew" if n == "clock" else n for n in names)
+
+    def build(self, nodes: Sequence[str], seed: int) -> g.Generator | None:
+        return build_nemesis(self.kinds, self.interval_s, nodes, seed)[0]

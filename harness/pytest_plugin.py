@@ -21,6 +21,10 @@ from a run which tested nothing is worth nothing.
   test cannot tell "caught the bug" from "flags this schedule anyway". The factory must build
   a new spec with the same seed each time (give the builder a fixed ``seed``). Returns the
   buggy run's ``RunResult``.
+- ``chaos_seed``: the seed a test draws from (``--chaos-seed``, else a fixed one per test).
+  ``--chaos-seed`` also reseeds every spec a ``chaos_run`` is given, and named faults
+  (``TestSpec(faults=Faults("partition,kill"))``) are drawn from the spec's seed when the run
+  starts, so the option replays fault schedules too.
 - ``chaos_cluster(spec)``: an async context manager giving a started cluster (nodes, proxies,
   nemesis via ``cluster.nemesis_invoke``), with a history writer in its run dir.
 - ``chaos_toxiproxy``: the one Toxiproxy server of the session (its URL), shared by every
@@ -45,6 +49,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import zlib
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -190,6 +195,15 @@ def chaos_options(request: pytest.FixtureRequest) -> ChaosOptions:
     c = request.config
     return ChaosOptions(backend_of(c), c.getoption("--toxiproxy-url"),
                         c.getoption("--chaos-seed"), c.getoption("--chaos-time"))
+
+
+@pytest.fixture
+def chaos_seed(chaos_options: ChaosOptions, request: pytest.FixtureRequest) -> int:
+    """The seed a test draws from: ``--chaos-seed`` when given (a night's seed, a replay),
+    else a fixed seed of the test's own, from its node id, so a rerun replays it."""
+    if chaos_options.seed is not None:
+        return chaos_options.seed
+    return zlib.crc32(request.node.nodeid.encode()) % 2**31 or 1
 
 
 @pytest.fixture(scope="session")

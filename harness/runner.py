@@ -188,9 +188,10 @@ class _Run:
         spec = self.spec
         gen = time_limit(spec.time_limit, self.workload.generator(spec))
         tasks = [asyncio.ensure_future(self.run_clients(gen))]
-        if self.cluster is not None and spec.nemesis is not None:
+        nemesis = spec.nemesis_stream()
+        if self.cluster is not None and nemesis is not None:
             tasks.append(asyncio.ensure_future(
-                self.nemesis_thread(time_limit(spec.time_limit, spec.nemesis))))
+                self.nemesis_thread(time_limit(spec.time_limit, nemesis))))
         try:
             await asyncio.gather(*tasks)
         finally:

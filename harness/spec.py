@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from checkers.result import Checker
 from harness.generators import Generator
+from harness.nemesis_generator import Faults
 
 Op = dict[str, Any]
 
@@ -97,6 +98,8 @@ class TestSpec:
     nodes: int = 5
     nemesis: Generator | None = None
     nemesis_desc: str = "none"
+    #: named faults drawn from ``seed`` when the run starts (instead of a built ``nemesis``)
+    faults: Faults | None = None
     time_limit: float = 30.0
     concurrency: int = 5
     seed: int = field(default_factory=_seed)
@@ -110,6 +113,19 @@ class TestSpec:
     #: overrides or additions to the workload's checkers
     checkers: dict[str, Checker] = field(default_factory=dict)
     store: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.faults is not None:
+            if self.nemesis is not None:
+                raise ValueError("give a spec either faults= or a built nemesis=, not both")
+            self.nemesis_desc = self.faults.desc
+
+    def nemesis_stream(self) -> Generator | None:
+        """The nemesis this run plays: ``faults`` drawn from the spec's seed as it is now, or
+        the generator it was given."""
+        if self.faults is not None:
+            return self.faults.build(self.node_ids, self.seed)
+        return self.nemesis
 
     @property
     def node_ids(self) -> list[str]:

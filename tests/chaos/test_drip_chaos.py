@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from faults import schedules as sch
-from harness.nemesis_generator import build_nemesis, from_schedule
+from harness.nemesis_generator import Faults, from_schedule
 from harness.spec import TestSpec
 from harness.suites.drip import PROTOCOL
 from nodes.drip.topology import figure1, line, ring
@@ -32,14 +32,12 @@ def spec(name: str, nodes: int, topology: Any, *, time_limit: float = 15.0,
          bugs: list[str] | None = None, options: dict[str, Any] | None = None,
          nemesis: str | None = None, schedule: list[sch.Step] | None = None,
          interval_s: float = 2.0, seed: int = 11) -> TestSpec:
-    s = TestSpec(name=name, protocol=PROTOCOL, nodes=nodes, topology=topology,
-                 time_limit=time_limit, concurrency=5, bugs=list(bugs or []),
-                 options=dict(options or {}), quiesce_s=4.0, op_timeout=8.0, seed=seed)
-    if schedule is not None:
-        s.nemesis, s.nemesis_desc = from_schedule(schedule), "explicit"
-    elif nemesis is not None:
-        s.nemesis, s.nemesis_desc = build_nemesis(nemesis, interval_s, s.node_ids, s.seed)
-    return s
+    return TestSpec(name=name, protocol=PROTOCOL, nodes=nodes, topology=topology,
+                    time_limit=time_limit, concurrency=5, bugs=list(bugs or []),
+                    options=dict(options or {}), quiesce_s=4.0, op_timeout=8.0, seed=seed,
+                    nemesis=from_schedule(schedule) if schedule is not None else None,
+                    nemesis_desc="explicit" if schedule is not None else "none",
+                    faults=Faults(nemesis, interval_s) if nemesis is not None else None)
 
 
 def split_while_voting(nodes: list[str], rounds: int = 4) -> list[sch.Step]:

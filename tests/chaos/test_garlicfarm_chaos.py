@@ -11,7 +11,7 @@ from functools import partial
 import pytest
 
 from faults import schedules as sch
-from harness.nemesis_generator import build_nemesis, from_schedule
+from harness.nemesis_generator import Faults, from_schedule
 from harness.spec import TestSpec
 from harness.suites.garlicfarm import PROTOCOL
 
@@ -26,13 +26,10 @@ def gf(name: str, *, nodes: int = 5, workload: str = "kv", nemesis: str = "none"
        interval: float = 3.0, time_limit: float = 20.0, seed: int = 1, bugs: list[str] | None = None,
        schedule=None, concurrency: int | None = None, op_timeout: float = 5.0,
        **options) -> TestSpec:
-    ids = [f"n{i + 1}" for i in range(nodes)]
-    if schedule is not None:
-        gen, desc = from_schedule(schedule), "explicit"
-    else:
-        gen, desc = build_nemesis(nemesis, interval, ids, seed)
+    sched = dict(nemesis=from_schedule(schedule), nemesis_desc="explicit") \
+        if schedule is not None else dict(faults=Faults(nemesis, interval))
     return TestSpec(name=f"gf-{name}", protocol=PROTOCOL, workload=workload, nodes=nodes,
-                    nemesis=gen, nemesis_desc=desc, time_limit=time_limit, seed=seed,
+                    **sched, time_limit=time_limit, seed=seed,
                     concurrency=concurrency or nodes, bugs=bugs or [], options=options,
                     op_timeout=op_timeout)
 

@@ -19,7 +19,7 @@ import pytest
 from backend_helpers import sshd_available
 
 from faults import schedules as sch
-from harness.nemesis_generator import build_nemesis, from_schedule
+from harness.nemesis_generator import Faults, from_schedule
 from harness.protocols import get_protocol, names
 from harness.pytest_plugin import assert_correct_run
 from harness.runner import run
@@ -77,8 +77,8 @@ def test_protocol_chaos_on_backend(protocol, backend, tmp_path, request):
     _backend_ready(backend, request)
     nodes = 5 if protocol in ("garlicfarm", "swim") else 3
     seed = 20261123
-    nemesis, desc = build_nemesis("partition,kill,pause", 2.0, [f"n{i + 1}" for i in range(nodes)], seed)
     spec = TestSpec(name=f"{protocol}-chaos-{backend}", protocol=get_protocol(protocol),
-                    nodes=nodes, seed=seed, nemesis=nemesis, nemesis_desc=desc, time_limit=15,
+                    nodes=nodes, seed=seed, faults=Faults("partition,kill,pause", 2.0),
+                    time_limit=15,
                     backend=backend, store=str(tmp_path))
     assert_correct_run(spec, run(spec), min_ok=MIN_OK[protocol])
