@@ -139,3 +139,25 @@ class CoreLoop:
             h.cancel()
         self._timers.clear()
         self._due.clear()
+
+
+class Answers:
+    """The futures a server's handlers await, each answered by one of the core's effects
+    (a ``Reply`` to a command's token, a ``Send`` to the connection a request came on)."""
+
+    def __init__(self) -> None:
+        self._futures: dict[Hashable, asyncio.Future[Any]] = {}
+
+    def wait(self, key: Hashable) -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._futures[key] = fut
+        return fut
+
+    def give(self, key: Hashable, value: Any) -> None:
+        fut = self._futures.pop(key, None)
+        if fut is not None and not fut.done():
+            fut.set_result(value)
+
+    def drop(self, key: Hashable) -> None:
+        """The handler stopped waiting (it timed out, or the core answered at once)."""
+        self._futures.pop(key, None)

@@ -36,7 +36,7 @@ from nodes.common.admin import AdminServer
 from nodes.common.clock import Clock
 from nodes.common.config import ConfigError, NodeConfig
 from nodes.common.journal import Journal
-from nodes.common.loop import CoreLoop
+from nodes.common.loop import Answers, CoreLoop
 from nodes.drip import codec
 from nodes.drip.auth import AuthError, Signer, Verifier, load_auth
 from nodes.drip.codec import CodecError, Message, Update
@@ -131,7 +131,7 @@ class DripNode:
         self.loop = CoreLoop(self.core, self, self.clock.monotonic)
         self.admin = AdminServer(self.me, self.core.snapshot, self.journal, self.clock, cfg.host,
                                  cfg.ports.admin)
-        self.answers: dict[Any, asyncio.Future[Any]] = {}
+        self.answers = Answers()
         self._ids = itertools.count()
         self.tasks: set[asyncio.Task[Any]] = set()
         self.runners: list[web.AppRunner] = []
@@ -184,7 +184,7 @@ class DripNode:
     # ---- Host: what the loop performs --------------------------------------------------------
     def send(self, to: Any, msg: Any) -> None:
         if isinstance(to, Inbound):
-            self._answer(to.conn, msg)
+            self.answers.give(to.conn, msg)
         else:
             self._spawn(self._request(to, msg))
 
@@ -195,7 +195,7 @@ class DripNode:
         self.store.commit()
 
     def reply(self, token: Any, value: Any) -> None:
-        self._answer(token, value)
+        self.answers.give(token, value)
 
     def emit(self, type_: str, fields: dict[str, Any]) -> None:
         self.journal.emit(type_, **fields)
@@ -203,16 +203,9 @@ class DripNode:
     def failed(self, where: str, error: BaseException) -> None:
         self.journal.node_error(where, error, evidence=True, logger=log)
 
-    def _answer(self, key: Any, value: Any) -> None:
-        fut = self.answers.pop(key, None)
-        if fut is not None and not fut.done():
-            fut.set_result(value)
-
     def _waiter(self) -> tuple[int, asyncio.Future[Any]]:
         key = next(self._ids)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.answers[key] = fut
-        return key, fut
+        return key, self.answers.wait(key)
 
     # ---- outgoing ---------------------------------------------------------------------------
     def _auth_for(self, msg: Message) -> str:
@@ -273,7 +266,7 @@ class DripNode:
             return _err(403, f"{codec.H_NODE} {sender!r} is not the TLS peer {ident!r}")
         key, fut = self._waiter()
         self.loop.message(Inbound(ident, key), msg)
-        self.answers.pop(key, None)
+        self.answers.drop(key)
         if not fut.done():  # the core failed on it (journaled as a node error)
             return _err(500, f"node {self.me} could not handle {type(msg).__name__}; "
                              "see its journal")
@@ -298,7 +291,7 @@ class DripNode:
             async with asyncio.timeout(self.opts.vote_timeout_s + 5.0):
                 answer = await fut
         except TimeoutError:
-            self.answers.pop(key, None)
+            self.answers.drop(key)
             return web.json_response({"result": "unknown", "error": "no outcome in time"},
                                      status=504)
         return web.json_response(answer.body, status=answer.status)
@@ -309,7 +302,7 @@ class DripNode:
             return _err(400, "GET /client/read?key=<key>")
         token, fut = self._waiter()
         self.loop.command(ClientRead(key), token)
-        self.answers.pop(token, None)
+        self.answers.drop(token)
         if not fut.done():
             return _err(500, f"node {self.me} could not read {key!r}; see its journal")
         answer = fut.result()

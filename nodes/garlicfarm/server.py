@@ -32,7 +32,7 @@ from nodes.common.admin import AdminServer
 from nodes.common.clock import Clock
 from nodes.common.config import ConfigError, NodeConfig
 from nodes.common.journal import Journal
-from nodes.common.loop import CoreLoop
+from nodes.common.loop import Answers, CoreLoop
 from nodes.garlicfarm import codec, tls
 from nodes.garlicfarm.apps import digest, entry_view
 from nodes.garlicfarm.client import (
@@ -109,7 +109,7 @@ class GarlicFarmNode:
         self.hs = ServerHandshake(self.cluster, self.username, self.password, clock=self.clock.wall)
         self.links: dict[int, _PeerLink] = {}
         self.call_pool: dict[int, list[WireConnection]] = {}
-        self.answers: dict[Any, asyncio.Future[Any]] = {}
+        self.answers = Answers()
         self._request_ids = itertools.count()
         self.tasks: set[asyncio.Task[Any]] = set()
         self.conns: set[asyncio.StreamWriter] = set()
@@ -191,7 +191,7 @@ class GarlicFarmNode:
 
     def send(self, to: Any, msg: Any) -> None:
         if isinstance(to, Inbound):
-            self._answer(to, msg)
+            self.answers.give(to, msg)
         elif isinstance(to, Call):
             self._spawn(self._call(to, msg))
         else:
@@ -204,23 +204,13 @@ class GarlicFarmNode:
         self.storage.sync()
 
     def reply(self, token: Any, value: Any) -> None:
-        self._answer(token, value)
+        self.answers.give(token, value)
 
     def emit(self, type_: str, fields: dict[str, Any]) -> None:
         self.journal.emit(type_, **fields)
 
     def failed(self, where: str, error: BaseException) -> None:
         self.journal.node_error(where, error, evidence=True, logger=log)
-
-    def _answer(self, key: Any, value: Any) -> None:
-        fut = self.answers.pop(key, None)
-        if fut is not None and not fut.done():
-            fut.set_result(value)
-
-    def _waiter(self, key: Any) -> asyncio.Future[Any]:
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.answers[key] = fut
-        return fut
 
     async def _deferred_flush_loop(self) -> None:
         interval = float(self.cfg.options.get("deferred_flush_ms", 60_000)) / 1000
@@ -283,7 +273,7 @@ class GarlicFarmNode:
                     log.warning("response frame on an inbound connection: closing")
                     return
                 inbound = Inbound(next(self._request_ids))
-                fut = self._waiter(inbound)
+                fut = self.answers.wait(inbound)
                 self.loop.message(inbound, msg)
                 timeout = self.opts.request_timeout if msg.type == MsgType.CLIENT_REQUEST else 10.0
                 try:
@@ -291,7 +281,7 @@ class GarlicFarmNode:
                 except TimeoutError:
                     return  # outcome unknown: close without an answer
                 finally:
-                    self.answers.pop(inbound, None)
+                    self.answers.drop(inbound)
                 if out is None:
                     return
                 writer.write(codec.encode(out))
@@ -309,12 +299,12 @@ class GarlicFarmNode:
 
     async def _command(self, cmd: Any, timeout: float) -> Any:
         token = ("cmd", next(self._request_ids))
-        fut = self._waiter(token)
+        fut = self.answers.wait(token)
         self.loop.command(cmd, token)
         try:
             return await asyncio.wait_for(fut, timeout)
         finally:
-            self.answers.pop(token, None)
+            self.answers.drop(token)
 
     def _kv_handler(self, f: str) -> Any:
         async def handle(req: web.Request) -> web.Response:
