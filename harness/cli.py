@@ -287,44 +287,149 @@ def validate_run(a: argparse.Namespace) -> Any:
     return proto
 
 
+def resolve_run(arg: str, store: str | None) -> Any:
+    """A run dir from what the user typed: a path to it, or an id as ``harness ls`` prints it
+    (<test>/<run-id>, or the bare <run-id> when it names one run) looked up in the store."""
+    from harness.store import DEFAULT_STORE, RunDir, runs
+
+    given = Path(arg)
+    if (given / "test.json").is_file():
+        return RunDir(given.resolve())
+    root = Path(store) if store else DEFAULT_STORE
+    if arg and (root / arg / "test.json").is_file():
+        return RunDir((root / arg).resolve())
+    if arg and "/" not in arg:
+        found = [rd for rd in runs(root) if rd.path.name == arg]
+        if len(found) == 1:
+            return found[0]
+        if found:
+            raise UsageError(f"run id {arg} is in {len(found)} tests; give one of: "
+                             + ", ".join(run_id(rd) for rd in found))
+    raise UsageError(f"{given.resolve()} is not a run dir (no test.json), nor a run id in the "
+                     f"store {root}; see 'harness ls'")
+
+
+def _verdict_of(path: Path) -> str:
+    """The verdict a results file holds, for saying what is about to be replaced."""
+    import json
+
+    try:
+        return str(json.loads(path.read_text())["valid"])
+    except FileNotFoundError:
+        return "none"
+    except (ValueError, KeyError, TypeError, OSError):
+        return "unreadable"
+
+
+def _say(text: str) -> None:
+    """A plain line on stderr: paths unwrapped and free of rich markup."""
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
 def cmd_check(a: argparse.Namespace) -> int:
+    import os
+    import shutil
+
     from harness.protocols import get_protocol
     from harness.runner import run_checkers, standard_checkers
     from harness.spec import TestSpec
-    from harness.store import RunDir, write_json
+    from harness.store import write_json
 
-    rd = RunDir(Path(a.run_dir).resolve())
-    if not rd.test_json.exists():
-        raise UsageError(f"{rd.path} is not a run dir (no test.json); see `harness ls`")
+    rd = resolve_run(a.run_dir, a.store)
+    out = Path(a.out).resolve() if a.out else rd.results_json
+    if not out.parent.is_dir():
+        raise UsageError(f"--out: there is no directory {out.parent}")
+    previous = _verdict_of(rd.results_json)
+    rewrite = out == rd.results_json
+    prev_json = rd.path / "results.prev.json"
+    if rewrite and rd.results_json.exists():
+        _say(f"rewriting {out}; the previous verdict was {previous} (kept as {prev_json})")
+    elif rewrite:
+        _say(f"writing {out}; there was no previous verdict")
+    elif rd.results_json.exists():
+        _say(f"writing {out}; {rd.results_json} is left as it is (its verdict: {previous})")
+    else:
+        _say(f"writing {out}; the run has no results.json and is left without one")
     desc = rd.read_test()
     spec = TestSpec(name=desc["name"], protocol=get_protocol(desc["protocol"]),
                     workload=desc.get("workload") or "")
     result, complete = run_checkers(desc, {**spec.resolved_workload().checkers,
                                            **standard_checkers(desc)}, rd)
-    write_json(rd.results_json, {"valid": result.valid, "seed": desc.get("seed"),
-                                 "result": result.to_json()})
+    if rewrite and rd.results_json.exists():  # atomically, like every store write
+        tmp = prev_json.with_suffix(".json.tmp")
+        shutil.copyfile(rd.results_json, tmp)
+        os.replace(tmp, prev_json)
+    write_json(out, {"valid": result.valid, "seed": desc.get("seed"), "result": result.to_json()})
     if not complete:
         console.print(f"[yellow]{result.note}[/]")
-    return _finish(result, rd.path)
+    code = _finish(result, rd.path)
+    if previous != str(result.valid):
+        _say(f"the verdict changed: {previous} before, {result.valid} now (in {out})")
+    return code
+
+
+def run_id(rd: Any) -> str:
+    """A run's id in its store: <test>/<run-id>, what ``harness check`` takes."""
+    return f"{rd.path.parent.name}/{rd.path.name}"
+
+
+def _started_from_id(name: str) -> str | None:
+    """new_run names a run by its local start time: 20261121T010000-1a2b3c."""
+    import time
+
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.strptime(name.split("-")[0],
+                                                                 "%Y%m%dT%H%M%S"))
+    except ValueError:
+        return None
+
+
+def list_runs(store: Path | None) -> list[dict[str, Any]]:
+    """Every readable run in the store, oldest first, as ``harness ls --json`` prints it."""
+    from harness.store import runs
+
+    out = []
+    for rd in runs(store):
+        try:
+            d = rd.read_test()
+        except (ValueError, OSError):
+            continue  # a half-made or foreign directory: not a run to list
+        try:
+            verdict: Validity | str | None = (rd.read_results() or {}).get("valid")
+        except (ValueError, OSError):
+            verdict = "unreadable"
+        out.append({
+            "id": run_id(rd), "run_id": rd.path.name, "test": rd.path.parent.name,
+            "path": str(rd.path), "protocol": d.get("protocol"), "workload": d.get("workload"),
+            "nemesis": d.get("nemesis"), "seed": d.get("seed"), "status": d.get("status"),
+            "ops": d.get("ops"), "started": d.get("started") or _started_from_id(rd.path.name),
+            "verdict": verdict,
+        })
+    return out
 
 
 def cmd_ls(a: argparse.Namespace) -> int:
-    from harness.store import runs
+    import json
 
-    t = Table(title=f"runs in {a.store or 'store'}")
-    for c in ("run", "protocol", "nemesis", "seed", "status", "ops", "valid"):
-        t.add_column(c)
-    for rd in runs(Path(a.store) if a.store else None):
-        try:
-            d = rd.read_test()
-        except ValueError:
-            continue
-        r = rd.read_results() or {}
-        v: Validity | str = r.get("valid", "-")
-        t.add_row(str(rd.path.relative_to(rd.path.parent.parent.parent)), str(d.get("protocol")),
-                  str(d.get("nemesis")), str(d.get("seed")), str(d.get("status")), str(d.get("ops", "-")),
-                  str(v))
-    Console().print(t)
+    from harness.store import DEFAULT_STORE
+
+    store = Path(a.store) if a.store else DEFAULT_STORE
+    rows = list_runs(store)
+    if a.json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return 0
+    t = Table(title=f"runs in {store}")
+    # the id is what one pastes into `harness check`: never cut, folded or ellipsised
+    t.add_column("run", no_wrap=True, overflow="ignore",
+                 min_width=max((len(r["id"]) for r in rows), default=3))
+    for c in ("protocol", "nemesis", "seed", "status", "ops", "verdict"):
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(r["id"], *(("-" if r[k] is None else str(r[k])) for k in
+                             ("protocol", "nemesis", "seed", "status", "ops", "verdict")))
+    out = Console()
+    need = out.measure(t, options=out.options.update_width(10_000)).minimum
+    Console(width=max(out.width, need)).print(t)  # wider than the terminal rather than cut
     return 0
 
 
