@@ -239,21 +239,21 @@ def _finish(result: Result, run_dir: Path) -> int:
 def cmd_run(a: argparse.Namespace) -> int:
     import random
 
-    from harness.nemesis_generator import build_nemesis
+    from harness.nemesis_generator import Faults
     from harness.runner import run
     from harness.spec import TestSpec
 
     proto = validate_run(a)
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1, 2**31)
-    node_ids = [f"n{i + 1}" for i in range(a.nodes)]
-    nemesis, desc = build_nemesis(a.nemesis, a.nemesis_interval, node_ids, seed)
     spec = TestSpec(
         name=a.name or f"{a.protocol}-{a.workload or proto.default_workload}",
-        protocol=proto, workload=a.workload or "", nodes=a.nodes, nemesis=nemesis,
-        nemesis_desc=desc, time_limit=a.time_limit, concurrency=a.concurrency or a.nodes,
-        backend=a.backend, bugs=a.bug, store=a.store, seed=seed,
+        protocol=proto, workload=a.workload or "", nodes=a.nodes,
+        faults=Faults(a.nemesis, a.nemesis_interval), time_limit=a.time_limit,
+        concurrency=a.concurrency or a.nodes, backend=a.backend, bugs=a.bug, store=a.store,
+        seed=seed,
     )
-    console.print(f"[bold]{spec.name}[/]: {a.nodes} nodes on {a.backend}, nemesis {desc}, "
+    console.print(f"[bold]{spec.name}[/]: {a.nodes} nodes on {a.backend}, nemesis "
+                  f"{spec.nemesis_desc}, "
                   f"{a.time_limit:g}s, [bold]seed {spec.seed}[/] (rerun with --seed {spec.seed})")
     with Live(console=console, refresh_per_second=4, transient=False) as live:
         progress = LiveProgress(live, a.time_limit)

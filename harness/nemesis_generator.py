@@ -24,22 +24,6 @@ def from_schedule(steps: Iterable[sch.Step]) -> g.Generator:
     return g.Seq(items())
 
 
-def build_nemesis(spec: str, interval_s: float, nodes: Sequence[str], seed: int
-                  ) -> tuple[g.Generator | None, str]:
-    """Parse "partition,kill" into a random schedule seeded by the test's seed.
-
-    Faults come one at a time: a gap, then a fault held for about ``interval_s``, healed.
-    """
-    names = [n.strip() for n in spec.split(",") if n.strip()]
-    if not names or names == ["none"]:
-        return None, "none"
-    names = ["clock-skew" if n == "clock" else n for n in names]
-    schedule = sch.RandomSchedule(sch.kinds_for(names, nodes), seed=seed, count=None,
-                                  gap_s=(0.5 * interval_s, 1.5 * interval_s),
-                                  duration_s=(0.5 * interval_s, 1.5 * interval_s))
-    return from_schedule(schedule), ",".join(names)
-
-
 @dataclass(frozen=True)
 class Faults:
     """Named fault packages ("partition,kill") whose random schedule is drawn from the run's
@@ -50,11 +34,23 @@ class Faults:
     interval_s: float = 2.0
 
     @property
-    def desc(self) -> str:
+    def names(self) -> list[str]:
+        """The fault kinds named, ``clock`` spelled ``clock-skew``; [] for none."""
         names = [n.strip() for n in self.kinds.split(",") if n.strip()]
-        if not names or names == ["none"]:
-            return "none"
-        return ",".join("clock-skew" if n == "clock" else n for n in names)
+        if names == ["none"]:
+            return []
+        return ["clock-skew" if n == "clock" else n for n in names]
+
+    @property
+    def desc(self) -> str:
+        return ",".join(self.names) or "none"
 
     def build(self, nodes: Sequence[str], seed: int) -> g.Generator | None:
-        return build_nemesis(self.kinds, self.interval_s, nodes, seed)[0]
+        """The random schedule of ``seed``: faults one at a time, a gap, then a fault held
+        for about ``interval_s``, healed."""
+        if not self.names:
+            return None
+        i = self.interval_s
+        return from_schedule(sch.RandomSchedule(sch.kinds_for(self.names, nodes), seed=seed,
+                                                count=None, gap_s=(0.5 * i, 1.5 * i),
+                                                duration_s=(0.5 * i, 1.5 * i)))

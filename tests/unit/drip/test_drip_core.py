@@ -3,8 +3,6 @@ the core alone where one input says enough."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from harness.sim.drip import DripSim
 from nodes.common.effects import Emit, Persist, Send
 from nodes.drip import codec
@@ -292,8 +290,3 @@ def test_same_seed_same_trace() -> None:
     assert run(3) == run(3)
     assert run(3) != run(4)
 
-
-def answer_of(sim: DripSim, uid: str) -> dict[str, Any]:
-    a = sim.outcome(uid)
-    assert a is not None
-    return a.body
