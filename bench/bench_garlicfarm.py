@@ -174,6 +174,9 @@ class BenchCluster:
         if self.session is not None:
             await self.session.close()
 
+    def pids(self) -> list[int]:
+        raise NotImplementedError
+
     async def state(self, n: str) -> dict[str, Any] | None:
         assert self.session is not None
         try:
@@ -277,6 +280,9 @@ class DirectCluster(BenchCluster):
         finally:
             await super().close()
 
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.lc.procs.values()]
+
     def kill_now(self) -> None:
         for p in self.lc.procs.values():
             if p.poll() is None:
@@ -326,6 +332,9 @@ class ProxiedCluster(BenchCluster):
 
     async def restart(self, n: str) -> None:
         await self.c.restart(n)
+
+    def pids(self) -> list[int]:
+        return [self.c.backend.pid(n) for n in self.nodes]
 
     async def close(self) -> None:
         try:
@@ -386,9 +395,28 @@ async def load(c: BenchCluster, mode: str, clients: int, seconds: float,
         finally:
             await kc.close()
 
-    await asyncio.gather(*((wire if mode == "wire" else kv)(i) for i in range(clients)))
+    async def node_cpu() -> float:
+        """The nodes' CPU seconds over the measuring window: unlike latency, hardly moved by
+        other work on a shared machine, so it is the figure to compare two commits by."""
+        await asyncio.sleep(max(0.0, w0 - time.monotonic()))
+        start = sum(cpu_seconds(p) for p in c.pids())
+        await asyncio.sleep(max(0.0, w1 - time.monotonic()))
+        return sum(cpu_seconds(p) for p in c.pids()) - start
+
+    *_, cpu = await asyncio.gather(*((wire if mode == "wire" else kv)(i) for i in range(clients)),
+                                   node_cpu())
     return {"ops_s": len(lat) / seconds, "p50_ms": pct(lat, 0.5) * 1e3,
-            "p99_ms": pct(lat, 0.99) * 1e3, "n": len(lat), "errors": errors}
+            "p99_ms": pct(lat, 0.99) * 1e3, "n": len(lat), "errors": errors,
+            "node_cpu_ms_per_op": cpu * 1e3 / max(1, len(lat))}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of one process, from /proc (Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0  # gone: its share is lost, the figure errs low
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def bench_throughput(args: argparse.Namespace, base: Path) -> list[dict[str, Any]]:
@@ -409,7 +437,8 @@ async def bench_throughput(args: argparse.Namespace, base: Path) -> list[dict[st
                 row = {"nodes": n, "wiring": wiring, "mode": mode, **r}
                 rows.append(row)
                 print(f"  {n}n {wiring:9} {mode:4}: {r['ops_s']:7.1f} ops/s  p50 "
-                      f"{r['p50_ms']:6.1f} ms  p99 {r['p99_ms']:6.1f} ms  (n={r['n']}, "
+                      f"{r['p50_ms']:6.1f} ms  p99 {r['p99_ms']:6.1f} ms  node cpu "
+                      f"{r['node_cpu_ms_per_op']:.2f} ms/op  (n={r['n']}, "
                       f"errors={r['errors']})", flush=True)
     return rows
 

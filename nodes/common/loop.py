@@ -23,6 +23,10 @@ log = logging.getLogger("loop")
 #: a timer firing this close before its time counts as due (clock granularity)
 _EARLY_S = 0.0005
 
+#: which input a core call is for: (kind, detail), put into words only when the core fails
+#: (a peer's repr built for every message is wasted work while nothing fails)
+Where = tuple[str, Any]
+
 
 class Host(Protocol):
     """What the loop needs of a server: its I/O, one method per effect kind."""
@@ -48,10 +52,10 @@ class CoreLoop:
 
     # ---- inputs
     def start(self) -> None:
-        self._run("start", lambda t: self.core.start(t))
+        self._run(("start", None), lambda t: self.core.start(t))
 
     def message(self, peer: Any, msg: Any) -> None:
-        self._run(f"message from {peer}", lambda t: self.core.on_message(peer, msg, t))
+        self._run(("message from", peer), lambda t: self.core.on_message(peer, msg, t))
 
     def messages(self, batch: Iterable[tuple[Any, Any]]) -> None:
         """Several messages read at once: their effects are performed together, so the
@@ -59,13 +63,12 @@ class CoreLoop:
         t = self.now()
         fx: list[Effect] = []
         for peer, msg in batch:
-            fx.extend(self._call(f"message from {peer}",
+            fx.extend(self._call(("message from", peer),
                                  lambda t, p=peer, m=msg: self.core.on_message(p, m, t), t))
         self.perform(fx)
 
     def command(self, cmd: Any, token: Any) -> None:
-        self._run(f"command {type(cmd).__name__}",
-                  lambda t: self.core.on_command(cmd, token, t))
+        self._run(("command", type(cmd).__name__), lambda t: self.core.on_command(cmd, token, t))
 
     def _fire(self, name: Hashable) -> None:
         self._timers.pop(name, None)
@@ -77,19 +80,21 @@ class CoreLoop:
             self._timers[name] = asyncio.get_running_loop().call_later(at - t, self._fire, name)
             return
         del self._due[name]
-        self._run(f"timer {name!r}", lambda t: self.core.on_timer(name, t))
+        self._run(("timer", name), lambda t: self.core.on_timer(name, t))
 
-    def _run(self, where: str, call: Callable[[float], list[Effect]]) -> None:
+    def _run(self, where: Where, call: Callable[[float], list[Effect]]) -> None:
         self.perform(self._call(where, call, self.now()))
 
-    def _call(self, where: str, call: Callable[[float], list[Effect]], t: float) -> list[Effect]:
+    def _call(self, where: Where, call: Callable[[float], list[Effect]], t: float) -> list[Effect]:
         if self._closed:
             return []
         try:
             return call(t)
         except Exception as e:  # a core bug must not kill the node: journal it, go on
-            log.exception("core failed on %s", where)
-            self.host.failed(where, e)
+            kind, what = where
+            said = kind if what is None else f"{kind} {what!r}" if kind == "timer" else f"{kind} {what}"
+            log.exception("core failed on %s", said)
+            self.host.failed(said, e)
             return []
 
     # ---- effects
