@@ -120,22 +120,14 @@ class DripSim(Simulation):
                             self.net.latency)
 
     def _end_later(self, call: int, status: int, why: str, after: float) -> None:
-        def end() -> None:
-            p = self._pending.get(call)
-            if p is None:
-                return
-            caller, to, msg, boot = p
-            n = self.nodes[caller]
-            if n.boot != boot or not n.up:
-                self._pending.pop(call, None)
-                return
-            if n.paused:
-                self._push(self.now + 0.01, "call", caller, end)
-                return
-            del self._pending[call]
-            self._input(n, lambda c, now: c.on_message(to, Outcome(msg, status, why), now))
-
-        self._push(self.now + after, "call", self.ids[0], end)
+        p = self._pending.get(call)
+        if p is None:
+            return
+        caller, to, msg, boot = p
+        self._answer_later(caller, boot, after,
+                           lambda c, now: c.on_message(to, Outcome(msg, status, why), now),
+                           open_=lambda: call in self._pending,
+                           close=lambda: self._pending.pop(call, None))
 
     # ---- client commands
     def update(self, n: str, key: str, value: Any, uid: str, owner: str | None = None) -> int:

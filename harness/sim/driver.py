@@ -218,6 +218,28 @@ class Simulation:
         assert n.core is not None
         self._perform(n, call(n.core, self.now))
 
+    def _answer_later(self, caller: Any, boot: int, after: float,
+                      give: Callable[[Core, float], list[Effect]], *,
+                      open_: Callable[[], bool], close: Callable[[], None]) -> None:
+        """End a call of ``caller``'s (made in incarnation ``boot``) by handing ``give`` to its
+        core ``after`` seconds from now: a call still ``open_`` then is ``close``d first. A
+        caller that restarted or went down meanwhile lost its call with it; a paused one gets
+        the outcome once it resumes, as a real socket's timeout fires after the pause."""
+        def fire() -> None:
+            if not open_():
+                return
+            n = self.nodes[caller]
+            if n.boot != boot or not n.up:
+                close()
+                return
+            if n.paused:
+                self._push(self.now + 0.01, "call", caller, fire)
+                return
+            close()
+            self._input(n, give)
+
+        self._push(self.now + after, "call", caller, fire)
+
     # ---- effects
     def _perform(self, n: SimNode, effects: list[Effect]) -> None:
         for e in effects:

@@ -133,19 +133,12 @@ class GfSim(Simulation):
 
     def _fail_later(self, caller: int, call: Call, maybe: bool, error: str, after: float) -> None:
         boot = self.nodes[caller].boot
-        self._calls.setdefault((caller, call), boot)
-
-        def fail() -> None:
-            n = self.nodes[caller]
-            if self._calls.get((caller, call)) != boot or n.boot != boot or not n.up:
-                return
-            if n.paused:
-                self._push(self.now + 0.01, "call", caller, fail)
-                return
-            del self._calls[(caller, call)]
-            self._input(n, lambda c, now: c.on_message(call, CallFailed(maybe, error), now))
-
-        self._push(self.now + after, "call", caller, fail)
+        key = (caller, call)
+        self._calls.setdefault(key, boot)
+        self._answer_later(caller, boot, after,
+                           lambda c, now: c.on_message(call, CallFailed(maybe, error), now),
+                           open_=lambda: self._calls.get(key) == boot,
+                           close=lambda: self._calls.pop(key, None))
 
     # ---- inputs
     def client_request(self, i: int, req: Request) -> int:

@@ -13,10 +13,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from nodes.common.core import Core
 from nodes.common.effects import Effect, Emit, Persist, Reply, Send, SetTimer
+
+if TYPE_CHECKING:
+    from nodes.common.journal import Journal
 
 log = logging.getLogger("loop")
 
@@ -37,6 +40,21 @@ class Host(Protocol):
     def reply(self, token: Any, value: Any) -> None: ...
     def emit(self, type_: str, fields: dict[str, Any]) -> None: ...
     def failed(self, where: str, error: BaseException) -> None: ...
+
+
+class JournalingHost:
+    """The two `Host` methods every server performs alike: a core's events go to the node's
+    journal, and so does a core's failure, as lost evidence (the checkers then say unknown
+    instead of judging a history with a hole in it)."""
+
+    journal: Journal
+    logger: ClassVar[logging.Logger] = log
+
+    def emit(self, type_: str, fields: dict[str, Any]) -> None:
+        self.journal.emit(type_, **fields)
+
+    def failed(self, where: str, error: BaseException) -> None:
+        self.journal.node_error(where, error, evidence=True, logger=self.logger)
 
 
 class CoreLoop:

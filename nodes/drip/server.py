@@ -36,7 +36,7 @@ from nodes.common.admin import AdminServer
 from nodes.common.clock import Clock
 from nodes.common.config import ConfigError, NodeConfig
 from nodes.common.journal import Journal
-from nodes.common.loop import Answers, CoreLoop
+from nodes.common.loop import Answers, CoreLoop, JournalingHost
 from nodes.drip import codec
 from nodes.drip.auth import AuthError, Signer, Verifier, load_auth
 from nodes.drip.codec import CodecError, Message, Update
@@ -101,8 +101,10 @@ class Extra:
                               f"missing {e}") from None
 
 
-class DripNode:
+class DripNode(JournalingHost):
     """One node process: start() serves, stop() closes everything."""
+
+    logger = log
 
     def __init__(self, cfg: NodeConfig, extra: Extra) -> None:
         self.cfg = cfg
@@ -196,12 +198,6 @@ class DripNode:
 
     def reply(self, token: Any, value: Any) -> None:
         self.answers.give(token, value)
-
-    def emit(self, type_: str, fields: dict[str, Any]) -> None:
-        self.journal.emit(type_, **fields)
-
-    def failed(self, where: str, error: BaseException) -> None:
-        self.journal.node_error(where, error, evidence=True, logger=log)
 
     def _waiter(self) -> tuple[int, asyncio.Future[Any]]:
         key = next(self._ids)

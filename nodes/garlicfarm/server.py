@@ -32,7 +32,7 @@ from nodes.common.admin import AdminServer
 from nodes.common.clock import Clock
 from nodes.common.config import ConfigError, NodeConfig
 from nodes.common.journal import Journal
-from nodes.common.loop import Answers, CoreLoop
+from nodes.common.loop import Answers, CoreLoop, JournalingHost
 from nodes.garlicfarm import codec, tls
 from nodes.garlicfarm.apps import digest, entry_view
 from nodes.garlicfarm.client import (
@@ -67,7 +67,9 @@ from nodes.garlicfarm.storage import RaftStorage
 log = logging.getLogger("garlicfarm")
 
 
-class GarlicFarmNode:
+class GarlicFarmNode(JournalingHost):
+    logger = log
+
     def __init__(self, cfg: NodeConfig) -> None:
         self.cfg = cfg
         o = cfg.options
@@ -205,12 +207,6 @@ class GarlicFarmNode:
 
     def reply(self, token: Any, value: Any) -> None:
         self.answers.give(token, value)
-
-    def emit(self, type_: str, fields: dict[str, Any]) -> None:
-        self.journal.emit(type_, **fields)
-
-    def failed(self, where: str, error: BaseException) -> None:
-        self.journal.node_error(where, error, evidence=True, logger=log)
 
     async def _deferred_flush_loop(self) -> None:
         interval = float(self.cfg.options.get("deferred_flush_ms", 60_000)) / 1000

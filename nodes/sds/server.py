@@ -32,7 +32,7 @@ from nodes.common.clock import Clock
 from nodes.common.config import NodeConfig
 from nodes.common.effects import EVERYONE
 from nodes.common.journal import Journal
-from nodes.common.loop import CoreLoop
+from nodes.common.loop import CoreLoop, JournalingHost
 from nodes.common.records import RecordFile, rewrite_records
 from nodes.sds.core import HELD, LOG, SdsCommand, SdsCore, SdsOptions, payload_text
 from nodes.sds.wire import Message, WireError, decode, encode
@@ -63,7 +63,9 @@ class _Udp(asyncio.DatagramProtocol):
         pass  # ICMP unreachable from a dead peer: UDP loses it, so do we
 
 
-class SdsNode:
+class SdsNode(JournalingHost):
+    logger = log
+
     def __init__(self, cfg: NodeConfig) -> None:
         self.cfg = cfg
         self.clock = Clock()
@@ -111,12 +113,6 @@ class SdsNode:
                 if f is not None:
                     f.sync()
         self._dirty.clear()
-
-    def emit(self, type_: str, fields: dict[str, Any]) -> None:
-        self.journal.emit(type_, **fields)
-
-    def failed(self, where: str, error: BaseException) -> None:
-        self.journal.node_error(where, error, evidence=True, logger=log)
 
     def send(self, to: str, data: bytes) -> None:
         sock = self._peer

@@ -29,7 +29,7 @@ from nodes.common.clock import Clock
 from nodes.common.config import ConfigError, NodeConfig
 from nodes.common.effects import EVERYONE
 from nodes.common.journal import Journal
-from nodes.common.loop import CoreLoop
+from nodes.common.loop import CoreLoop, JournalingHost
 from nodes.swim import codec as c
 from nodes.swim.core import BUGS, Options, SwimCore
 
@@ -65,8 +65,10 @@ class _Endpoint(asyncio.DatagramProtocol):
         log.debug("udp error: %s", exc)
 
 
-class SwimNode:
+class SwimNode(JournalingHost):
     """One SWIM member process (see the module docstring)."""
+
+    logger = log
 
     def __init__(self, cfg: NodeConfig) -> None:
         self.cfg = cfg
@@ -199,9 +201,6 @@ class SwimNode:
 
     def emit(self, type_: str, fields: dict[str, Any]) -> None:
         self.journal.emit(type_, mono=round(self.clock.monotonic(), 6), **fields)
-
-    def failed(self, where: str, error: BaseException) -> None:
-        self.journal.node_error(where, error, evidence=True, logger=log)
 
     # ---- life cycle
     async def start(self) -> None:
