@@ -250,7 +250,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         protocol=proto, workload=a.workload or "", nodes=a.nodes,
         faults=Faults(a.nemesis, a.nemesis_interval), time_limit=a.time_limit,
         concurrency=a.concurrency or a.nodes, backend=a.backend, bugs=a.bug, store=a.store,
-        seed=seed,
+        seed=seed, node_command=a.node_command,
     )
     console.print(f"[bold]{spec.name}[/]: {a.nodes} nodes on {a.backend}, nemesis "
                   f"{spec.nemesis_desc}, "
@@ -284,6 +284,13 @@ def validate_run(a: argparse.Namespace) -> Any:
             kinds_for(["clock-skew" if n == "clock" else n for n in names], ["n1"])
         except ValueError as e:
             raise UsageError(f"--nemesis: {e}") from None
+    if a.node_command is not None:
+        from harness.node_command import NodeCommandError, parse
+
+        try:
+            parse(a.node_command)
+        except NodeCommandError as e:
+            raise UsageError(str(e)) from None
     return proto
 
 
@@ -529,6 +536,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--concurrency", type=positive_int, help="client threads (default: --nodes)")
     r.add_argument("--bug", action="append", default=[], metavar="MODE",
                    help="switch on one of the protocol's bug modes (listed below); repeatable")
+    r.add_argument("--node-command", metavar="CMD",
+                   help="start your own implementation instead of the reference node: a command "
+                        "with {config} (the node's config file), optionally {python} and {id}; "
+                        "see docs/extending.md")
     r.add_argument("--name", help="test name, the store directory the run goes in (default: "
                                   "PROTOCOL-WORKLOAD)")
     r.add_argument("--store", help=STORE_HELP)

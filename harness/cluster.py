@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 
 from harness.backends import NodeSpec, get_backend
+from harness.node_command import node_argv
 from harness.spec import NodeAddr, TestSpec
 from harness.store import RunDir, write_json
 from osutil.ports import free_port
@@ -125,8 +126,12 @@ class Cluster:
             cfg.update(extra)
         path = nd / "config.json"
         write_json(path, cfg)
-        return NodeSpec(id=n, argv=["{python}", "-m", self.proto.module, "--config", str(path)],
-                        config_path=path, data_dir=data, log_path=nd / "log.txt", cwd=PROJECT_ROOT)
+        if self.spec.node_command is None:
+            argv, cwd = ["{python}", "-m", self.proto.module, "--config", str(path)], PROJECT_ROOT
+        else:  # the user's implementation, run from where the harness was started
+            argv, cwd = node_argv(self.spec.node_command, config=path, node_id=n), Path.cwd()
+        return NodeSpec(id=n, argv=argv, config_path=path, data_dir=data,
+                        log_path=nd / "log.txt", cwd=cwd)
 
     def admin_url(self, n: str) -> str:
         return f"http://{HOST}:{self.ports[n]['admin']}"

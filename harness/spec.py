@@ -113,8 +113,15 @@ class TestSpec:
     #: overrides or additions to the workload's checkers
     checkers: dict[str, Checker] = field(default_factory=dict)
     store: str | None = None
+    #: the user's implementation in place of the reference node: a command template with
+    #: {config} (harness/node_command.py); None runs ``python -m <protocol module>``
+    node_command: str | None = None
 
     def __post_init__(self) -> None:
+        if self.node_command is not None:
+            from harness.node_command import parse
+
+            parse(self.node_command)  # a bad template fails here, before anything starts
         if self.faults is not None:
             if self.nemesis is not None:
                 raise ValueError("give a spec either faults= or a built nemesis=, not both")
@@ -163,6 +170,7 @@ class TestSpec:
             "options": self.options,
             "op_timeout": self.op_timeout,
             "topology": [list(e) for e in self.edges()],
+            "node_command": self.node_command,
         }
 
     def edges(self) -> list[tuple[str, str]]:

@@ -55,6 +55,8 @@ LABEL_NODE = "chaos-harness.node"
 LABEL_RUN_DIR = "chaos-harness.run-dir"
 LABEL_SPEC = "chaos-harness.spec"  # hash of the NodeSpec: a restart reuses the container
 NETWORK_MODES = ("host", "bridge")
+#: where the harness's own code lives (mounted read-only into every node container)
+CODE_ROOT = Path(__file__).resolve().parents[2]
 
 _live: weakref.WeakSet[DockerBackend] = weakref.WeakSet()
 
@@ -196,7 +198,11 @@ class DockerBackend:
         binds = {Path(self._run_dir(node)).resolve(), node.config_path.parent.resolve(),
                  node.log_path.parent.resolve()}
         binds = {d for d in binds if not any(o != d and o in d.parents for o in binds)}
-        mounts = [Mount(str(node.cwd), str(node.cwd), type="bind", read_only=True)]
+        # the node's cwd (the project root, or where --node-command was typed) and, for
+        # {python} -m nodes.<p> from elsewhere, the project's code on PYTHONPATH
+        code = {node.cwd.resolve(), CODE_ROOT}
+        mounts = [Mount(str(d), str(d), type="bind", read_only=True) for d in sorted(code)
+                  if not any(o != d and o in d.parents for o in code)]
         mounts += [Mount(str(d), str(d), type="bind") for d in sorted(binds)]
         mounts.append(Mount(str(node.data_dir), self._volume(node).name, type="volume"))
         kwargs: dict[str, Any] = {"network_mode": "host"}
@@ -208,6 +214,8 @@ class DockerBackend:
                                 for proto in ("tcp", "udp")}}
         env = {**node.env, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
                "HARNESS_LOG": str(node.log_path), "HARNESS_DATA": str(node.data_dir)}
+        if node.cwd.resolve() != CODE_ROOT:
+            env["PYTHONPATH"] = str(CODE_ROOT)
         # the shell appends the node's output to its log in the run dir, then becomes the node;
         # a non-root harness gets files it owns (the volume is root's until chowned)
         script = 'exec "$@" >>"$HARNESS_LOG" 2>&1'
@@ -234,7 +242,7 @@ class DockerBackend:
                     peer[k] = gw + v[len("127.0.0.1"):]
         path = node.config_path.with_name("config.docker-bridge.json")
         path.write_text(json.dumps(cfg, indent=1))
-        argv = [str(path) if a == str(node.config_path) else a for a in argv]
+        argv = [a.replace(str(node.config_path), str(path)) for a in argv]
         return argv, [int(p) for p in cfg.get("ports", {}).values()]
 
     # ---- node control -------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -46,6 +47,10 @@ class LocalBackend:
                 argv, cwd=node.cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent,
             )
+        except OSError as e:  # a --node-command that names no runnable file, say
+            raise BackendError(f"cannot start {node.id} ({shlex.join(argv)}) in {node.cwd}: "
+                               f"{e.strerror or e}; check the command's path and that it is "
+                               "executable") from None
         finally:
             log.close()
         self.procs[node.id] = proc

@@ -450,7 +450,7 @@ class SshBackend:
             cfg = self._ship_files(cfg, run_dir_of(spec).resolve(), rn.conn)
             rn.conn.put_bytes(json.dumps(cfg, indent=1).encode(), cfg_remote)
         argv = [rn.conn.host.python if a == "{python}" else
-                cfg_remote if a == str(spec.config_path) else a for a in argv]
+                a.replace(str(spec.config_path), cfg_remote) for a in argv]
         env = {**spec.env, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         pidf = shlex.quote(f"{rn.dir}/pid")
