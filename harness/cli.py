@@ -237,53 +237,31 @@ def _finish(result: Result, run_dir: Path) -> int:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    from harness.runner import run
+
+    spec = run_spec(a)
+    replay = f", replaying {a.from_}" if a.from_ else ""
+    console.print(f"[bold]{spec.name}[/]: {spec.nodes} nodes on {spec.backend}, nemesis "
+                  f"{spec.nemesis_desc}, {spec.time_limit:g}s, [bold]seed {spec.seed}[/]"
+                  f"{replay} (rerun with --seed {spec.seed})", highlight=False)
+    with Live(console=console, refresh_per_second=4, transient=False) as live:
+        progress = LiveProgress(live, spec.time_limit)
+        res = run(spec, progress=progress, toxiproxy_url=a.toxiproxy_url)
+    code = _finish(res.result, res.run_dir.path)
+    _say(f"replay: harness run --from {res.run_dir.test_json}")
+    return code
+
+
+def run_spec(a: argparse.Namespace) -> Any:
+    """The TestSpec a ``harness run`` command line asks for: from PROTOCOL and the options
+    (unset ones at replay.CLI_DEFAULTS), or from a stored run's test.json (``--from``) with the
+    options given put over the stored ones. Every name is checked before anything starts."""
     import random
 
     from harness.nemesis_generator import Faults
-    from harness.runner import run
+    from harness.replay import CLI_DEFAULTS, ReplayError, spec_from_record
     from harness.spec import TestSpec
 
-    proto = validate_run(a)
-    seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1, 2**31)
-    spec = TestSpec(
-        name=a.name or f"{a.protocol}-{a.workload or proto.default_workload}",
-        protocol=proto, workload=a.workload or "", nodes=a.nodes,
-        faults=Faults(a.nemesis, a.nemesis_interval), time_limit=a.time_limit,
-        concurrency=a.concurrency or a.nodes, backend=a.backend, bugs=a.bug, store=a.store,
-        seed=seed, node_command=a.node_command,
-    )
-    console.print(f"[bold]{spec.name}[/]: {a.nodes} nodes on {a.backend}, nemesis "
-                  f"{spec.nemesis_desc}, "
-                  f"{a.time_limit:g}s, [bold]seed {spec.seed}[/] (rerun with --seed {spec.seed})")
-    with Live(console=console, refresh_per_second=4, transient=False) as live:
-        progress = LiveProgress(live, a.time_limit)
-        res = run(spec, progress=progress, toxiproxy_url=a.toxiproxy_url)
-    return _finish(res.result, res.run_dir.path)
-
-
-def validate_run(a: argparse.Namespace) -> Any:
-    """Every name on the command line against the protocol, before anything starts: a typo
-    makes no run directory and starts no process."""
-    from faults.schedules import kinds_for
-    from harness.protocols import get_protocol
-
-    try:
-        proto = get_protocol(a.protocol)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    if a.workload is not None and a.workload not in proto.workloads:
-        raise UsageError(f"protocol {proto.name} has no workload {a.workload!r}; "
-                         f"choose one of: {', '.join(sorted(proto.workloads))}")
-    unknown = [b for b in a.bug if b not in proto.bugs]
-    if unknown:
-        raise UsageError(f"protocol {proto.name} has no bug mode {', '.join(map(repr, unknown))}; "
-                         f"choose from: {', '.join(proto.bugs) or '(none)'}")
-    names = [n.strip() for n in a.nemesis.split(",") if n.strip()]
-    if names != ["none"]:
-        try:
-            kinds_for(["clock-skew" if n == "clock" else n for n in names], ["n1"])
-        except ValueError as e:
-            raise UsageError(f"--nemesis: {e}") from None
     if a.node_command is not None:
         from harness.node_command import NodeCommandError, parse
 
@@ -291,6 +269,84 @@ def validate_run(a: argparse.Namespace) -> Any:
             parse(a.node_command)
         except NodeCommandError as e:
             raise UsageError(str(e)) from None
+    if a.from_ is not None:
+        if a.protocol is not None:
+            raise UsageError(f"give PROTOCOL ({a.protocol}) or --from, not both: --from "
+                             "replays the stored run's protocol")
+        path, record = read_record(a.from_, a.store)
+        overrides = {"nodes": a.nodes, "time_limit": a.time_limit, "nemesis": a.nemesis,
+                     "nemesis_interval": a.nemesis_interval, "backend": a.backend,
+                     "seed": a.seed, "workload": a.workload, "concurrency": a.concurrency,
+                     "bugs": a.bug, "name": a.name, "node_command": a.node_command,
+                     # beside the replayed run unless told otherwise: <store>/<test>/<run>
+                     "store": a.store or str(path.parent.parent.parent)}
+        try:
+            spec = spec_from_record(record, overrides)
+        except ValueError as e:  # ReplayError, or a protocol/workload the registry lacks
+            what = "cannot be replayed" if isinstance(e, ReplayError) else "is not replayable here"
+            raise UsageError(f"{path} {what}: {e}") from None
+        validate_names(spec.protocol.name, spec.workload or None, spec.bugs,
+                       spec.faults.kinds if spec.faults else "none")
+        return spec
+    if a.protocol is None:
+        raise UsageError("give a PROTOCOL to run (see the list in 'harness run --help'), or "
+                         "--from RUN/test.json to replay a stored run")
+    opt = {k: CLI_DEFAULTS[k] if getattr(a, k) is None else getattr(a, k)
+           for k in ("nodes", "time_limit", "nemesis", "nemesis_interval", "backend")}
+    proto = validate_names(a.protocol, a.workload, a.bug, opt["nemesis"])
+    seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1, 2**31)
+    return TestSpec(
+        name=a.name or f"{a.protocol}-{a.workload or proto.default_workload}",
+        protocol=proto, workload=a.workload or "", nodes=opt["nodes"],
+        faults=Faults(opt["nemesis"], opt["nemesis_interval"]), time_limit=opt["time_limit"],
+        concurrency=a.concurrency or opt["nodes"], backend=opt["backend"], bugs=a.bug,
+        store=a.store, seed=seed, node_command=a.node_command,
+    )
+
+
+def read_record(arg: str, store: str | None) -> tuple[Path, dict[str, Any]]:
+    """(path, contents) of the test.json ``--from`` names: the file itself, a run directory,
+    or a run id as ``harness ls`` prints it."""
+    import json
+
+    path = Path(arg)
+    if path.suffix == ".json" and not path.is_file():
+        raise UsageError(f"--from: there is no file {path.resolve()}; give a run's test.json, "
+                         "its run dir or its id (see 'harness ls')")
+    if not path.is_file():
+        path = resolve_run(arg, store).test_json
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise UsageError(f"--from: {path} cannot be read as a run's test.json: {e}") from None
+    if not isinstance(record, dict):
+        raise UsageError(f"--from: {path} is not a run's test.json (not a JSON object)")
+    return path.resolve(), record
+
+
+def validate_names(protocol: str, workload: str | None, bugs: list[str], nemesis: str) -> Any:
+    """Every name on the command line against the protocol, before anything starts: a typo
+    makes no run directory and starts no process. Returns the ProtocolDef."""
+    from faults.schedules import kinds_for
+    from harness.protocols import get_protocol
+
+    try:
+        proto = get_protocol(protocol)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if workload is not None and workload not in proto.workloads:
+        raise UsageError(f"protocol {proto.name} has no workload {workload!r}; "
+                         f"choose one of: {', '.join(sorted(proto.workloads))}")
+    unknown = [b for b in bugs if b not in proto.bugs]
+    if unknown:
+        raise UsageError(f"protocol {proto.name} has no bug mode {', '.join(map(repr, unknown))}; "
+                         f"choose from: {', '.join(proto.bugs) or '(none)'}")
+    names = [n.strip() for n in nemesis.split(",") if n.strip()]
+    if names != ["none"]:
+        try:
+            kinds_for(["clock-skew" if n == "clock" else n for n in names], ["n1"])
+        except ValueError as e:
+            raise UsageError(f"--nemesis: {e}") from None
     return proto
 
 
@@ -515,19 +571,26 @@ def parser() -> argparse.ArgumentParser:
         "Every name given (protocol, --workload, --bug, --nemesis) is checked before anything "
         "starts: a typo starts no process and makes no run directory."))
     r.build_epilog = run_epilog
-    r.add_argument("protocol", help="a protocol from the list below")
-    r.add_argument("--nodes", type=positive_int, default=5, help="cluster size")
-    r.add_argument("--time-limit", type=non_negative_float, default=30.0,
-                   help="seconds of workload and faults; 0 runs only the final reads")
-    r.add_argument("--nemesis", default="partition,kill",
-                   help="comma list of fault kinds (listed below), or none")
-    r.add_argument("--nemesis-interval", type=positive_float, default=5.0,
-                   help="seconds a fault is held and between faults, about")
+    r.add_argument("protocol", nargs="?", help="a protocol from the list below (not with --from)")
+    r.add_argument("--from", dest="from_", metavar="RUN/test.json",
+                   help="replay a stored run: its protocol, workload, nodes, concurrency, time "
+                        "limit, faults and their interval, seed, bug modes, backend, options "
+                        "and timing, from its test.json (or a run dir, or a run id as 'harness "
+                        "ls' prints it); options given beside it override the stored ones; "
+                        "the replay is stored beside that run unless --store is given")
+    r.add_argument("--nodes", type=positive_int, help="cluster size (default: 5)")
+    r.add_argument("--time-limit", type=non_negative_float,
+                   help="seconds of workload and faults; 0 runs only the final reads "
+                        "(default: 30.0)")
+    r.add_argument("--nemesis", help="comma list of fault kinds (listed below), or none "
+                                     "(default: partition,kill)")
+    r.add_argument("--nemesis-interval", type=positive_float,
+                   help="seconds a fault is held and between faults, about (default: 5.0)")
     from harness.backends import BACKENDS
 
-    r.add_argument("--backend", default="local", choices=BACKENDS,
+    r.add_argument("--backend", choices=BACKENDS,
                    help="where nodes run: local processes, docker containers (host or bridge "
-                        "network) or ssh hosts")
+                        "network) or ssh hosts (default: local)")
     r.add_argument("--seed", type=int,
                    help="seed of the workload and fault schedule; the same seed replays the "
                         "same schedule (default: a random one, printed)")

@@ -24,6 +24,7 @@ from checkers import faults, stats
 from checkers.result import Result, Validity, compose, run_checker, write_artifacts
 from harness import store as store_mod
 from harness.generators import Context, Generator, Pending, time_limit
+from harness.runlog import run_log, to_file
 from harness.spec import Client, DefiniteFailure, TestSpec, Workload
 from vocabulary.history import NEMESIS, History, HistoryWriter, read_history
 
@@ -39,7 +40,7 @@ class Progress(Protocol):
 
 class _NoProgress:
     def phase(self, name: str) -> None:
-        log.info("phase: %s", name)
+        pass  # the runner logs every phase (_Logged)
 
     def op(self, op: Op) -> None:
         pass
@@ -273,13 +274,40 @@ def make_cluster(spec: TestSpec, run_dir: store_mod.RunDir, toxiproxy_url: str |
     return Cluster(spec, run_dir, toxiproxy_url=toxiproxy_url)
 
 
+class _Logged:
+    """Every phase into the run's log as well as to the progress sink."""
+
+    def __init__(self, inner: Progress) -> None:
+        self.inner = inner
+
+    def phase(self, name: str) -> None:
+        log.info("phase: %s", name)
+        self.inner.phase(name)
+
+    def op(self, op: Op) -> None:
+        self.inner.op(op)
+
+
 async def run_test(spec: TestSpec, *, progress: Progress | None = None,
                    toxiproxy_url: str | None = None) -> RunResult:
-    """Run one test end to end and return its verdict; the run is stored either way."""
-    progress = progress or _NoProgress()
+    """Run one test end to end and return its verdict; the run is stored either way, with
+    the harness's own log of it in ``harness.log``."""
     workload = spec.resolved_workload()
     checkers = {**workload.checkers, **standard_checkers(spec.describe()), **spec.checkers}
     run_dir = store_mod.new_run(spec.name, store_mod.Path(spec.store) if spec.store else None)
+    with run_log(run_dir.harness_log) as log_file:
+        try:
+            return await _run_in(spec, workload, checkers, run_dir,
+                                 _Logged(progress or _NoProgress()), toxiproxy_url)
+        except BaseException as e:
+            to_file(log_file, log.name, logging.ERROR,
+                    f"run ended by {type(e).__name__}: {e}", exc_info=True)
+            raise
+
+
+async def _run_in(spec: TestSpec, workload: Workload, checkers: dict[str, Any],
+                  run_dir: store_mod.RunDir, progress: Progress, toxiproxy_url: str | None
+                  ) -> RunResult:
     desc = {**spec.describe(), "status": "running", "run_dir": str(run_dir.path),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     store_mod.write_json(run_dir.test_json, desc)
@@ -319,10 +347,12 @@ async def run_test(spec: TestSpec, *, progress: Progress | None = None,
                 await cluster.close()
         desc.update(status=status, ops=history.count, finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         store_mod.write_json(run_dir.test_json, desc)
+        log.info("run %s: %d ops recorded", status, history.count)
     progress.phase("checking")
     result, complete = await asyncio.to_thread(run_checkers, desc, checkers, run_dir)
     store_mod.write_json(run_dir.results_json, {"valid": result.valid, "seed": spec.seed,
                                                 "result": result.to_json()})
+    log.info("verdict: %s%s", result.valid, "" if complete else f" ({result.note})")
     return RunResult(run_dir, spec.seed, result.valid, result, history.count, complete)
 
 

@@ -169,8 +169,13 @@ class TestSpec:
             "bugs": list(self.bugs),
             "options": self.options,
             "op_timeout": self.op_timeout,
+            "quiesce_s": self.quiesce_s,
+            # the named faults, so that a replay draws the same schedule from the seed
+            "faults": (None if self.faults is None else
+                       {"kinds": self.faults.kinds, "interval_s": self.faults.interval_s}),
             "topology": [list(e) for e in self.edges()],
             "node_command": self.node_command,
+            "store": self.store,
         }
 
     def edges(self) -> list[tuple[str, str]]:

@@ -1,4 +1,5 @@
-"""The run store: ``store/<test>/<run-id>/`` with test.json, history.jsonl, nodes/, results.json.
+"""The run store: ``store/<test>/<run-id>/`` with test.json, history.jsonl, nodes/, results.json
+and harness.log.
 
 ``store/latest`` points at the newest run. A run's ``test.json`` says ``"status": "running"``
 until the harness finishes it, so an interrupted run is recognisable as incomplete.
@@ -47,6 +48,11 @@ class RunDir:
     @property
     def results_json(self) -> Path:
         return self.path / "results.json"
+
+    @property
+    def harness_log(self) -> Path:
+        """The harness's own log of the run (harness.runlog)."""
+        return self.path / "harness.log"
 
     def node_dir(self, node: str) -> Path:
         d = self.path / "nodes" / node

@@ -1,0 +1,117 @@
+"""A stored test.json back into the TestSpec that ran (harness.replay), and ``run --from``'s
+command line: overrides, the explicit equivalent command, refusals that say why."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness import cli
+from harness.nemesis_generator import Faults
+from harness.protocols import get_protocol
+from harness.replay import FixedTopology, ReplayError, command_line, spec_from_record
+from harness.spec import TestSpec
+
+
+def spec_of(*argv: str):
+    return cli.run_spec(cli.parser().parse_args(["run", *argv]))
+
+
+def stored(spec: TestSpec) -> dict:
+    """test.json as the runner writes it (through JSON, with the runner's own keys)."""
+    desc = {**spec.describe(), "status": "complete", "run_dir": "/x", "started": "s", "ops": 3}
+    return json.loads(json.dumps(desc))
+
+
+@pytest.mark.parametrize("argv", [
+    ("garlicfarm", "--nodes", "3", "--seed", "7", "--nemesis", "kill", "--time-limit", "2.5"),
+    ("garlicfarm", "--workload", "append", "--bug", "forget-vote", "--nemesis", "clock,partition",
+     "--nemesis-interval", "0.7", "--concurrency", "9", "--backend", "docker"),
+    ("garlicfarm", "--nemesis", "none", "--time-limit", "0", "--name", "zero", "--store", "/s"),
+    ("swim",),
+])
+def test_a_command_line_spec_round_trips_to_an_equal_spec(argv):
+    spec = spec_of(*argv)
+    back = spec_from_record(stored(spec))
+    assert back == spec
+    assert back.describe() == spec.describe()
+
+
+def test_a_spec_built_in_code_round_trips_with_its_options_timing_and_topology():
+    ring = lambda ids: [(a, b) for a, b in zip(ids, ids[1:] + ids[:1], strict=True)]  # noqa: E731
+    spec = TestSpec(name="t", protocol=get_protocol("garlicfarm"), nodes=4, seed=3,
+                    faults=Faults("partition", 0.4), options={"election_timeout_ms": [9, 10]},
+                    op_timeout=1.5, quiesce_s=0.25, topology=ring)
+    back = spec_from_record(stored(spec))
+    assert back.describe() == spec.describe()
+    assert back.topology == FixedTopology((("n1", "n2"), ("n2", "n3"), ("n3", "n4"),
+                                           ("n4", "n1")))
+    assert (back.options, back.op_timeout, back.quiesce_s) == ({"election_timeout_ms": [9, 10]},
+                                                               1.5, 0.25)
+    # the schedule is drawn from these two (test_chaos_seed: same seed, same schedule)
+    assert (back.faults, back.seed) == (Faults("partition", 0.4), 3)
+    with pytest.raises(ReplayError, match="cannot keep it"):
+        spec_from_record(stored(spec), {"nodes": 5})
+    cmd = command_line(stored(spec))
+    assert cmd.not_expressible == ["options {'election_timeout_ms': [9, 10]}", "op_timeout 1.5",
+                                   "quiesce_s 0.25", "topology [['n1', 'n2'], ['n2', 'n3'], "
+                                   "['n3', 'n4'], ['n4', 'n1']]"]
+
+
+def test_options_beside_from_override_the_stored_ones(tmp_path):
+    spec = spec_of("garlicfarm", "--nodes", "3", "--seed", "7", "--nemesis", "kill",
+                   "--nemesis-interval", "1.5", "--bug", "forget-vote")
+    run = tmp_path / "store" / "garlicfarm-kv" / "20260101T000000-abcdef"
+    run.mkdir(parents=True)
+    (run / "test.json").write_text(json.dumps(stored(spec)))
+    replay = spec_of("--from", str(run / "test.json"))
+    assert replay == TestSpec(**{**spec.__dict__, "store": str(tmp_path / "store")})
+    changed = spec_of("--from", str(run), "--backend", "docker", "--time-limit", "9",
+                      "--nemesis", "partition", "--seed", "8", "--store", "/elsewhere")
+    assert (changed.backend, changed.time_limit, changed.seed, changed.store) == \
+        ("docker", 9.0, 8, "/elsewhere")
+    assert changed.faults == Faults("partition", 1.5)  # the stored interval is kept
+    assert (changed.nodes, changed.bugs, changed.concurrency) == (3, ["forget-vote"], 3)
+    with pytest.raises(cli.UsageError, match="no bug mode 'nosuch'"):
+        spec_of("--from", str(run), "--bug", "nosuch")
+    with pytest.raises(cli.UsageError, match="not both"):
+        spec_of("garlicfarm", "--from", str(run))
+    with pytest.raises(cli.UsageError, match="give a PROTOCOL"):
+        spec_of()
+
+
+def test_the_explicit_command_line_builds_the_same_spec():
+    spec = spec_of("garlicfarm", "--nodes", "3", "--seed", "7", "--nemesis", "clock,kill",
+                   "--nemesis-interval", "0.5", "--bug", "forget-vote", "--time-limit", "2.5")
+    cmd = command_line(stored(spec))
+    assert cmd.not_expressible == []
+    assert cmd.argv[:2] == ["harness", "run"]
+    assert spec_of(*cmd.argv[2:]) == spec
+    assert cmd.text.startswith("harness run garlicfarm --nodes 3 --concurrency 3 --time-limit 2.5"
+                               " --nemesis clock,kill --nemesis-interval 0.5 --seed 7")
+
+
+def test_what_cannot_be_replayed_says_why():
+    spec = spec_of("garlicfarm", "--seed", "1")
+    rec = stored(spec)
+    with pytest.raises(ReplayError, match="built in code"):
+        spec_from_record({**rec, "nemesis": "custom", "faults": None})
+    # a named nemesis given instead of the generator makes it replayable
+    assert spec_from_record({**rec, "nemesis": "custom", "faults": None},
+                            {"nemesis": "kill"}).faults == Faults("kill", 5.0)
+    with pytest.raises(ReplayError, match="workload was built in code"):
+        spec_from_record({**rec, "workload": "custom"})
+    with pytest.raises(ReplayError, match="no protocol"):
+        spec_from_record({**rec, "protocol": None})
+    with pytest.raises(ReplayError, match="no 'seed'"):
+        spec_from_record({k: v for k, v in rec.items() if k != "seed"})
+    with pytest.raises(ValueError, match="available"):
+        spec_from_record({**rec, "protocol": "nosuch"})
+
+
+def test_a_record_from_before_the_fault_interval_was_stored_uses_the_cli_defaults():
+    spec = spec_of("garlicfarm", "--seed", "4", "--nemesis", "kill")
+    old = {k: v for k, v in stored(spec).items() if k not in ("faults", "quiesce_s", "store")}
+    back = spec_from_record(old)
+    assert back.faults == Faults("kill", 5.0) and back.quiesce_s == 3.0 and back.seed == 4
