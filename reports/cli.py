@@ -8,10 +8,13 @@ valid, 1 one invalid, 2 unknown or an unreadable run, 254 a usage error, 255 a s
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
 EXIT = {"true": 0, "false": 1, "unknown": 2}
+#: the CLI's codes: a set-up error (here, no Java for the spark engine), a usage error, Ctrl-C
+SETUP, USAGE, INTERRUPTED = 255, 254, 130
 
 
 def _conf_item(it: str) -> tuple[str, str]:
@@ -30,6 +33,13 @@ def cmd_report(a: argparse.Namespace) -> int:
     from reports.report import ReportOptions, build_report
 
     con = Console(stderr=True)
+    if a.engine == "spark":  # before discovery and before a JVM is asked for
+        from reports.spark_engine import java_problem
+
+        problem = java_problem()
+        if problem:
+            con.print(f"[red]error:[/] {escape(problem)}")
+            return SETUP
     store = Path(a.store) if a.store else DEFAULT_STORE
     opts = ReportOptions(store=store, selectors=a.runs, since=a.since, until=a.until,
                          engine=a.engine, master=a.master, conf=dict(a.conf), pages=a.pages,
@@ -61,7 +71,16 @@ def cmd_serve(a: argparse.Namespace) -> int:
     from harness.store import DEFAULT_STORE
     from reports.serve import serve
 
-    serve(Path(a.store) if a.store else DEFAULT_STORE, a.host, a.port)
+    store = Path(a.store) if a.store else DEFAULT_STORE
+    if not store.is_dir():
+        print(f"error: no store at {store.resolve()}; give --store, or run 'harness run' first",
+              file=sys.stderr)
+        return USAGE
+    try:
+        serve(store, a.host, a.port)
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+        return INTERRUPTED
     return 0
 
 
@@ -83,8 +102,9 @@ def add_subcommands(sub: Any) -> None:
     r.add_argument("--recovery-window", type=float, default=5.0, metavar="S",
                    help="seconds after a heal counted as the 'recovering' phase (default 5)")
     r.set_defaults(fn=cmd_report)
-    s = sub.add_parser("serve", help="browse the store's reports over HTTP (loopback)")
+    s = sub.add_parser("serve", help="browse the store's reports and run files over HTTP "
+                                     "(loopback)")
     s.add_argument("--store")
     s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8765)
+    s.add_argument("--port", type=int, default=8765)  # 0: a free port, printed
     s.set_defaults(fn=cmd_serve)

@@ -18,7 +18,7 @@ from typing import Any
 import jinja2
 import pandas as pd
 
-from reports import junit, plots
+from reports import junit, plots, runfiles
 from reports.checks import examined_line
 from reports.discover import REPORT_DIR, RunInfo
 from reports.faults import FaultWindow
@@ -126,11 +126,14 @@ def _run_page(rdir: Path, run: dict[str, Any], checks: list[dict[str, Any]],
               agreement: list[dict[str, Any]], info: RunInfo, idx_dir: Path, gen: str,
               engine: str) -> Path:
     rdir.mkdir(parents=True, exist_ok=True)
+    run_path = Path(info.path)
+    record = runfiles.read_test(run_path)
     checks_v = [{**c, "anomalies": json.loads(c["anomalies"]), "source": _source(c),
                  "examined": examined_line(c.get("examined"))} for c in checks]
     anomalies = [{**a, "checker": c["checker"],
                   "witness": json.dumps(a.get("witness"), indent=1, default=repr)
-                  if a.get("witness") else ""}
+                  if a.get("witness") else "",
+                  "explainer": runfiles.explainer(a.get("witness") or {}, run_path, rdir)}
                  for c in checks_v for a in c["anomalies"]]
     plot_list: list[tuple[str, str]] = []
     faults: list[dict[str, Any]] = []
@@ -141,22 +144,28 @@ def _run_page(rdir: Path, run: dict[str, Any], checks: list[dict[str, Any]],
         windows = [FaultWindow(**json.loads(v)) for v in ev.loc[ev["rec"] == "fault", "value"]]
         faults = [asdict(w) for w in windows]
         t_end = st.t_end / 1e9
+        concurrency = (record or {}).get("concurrency")
         plot_list += [
             ("Latency over time", plots.latency_plot(comp, windows, t_end, rdir / "latency.png")),
             ("Throughput over time",
              plots.throughput_plot(comp, windows, t_end, rdir / "throughput.png")),
-            ("Operation timeline per process",
-             plots.timeline_plot(comp, windows, t_end, rdir / "timeline.png")),
+            ("Operation timeline per worker" if isinstance(concurrency, int) and concurrency > 0
+             else "Operation timeline per process",
+             plots.timeline_plot(comp, windows, t_end, rdir / "timeline.png", concurrency)),
             ("Fault schedule", plots.fault_plot(windows, t_end, rdir / "faults.png")),
         ]
-        ne = _node_events(Path(info.path))
+        ne = _node_events(run_path)
         if ne:
             plot_list.append(("Node event timelines", plots.node_events_plot(ne, rdir / "nodes.png")))
+    files, n_files = runfiles.run_files(run_path, rdir)
     html = _env.get_template("run.html.j2").render(
         title=f"run {run['run_id']}", run=run, checks=checks_v, anomalies=anomalies,
         agreement=agreement,
         plots=plot_list, faults=faults, problems=json.loads(run.get("problems") or "[]"),
-        index_href=os.path.relpath(idx_dir / "index.html", rdir), generated=gen, engine=engine)
+        index_href=os.path.relpath(idx_dir / "index.html", rdir), generated=gen, engine=engine,
+        reproduce=runfiles.reproduce(run_path, record), files=files,
+        more_files=n_files - len(files),
+        links={f.path: f.href for f in files if f.path in runfiles.FIRST})
     page = rdir / "index.html"
     page.write_text(html, encoding="utf-8")
     return page

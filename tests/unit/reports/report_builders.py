@@ -87,10 +87,11 @@ def ok_checker(test: dict[str, Any], history: list[dict[str, Any]], obs: dict[st
 
 
 def real_run(store: Path, name: str = "kv", seed: int = 1, stale: bool = False,
-             time_limit: float = 1.0) -> Path:
+             time_limit: float = 1.0, checkers: dict[str, Any] | None = None) -> Path:
     """A real runner run, then the nemesis ops of WINDOWS merged into its history by time."""
     FaultyKV.reset(stale)
-    wl = Workload(client=FaultyKV, generator=_gen, checkers={"ops-completed": ok_checker})
+    wl = Workload(client=FaultyKV, generator=_gen,
+                  checkers={"ops-completed": ok_checker, **(checkers or {})})
     r = run(TestSpec(name=name, workload=wl, concurrency=3, seed=seed, time_limit=time_limit,
                      store=str(store)))
     add_nemesis(r.run_dir.history)
