@@ -73,11 +73,12 @@ COMMAND_EXIT_CODES: dict[str, str] = {
   1    at least one selected run is invalid
   2    a run is unknown or could not be read
   254  invalid arguments
-  255  internal or set-up error (Spark, a crash); rerun with -v for the log""",
+  255  internal or set-up error: no Java for the spark engine (install
+       openjdk-17-jre-headless, or use --engine local), a crash; rerun with -v""",
     "serve": """exit codes:
   0    the server stopped
-  130  interrupted (Ctrl-C)
-  254  invalid arguments
+  130  interrupted (Ctrl-C): the server stopped
+  254  invalid arguments, or no store there
   255  internal or set-up error (the port is taken, a crash); rerun with -v for the log""",
 }
 GENERIC_EXIT_CODES = """exit codes (a plugin's command; its own documentation may say more):

@@ -37,14 +37,36 @@ def latency_by_phase(ev: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+#: the errors of a ``fail`` that is the system's correct answer to an op whose precondition
+#: did not hold (docs/contracts.md: a cas whose expected value was not the current one is
+#: ``fail`` ``cas-mismatch``): the system was available, the op was refused on its merits
+PRECONDITION_ERRORS = ("cas-mismatch",)
+
+
 def availability(ev: pd.DataFrame) -> pd.DataFrame:
-    """Share of client ops that succeeded, by phase and the fault involved."""
-    c = completions(ev).assign(fault=lambda d: d["fault"].fillna("none"),
-                               ok=lambda d: (d["type"] == "ok").astype("int64"))
-    g = c.groupby(["protocol", "phase", "fault"])["ok"]
-    out = pd.DataFrame({"ok": g.sum(), "count": g.size()}).reset_index()
-    out["availability"] = out["ok"] / out["count"]
-    return out
+    """Per phase and the fault involved: client completions that were ``ok``, that failed a
+    precondition (``precondition``: a definite ``fail`` with a PRECONDITION_ERRORS error, the
+    system answering correctly), and that were ``unavailable`` (every other ``fail`` and every
+    ``info``: timeouts, no leader, lost connections). ``availability`` is the share answered,
+    (ok + precondition) / count."""
+    c = completions(ev).assign(
+        fault=lambda d: d["fault"].fillna("none"),
+        ok=lambda d: (d["type"] == "ok").astype("int64"),
+        precondition=lambda d: ((d["type"] == "fail")
+                                & d["error"].isin(PRECONDITION_ERRORS)).astype("int64"))
+    g = c.groupby(["protocol", "phase", "fault"])
+    out = pd.DataFrame({"ok": g["ok"].sum(), "precondition": g["precondition"].sum(),
+                        "count": g.size()}).reset_index()
+    return availability_columns(out)
+
+
+def availability_columns(out: pd.DataFrame) -> pd.DataFrame:
+    """``unavailable`` and ``availability`` from the ok, precondition and count columns (both
+    engines)."""
+    out = out.assign(unavailable=out["count"] - out["ok"] - out["precondition"])
+    out["availability"] = (out["ok"] + out["precondition"]) / out["count"]
+    return out[["protocol", "phase", "fault", "ok", "precondition", "unavailable", "count",
+                "availability"]]
 
 
 def first_ok_after_heal(ev: pd.DataFrame) -> pd.DataFrame:

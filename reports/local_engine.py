@@ -27,7 +27,8 @@ PARTITIONING = ds.partitioning(pa.schema([("protocol", pa.string()), ("date", pa
 
 #: what the pandas aggregates read (not the JSON values: the widest columns)
 AGG_COLUMNS = ["rec", "run_id", "protocol", "index", "time", "process", "type", "f", "node",
-               "key", "val", "outcome", "latency_ns", "phase", "fault", "fault_id", "since_heal_ns"]
+               "error", "key", "val", "outcome", "latency_ns", "phase", "fault", "fault_id",
+               "since_heal_ns"]
 
 
 #: the run and fault rows: what the report needs besides the ops

@@ -24,7 +24,7 @@ FAULT_COLORS = {"partition": "#9ecae1", "kill": "#fcae91", "pause": "#c7b9e8",
                 "duplicate": "#f7b6a8", "bandwidth": "#d9d9d9", "slicer": "#c6dbef",
                 "reset-peer": "#fdd0a2"}
 DPI = 90
-#: ops drawn in the per-process timeline (the first ones); a plot of 1M bars helps nobody
+#: ops drawn in the per-worker timeline (the first ones); a plot of 1M bars helps nobody
 TIMELINE_MAX_OPS = 3000
 TIMELINE_MAX_ROWS = 40
 
@@ -87,27 +87,44 @@ def throughput_plot(comp: pd.DataFrame, windows: list[FaultWindow], t_end_s: flo
     return _save(fig, path)
 
 
+def timeline_rows(comp: pd.DataFrame, concurrency: int | None) -> pd.Series:
+    """The row label of each op in the timeline: its worker ``w<process mod concurrency>``.
+
+    The runner (like Jepsen) retires a client process whose op ended ``info`` and gives its
+    worker thread a fresh process id, ``process + concurrency``: so worker t plays processes
+    t, t + c, t + 2c, ... one after another, and one row per worker holds them all without
+    overlap. Without a known concurrency (a hand-made history) each process is its own row,
+    ``p<process>``."""
+    procs = comp["process"].astype(str)
+    if not concurrency or concurrency < 1 or not procs.str.fullmatch(r"\d+").all():
+        return "p" + procs
+    return "w" + (procs.astype("int64") % concurrency).astype(str)
+
+
 def timeline_plot(comp: pd.DataFrame, windows: list[FaultWindow], t_end_s: float,
-                  path: Path) -> str:
-    """Each op as a bar from invocation to completion, one row per process."""
+                  path: Path, concurrency: int | None = None) -> str:
+    """Each op as a bar from invocation to completion, one row per worker (see
+    ``timeline_rows``); the bar's colour is its outcome."""
     d = comp.sort_values("invoke_time").head(TIMELINE_MAX_OPS)
-    procs = sorted(d["process"].unique(), key=lambda p: (len(p), p))[:TIMELINE_MAX_ROWS]
-    d = d[d["process"].isin(procs)]
-    fig, ax = plt.subplots(figsize=(10, max(2.0, 0.28 * len(procs) + 1)))
+    d = d.assign(_row=timeline_rows(d, concurrency))
+    rows = sorted(d["_row"].unique(), key=lambda p: (len(p), p))[:TIMELINE_MAX_ROWS]
+    d = d[d["_row"].isin(rows)]
+    fig, ax = plt.subplots(figsize=(10, max(2.0, 0.28 * len(rows) + 1)))
     _shade(ax, windows, t_end_s, label=False)
-    for y, p in enumerate(procs):
-        dp = d[d["process"] == p]
+    for y, p in enumerate(rows):
+        dp = d[d["_row"] == p]
         for typ, color in TYPE_COLORS.items():
             q = dp[dp["type"] == typ]
             if len(q):
                 spans = list(zip(q["invoke_time"] / 1e9,
                                  (q["latency_ns"] / 1e9).clip(lower=t_end_s / 2000), strict=True))
                 ax.broken_barh(spans, (y - 0.35, 0.7), facecolors=color)
-    ax.set_yticks(range(len(procs)), [f"p{p}" for p in procs], fontsize=7)
+    ax.set_yticks(range(len(rows)), rows, fontsize=7)
     ax.set_xlabel("time since run start (s)")
     ax.set_xlim(0, max(t_end_s, 1e-3))
     shown = "" if len(comp) <= TIMELINE_MAX_OPS else f" (first {TIMELINE_MAX_OPS} of {len(comp)})"
-    ax.set_title("Operations per process" + shown)
+    per = "worker (process mod concurrency)" if rows and rows[0].startswith("w") else "process"
+    ax.set_title(f"Operations per {per}" + shown)
     return _save(fig, path)
 
 

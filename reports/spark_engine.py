@@ -46,6 +46,27 @@ PCTS = (0.5, 0.95, 0.99)
 TASKS_PER_CORE = 3
 
 
+def java_problem() -> str | None:
+    """Why Spark cannot start here for want of Java, or None when a java is found where
+    pyspark looks for one ($JAVA_HOME/bin/java when JAVA_HOME is set, else java on PATH)."""
+    import shutil
+
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        java = Path(home) / "bin" / "java"
+        if os.access(java, os.X_OK) and java.is_file():
+            return None
+        where = f"JAVA_HOME is {home}, which has no bin/java"
+    elif shutil.which("java"):
+        return None
+    else:
+        where = "there is no java on PATH and JAVA_HOME is not set"
+    return (f"the spark engine needs Java (a JRE, 17 or newer) and {where}. Install one "
+            "(Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or point JAVA_HOME at "
+            "one, or run without Spark: harness report --engine local (one process, the same "
+            "checks and tables; fine for a few hundred runs)")
+
+
 def default_master() -> str:
     """local[n] sized for this machine: every core, since the job is CPU-bound Python + JVM."""
     return f"local[{max(1, os.cpu_count() or 1)}]"
@@ -254,12 +275,16 @@ class SparkEngine:
               .groupBy("protocol", "phase", "fault")
               .agg(F.percentile_approx("latency_ns", list(PCTS), 10000).alias("q"),
                    F.count("*").alias("count"),
-                   F.sum((F.col("type") == "ok").cast("long")).alias("ok"))).toPandas()
+                   F.sum((F.col("type") == "ok").cast("long")).alias("ok"),
+                   F.sum(F.coalesce((F.col("type") == "fail")
+                                    & F.col("error").isin(list(agg.PRECONDITION_ERRORS)),
+                                    F.lit(False)).cast("long"))
+                   .alias("precondition"))).toPandas()
         for i, p in enumerate(PCTS):
             la[f"p{int(p * 100)}_ms"] = la["q"].map(lambda q, i=i: q[i] / 1e6)
         lat = la[["protocol", "phase", "fault", *[f"p{int(p * 100)}_ms" for p in PCTS], "count"]]
-        avail = la[["protocol", "phase", "fault", "ok", "count"]].copy()
-        avail["availability"] = avail["ok"] / avail["count"]
+        avail = agg.availability_columns(la[["protocol", "phase", "fault", "ok", "precondition",
+                                             "count"]])
         first = (c.where("phase <> 'fault' AND type = 'ok' AND since_heal_ns IS NOT NULL")
                  .groupBy("run_id", "fault_id").agg(F.min("since_heal_ns").alias("recovery_ns")))
         stats = (c.groupBy("run_id")
