@@ -30,6 +30,7 @@ def stored(spec: TestSpec) -> dict:
      "--nemesis-interval", "0.7", "--concurrency", "9", "--backend", "docker"),
     ("garlicfarm", "--nemesis", "none", "--time-limit", "0", "--name", "zero", "--store", "/s"),
     ("swim",),
+    ("garlicfarm", "--node-command", "./mynode --config {config} --id {id}"),
 ])
 def test_a_command_line_spec_round_trips_to_an_equal_spec(argv):
     spec = spec_of(*argv)
@@ -81,9 +82,11 @@ def test_options_beside_from_override_the_stored_ones(tmp_path):
         spec_of()
 
 
-def test_the_explicit_command_line_builds_the_same_spec():
+@pytest.mark.parametrize("extra", [(), ("--node-command", "./my node '{config}'")])
+def test_the_explicit_command_line_builds_the_same_spec(extra):
     spec = spec_of("garlicfarm", "--nodes", "3", "--seed", "7", "--nemesis", "clock,kill",
-                   "--nemesis-interval", "0.5", "--bug", "forget-vote", "--time-limit", "2.5")
+                   "--nemesis-interval", "0.5", "--bug", "forget-vote", "--time-limit", "2.5",
+                   *extra)
     cmd = command_line(stored(spec))
     assert cmd.not_expressible == []
     assert cmd.argv[:2] == ["harness", "run"]
