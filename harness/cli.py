@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from checkers.result import Result, Validity, examined_text
@@ -684,10 +685,10 @@ def main(argv: list[str] | None = None) -> int:
                       "in the store with status: interrupted[/]")
         return INTERRUPTED
     except UsageError as e:
-        console.print(f"[red]error:[/] {e}")
+        console.print(f"[red]error:[/] {escape(str(e))}")
         return USAGE
     except Exception as e:  # a set-up failure or a bug of ours: say so, never "unknown"
-        console.print(f"[red]error:[/] {type(e).__name__}: {e}")
+        console.print(f"[red]error:[/] {type(e).__name__}: {escape(str(e))}")
         console.print("rerun with -v for the log; if it is no set-up problem, it is a harness bug")
         if a.verbose:
             logging.getLogger("harness").exception("internal error")
