@@ -29,7 +29,10 @@ def cmd_report(a: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
+    from harness.optional import require
     from harness.store import DEFAULT_STORE
+
+    require("report", "harness report")
     from reports.report import ReportOptions, build_report
 
     con = Console(stderr=True)

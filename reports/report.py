@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.optional import require
 from reports.discover import find_runs
 from reports.html import write_report
 from reports.pipeline import Engine, PipelineOutput, run_pipeline
@@ -36,6 +37,7 @@ def make_engine(o: ReportOptions) -> Engine:
 
         return LocalEngine(recovery_window_ns=rw)
     if o.engine == "spark":
+        require("spark", "the report's Spark engine", "or use --engine local")
         from reports.spark_engine import SparkEngine
 
         return SparkEngine(o.master, o.conf, recovery_window_ns=rw)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.base import BackendError
+from harness.optional import MissingExtra
 
 
 @dataclass
@@ -96,6 +97,9 @@ def _clean_docker(rep: CleanReport, orphan: Callable[[str], bool], images: bool,
         client = connect(timeout_s=5)
     except BackendError:
         rep.notes.append("no Docker engine answers: no containers to clean")
+        return
+    except MissingExtra:  # no Docker SDK here: nothing of ours ran in containers from here
+        rep.notes.append("no Docker SDK installed: no containers to clean")
         return
     filt = {"label": LABEL_RUN}
     groups: list[tuple[str, list[Any], Callable[[Any], None]]] = [

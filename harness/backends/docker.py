@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.base import BackendError, NodeSpec, copy_local
+from harness.optional import require
 
 LABEL_RUN = "chaos-harness.run"
 LABEL_OWNER = "chaos-harness.owner"  # "<hostname>:<pid>" of the harness that made it
@@ -63,6 +64,7 @@ _live: weakref.WeakSet[DockerBackend] = weakref.WeakSet()
 
 def connect(timeout_s: float = 30.0) -> Any:
     """A Docker client that has answered a ping, or a BackendError saying what to do."""
+    require("docker", "the docker backend", "or use --backend local")
     import docker
     import docker.errors
 

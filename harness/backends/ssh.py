@@ -48,6 +48,7 @@ from typing import Any
 
 from harness.backends.base import BackendError, NodeSpec, copy_local
 from harness.backends.docker import run_dir_of
+from harness.optional import require
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 _live: weakref.WeakSet[SshBackend] = weakref.WeakSet()
@@ -132,6 +133,7 @@ class HostConn:
     """A paramiko connection to one host: commands, SFTP (serialized: not thread-safe), code."""
 
     def __init__(self, host: SshHost, connect_timeout_s: float = 10.0) -> None:
+        require("ssh", "the ssh backend", "or use --backend local")
         import paramiko
 
         self.host = host

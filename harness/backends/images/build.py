@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from harness.optional import require
+
 HERE = Path(__file__).resolve().parent
 REPO = "chaos-harness-node"
 # Bumped by hand when the debootstrap steps below change in a way the files do not show.
@@ -187,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.print_tag:
         print(image_tag())
         return 0
+    require("docker", "building the node image")
     import docker
 
     t0 = time.monotonic()
