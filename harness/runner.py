@@ -313,10 +313,13 @@ async def _run_in(spec: TestSpec, workload: Workload, checkers: dict[str, Any],
     store_mod.write_json(run_dir.test_json, desc)
     log.info("run %s seed=%d", run_dir.path, spec.seed)
     history = HistoryWriter(run_dir.history)
-    cluster = make_cluster(spec, run_dir, toxiproxy_url) if spec.protocol else None
-    run = _Run(spec, workload, history, cluster, progress)
+    cluster: ClusterLike | None = None
     status = "interrupted"
     try:
+        # inside the try: a backend that cannot be set up (no engine, a missing extra) ends
+        # the run as failed in test.json, not as running for ever
+        cluster = make_cluster(spec, run_dir, toxiproxy_url) if spec.protocol else None
+        run = _Run(spec, workload, history, cluster, progress)
         if cluster is not None:
             progress.phase("starting cluster")
             await cluster.start()

@@ -109,3 +109,23 @@ def test_the_runner_writes_what_a_pure_checker_asks_for(tmp_path):
     stored = json.loads(r.run_dir.results_json.read_text())
     leaf = Result.from_json(stored["result"]).find("explained")
     assert leaf.anomalies[0].witness["html"] == str(page)
+
+
+def test_a_backend_that_cannot_be_set_up_ends_the_run_as_failed(tmp_path, monkeypatch):
+    """Not ``running`` for ever: the backend is made inside the run's bookkeeping."""
+    import pytest
+
+    from harness import runner
+    from harness.backends import BackendError
+    from harness.protocols import get_protocol
+
+    def no_engine(*a, **kw):
+        raise BackendError("no Docker engine: run scripts/setup-docker")
+
+    monkeypatch.setattr(runner, "make_cluster", no_engine)
+    spec = TestSpec(name="nobackend", protocol=get_protocol("garlicfarm"), nodes=3, seed=1,
+                    store=str(tmp_path), backend="docker", time_limit=1)
+    with pytest.raises(BackendError, match="no Docker engine"):
+        run(spec)
+    rd = next((tmp_path / "nobackend").iterdir())
+    assert json.loads((rd / "test.json").read_text())["status"] == "failed"
