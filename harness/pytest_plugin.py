@@ -48,10 +48,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,8 +76,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   default="")
     g.addoption("--toxiproxy-url", default=None, help="use this Toxiproxy server instead of our own")
     g.addoption("--chaos-seed", type=int, default=None, help="seed for every chaos test (replay)")
-    g.addoption("--chaos-time", type=float, default=None,
-                help="time limit (s) for every chaos test, overriding each test's own")
+    g.addoption("--chaos-time", default=None,
+                help="time limit (s) for every chaos test, replacing each test's own (a test "
+                     "with an explicit fault schedule only gets longer); default: the "
+                     "chaos_time ini setting, else $HARNESS_TIME_LIMIT, else each test's own")
+    parser.addini("chaos_time", "time limit (s) of every chaos test (see --chaos-time)", default="")
     g.addoption("--chaos", action="store_true", default=False,
                 help="run the chaos tests too (they run only when selected: -m, --chaos, or "
                      "their file named)")
@@ -90,6 +94,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "setting, else $HARNESS_NODE_COMMAND, else the reference node)")
     parser.addini("chaos_node_command", "your implementation's command (see "
                   "--chaos-node-command)", default="")
+    g.addoption("--chaos-replay", default=None, metavar="FILE",
+                help="run only the tests FILE names, each with its own seed (the nightly's "
+                     "retry-seeds.json: [{nodeid, seed}, ...] under \"tests\")")
+    g.addoption("--chaos-outcomes", default=None, metavar="FILE",
+                help="write each test's outcome, seed and run dirs to FILE (JSON) at the end")
+    g.addoption("--chaos-no-reap", action="store_true", default=False,
+                help="do not remove, at session start, what killed sessions left behind "
+                     "(containers, networks, volumes, loopback ssh nodes whose owner is gone)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -97,6 +109,34 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "smoke: a bounded chaos test that the default test command runs too")
     backend_of(config)  # a bad name fails the session here, before any cluster starts
     node_command_of(config)  # so does a node command that cannot start a node
+    time_of(config)  # likewise a bad time limit
+    outcomes = config.getoption("--chaos-outcomes")
+    if outcomes:
+        path = Path(outcomes)
+        config.pluginmanager.register(
+            OutcomeRecorder(path if path.is_absolute() else config.invocation_params.dir / path,
+                            config), "chaos-outcomes")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The reaper (as testcontainers' Ryuk): before a session's first chaos test, remove what
+    killed sessions left behind. Owned resources carry their owner's ``host:pid``
+    (``harness.backends.clean``); only those whose owner process is gone on this host go, so
+    a session still running here, or one on another host sharing the engine, keeps its own."""
+    c = session.config
+    if (c.option.collectonly or c.getoption("--chaos-no-reap")
+            or not any(i.get_closest_marker("chaos") for i in session.items)):
+        return
+    from harness.backends.clean import clean
+
+    # remote ssh hosts only when the session's runs go there: elsewhere a start needs no login
+    rep = clean(ssh_hosts=None if backend_of(c) == "ssh" else "")
+    tr = c.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None and (rep.removed or rep.kept):
+        tr.write_line(f"chaos reaper: removed {len(rep.removed)} leftovers of dead sessions, "
+                      f"kept {len(rep.kept)} of live ones")
+        for r in rep.removed:
+            tr.write_line(f"  - {r}")
 
 
 def selected_explicitly(item_path: Path, args: list[str], start: Path) -> bool:
@@ -108,8 +148,12 @@ def selected_explicitly(item_path: Path, args: list[str], start: Path) -> bool:
     return False
 
 
+@pytest.hookimpl(tryfirst=True)  # before -k/-m: a replay entry must see every test collected
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--chaos") or config.option.markexpr:
+    replay = config.getoption("--chaos-replay")
+    if replay:
+        replay_only(config, items, replay)
+    if config.getoption("--chaos") or config.option.markexpr or replay:
         return
     start = config.invocation_params.dir
     args = list(config.invocation_params.args)
@@ -123,6 +167,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.stash[_LEFT_OUT] = len(left)
 
 
+def replay_only(config: pytest.Config, items: list[pytest.Item], path: str) -> None:
+    """``--chaos-replay FILE``: keep only the tests FILE names, each given its own seed; the
+    names that match no collected test are kept for the summary and the outcomes file."""
+    from harness.nightly import NightlyError, read_retries
+
+    file = Path(path)
+    if not file.is_absolute():
+        file = config.invocation_params.dir / file
+    try:
+        seeds = {r.nodeid: r.seed for r in read_retries(file)}
+    except NightlyError as e:
+        raise pytest.UsageError(f"--chaos-replay: {e}") from None
+    keep, left = [], []
+    for item in items:
+        if item.nodeid in seeds:
+            item.stash[_REPLAY_SEED] = seeds[item.nodeid]
+            keep.append(item)
+        else:
+            left.append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = keep
+    found = {i.nodeid for i in keep}
+    config.stash[_REPLAY_MISSING] = [n for n in seeds if n not in found]
+
+
+_REPLAY_SEED = pytest.StashKey[int | None]()
+_REPLAY_MISSING = pytest.StashKey[list[str]]()
 _LEFT_OUT = pytest.StashKey[int]()
 
 
@@ -160,6 +232,34 @@ def node_command_of(config: pytest.Config) -> str | None:
     return cmd
 
 
+def resolve_time(option: str | None, ini: str, env: str | None) -> float | None:
+    """The session's time limit (s): the option, else the ini setting, else the environment
+    (the nightly workflow's ``time_limit`` input arrives as ``$HARNESS_TIME_LIMIT``), else
+    None (each test keeps its own). ValueError, naming where it came from, for anything but
+    a positive number."""
+    for source, value in (("--chaos-time", option), ("the chaos_time ini setting", ini),
+                          ("$HARNESS_TIME_LIMIT", env)):
+        if value is None or not str(value).strip():
+            continue
+        try:
+            t = float(value)
+        except ValueError:
+            t = math.nan
+        if not (math.isfinite(t) and t > 0):
+            raise ValueError(f"{source}={value!r}: give the time limit of each chaos test as a "
+                             f"positive number of seconds, e.g. 60")
+        return t
+    return None
+
+
+def time_of(config: pytest.Config) -> float | None:
+    try:
+        return resolve_time(config.getoption("--chaos-time"), config.getini("chaos_time"),
+                            os.environ.get("HARNESS_TIME_LIMIT"))
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
+
+
 def store_of(config: pytest.Config) -> Path:
     return resolve_store(config.getoption("--chaos-store"), config.getini("chaos_store"),
                          os.environ.get("HARNESS_STORE"), config.invocation_params.dir)
@@ -167,10 +267,13 @@ def store_of(config: pytest.Config) -> Path:
 
 def pytest_report_header(config: pytest.Config) -> str:
     seed = config.getoption("--chaos-seed")
+    t = time_of(config)
+    seeds = ("from " + config.getoption("--chaos-replay") if config.getoption("--chaos-replay")
+             else "all " + str(seed) if seed is not None else "from each test")
     return (f"chaos: backend {backend_of(config)}, toxiproxy "
             f"{config.getoption('--toxiproxy-url') or 'one of our own for the session'}, "
-            f"store {store_of(config)}, "
-            f"seeds {'all ' + str(seed) if seed is not None else 'from each test'}")
+            f"store {store_of(config)}, seeds {seeds}, "
+            f"time limit {f'{t:g} s' if t is not None else 'from each test'}")
 
 
 #: the JUnit property names a run is recorded under
@@ -184,6 +287,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if left:
         terminalreporter.write_line(f"{left} chaos tests not selected: run them with -m chaos "
                                     f"or --chaos")
+    for nodeid in config.stash.get(_REPLAY_MISSING, []):
+        terminalreporter.write_line(f"--chaos-replay names {nodeid}, which was not collected "
+                                    f"(gone, or outside the paths given)")
     lines = []
     for rep in terminalreporter.stats.get("failed", []):
         runs = [v for k, v in rep.user_properties if k == "run_dir"]
@@ -195,6 +301,41 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(line)
 
 
+class OutcomeRecorder:
+    """``--chaos-outcomes FILE``: each test's outcome, the seed it ran with and its run dirs,
+    written when the session ends (``harness.nightly`` reads it to choose the retries). The
+    seed is the one its runs recorded, else the replay or session seed it was given, else
+    None (its own)."""
+
+    def __init__(self, path: Path, config: pytest.Config) -> None:
+        self.path, self.config = path, config
+        self.phases: dict[str, list[Any]] = {}
+        self.given: dict[str, int | None] = {}
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        seed = self.config.getoption("--chaos-seed")
+        for i in items:
+            self.given[i.nodeid] = i.stash[_REPLAY_SEED] if _REPLAY_SEED in i.stash else seed
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        from harness.nightly import Outcome
+
+        seeds = [v for k, v in report.user_properties if k == "seed"]
+        dirs = tuple(str(v) for k, v in report.user_properties if k == "run_dir")
+        seed = seeds[0] if seeds else self.given.get(report.nodeid)
+        self.phases.setdefault(report.nodeid, []).append(
+            Outcome(report.nodeid, report.outcome, seed, dirs))
+
+    def pytest_sessionfinish(self) -> None:
+        from harness.nightly import Outcomes, combine, outcomes_json
+
+        out = Outcomes([combine(p) for p in self.phases.values()],
+                       self.config.stash.get(_REPLAY_MISSING, []))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(outcomes_json(out))
+
+
 @dataclass(frozen=True)
 class ChaosOptions:
     backend: str
@@ -204,30 +345,50 @@ class ChaosOptions:
     node_command: str | None = None
 
     def apply(self, spec: Any) -> Any:
+        """The session's backend, seed and time limit on ``spec``. A spec with a built
+        nemesis (an explicit schedule, timed to its own time limit) is only lengthened, never
+        cut short; a spec with named ``faults`` or none takes the time as it is."""
         spec.backend = self.backend
         if self.node_command is not None:
             spec.node_command = self.node_command
         if self.seed is not None:
             spec.seed = self.seed
         if self.time is not None:
-            spec.time_limit = self.time
+            spec.time_limit = (self.time if spec.nemesis is None
+                               else max(spec.time_limit, self.time))
         return spec
+
+    def for_item(self, item: pytest.Item) -> ChaosOptions:
+        """These options with the item's own replay seed (``--chaos-replay``), if it has one."""
+        if _REPLAY_SEED in item.stash:
+            return replace(self, seed=item.stash[_REPLAY_SEED])
+        return self
+
+
+def scaled_min_ok(min_ok: int, own_s: float, run_s: float) -> int:
+    """A test states ``min_ok`` for its own time limit; a session time limit that shortens
+    the run asks proportionally fewer ok ops (at least 1), a longer one still the stated
+    number."""
+    if run_s >= own_s or own_s <= 0:
+        return min_ok
+    return max(1, math.ceil(min_ok * run_s / own_s))
 
 
 @pytest.fixture(scope="session")
 def chaos_options(request: pytest.FixtureRequest) -> ChaosOptions:
     c = request.config
     return ChaosOptions(backend_of(c), c.getoption("--toxiproxy-url"),
-                        c.getoption("--chaos-seed"), c.getoption("--chaos-time"),
-                        node_command_of(c))
+                        c.getoption("--chaos-seed"), time_of(c), node_command_of(c))
 
 
 @pytest.fixture
 def chaos_seed(chaos_options: ChaosOptions, request: pytest.FixtureRequest) -> int:
-    """The seed a test draws from: ``--chaos-seed`` when given (a night's seed, a replay),
-    else a fixed seed of the test's own, from its node id, so a rerun replays it."""
-    if chaos_options.seed is not None:
-        return chaos_options.seed
+    """The seed a test draws from: its ``--chaos-replay`` seed, else ``--chaos-seed`` when
+    given (a night's seed, a replay), else a fixed seed of the test's own, from its node id,
+    so a rerun replays it."""
+    seed = chaos_options.for_item(request.node).seed
+    if seed is not None:
+        return seed
     return zlib.crc32(request.node.nodeid.encode()) % 2**31 or 1
 
 
@@ -432,27 +593,30 @@ def chaos_run(chaos_options: ChaosOptions, chaos_store: Path, chaos_toxiproxy: s
               request: pytest.FixtureRequest) -> Callable[..., Any]:
     from harness.runner import run
 
-    def run_one(spec: TestSpec, store: str) -> RunResult:
-        chaos_options.apply(spec)
+    def run_one(spec: TestSpec, opts: ChaosOptions, min_ok: int) -> tuple[RunResult, int]:
+        """Run ``spec`` with the session's options; the result and ``min_ok`` scaled to the
+        time limit the run really had."""
+        own = spec.time_limit
+        opts.apply(spec)
         if spec.store is None:
-            spec.store = store
+            spec.store = str(chaos_store)
         res = run(spec, toxiproxy_url=chaos_toxiproxy)
-        request.node.user_properties += [("seed", res.seed), ("run_dir", str(res.run_dir.path))]
-        return res
+        record_run(request.node, res.seed, res.run_dir.path)
+        return res, scaled_min_ok(min_ok, own, spec.time_limit)
 
-    def correct(source: Any, min_ok: int) -> RunResult:
+    def correct(source: Any, opts: ChaosOptions, min_ok: int) -> RunResult:
         spec = source() if callable(source) else source
-        res = run_one(spec, str(chaos_store))
+        res, min_ok = run_one(spec, opts, min_ok)
         assert_correct_run(spec, res, min_ok)
         return res
 
-    def caught(build: Any, path: str, anomaly: str | None, min_ok: int) -> RunResult:
+    def caught(build: Any, opts: ChaosOptions, path: str, anomaly: str | None, min_ok: int
+               ) -> RunResult:
         bug, control = bug_and_control(build)
-        if chaos_options.node_command is not None:
+        if opts.node_command is not None:
             pytest.skip("a bug-mode test plants a bug in the reference node; with "
                         "--chaos-node-command your implementation runs instead")
-        store = str(chaos_store)
-        res = run_one(bug, store)
+        res, _ = run_one(bug, opts, min_ok)
         problems = caught_shortfalls(res.result, path, anomaly)
         if problems:
             leaf = res.result.find(path)
@@ -460,7 +624,7 @@ def chaos_run(chaos_options: ChaosOptions, chaos_store: Path, chaos_toxiproxy: s
                      if leaf is not None else "")
             fail(f"{bug.name} (bugs {bug.bugs}): the bug was not caught by {path}", problems,
                  res, stats)
-        ctl = run_one(control, store)
+        ctl, min_ok = run_one(control, opts, min_ok)
         problems = control_shortfalls(ctl.result, path, ok_ops=ok_ops_of(ctl), min_ok=min_ok,
                                       nemesis=has_nemesis(control))
         if problems:
@@ -469,30 +633,46 @@ def chaos_run(chaos_options: ChaosOptions, chaos_store: Path, chaos_toxiproxy: s
         return res
 
     def _run(spec: Any, expect: bool | str = True, *, min_ok: int = 1,
-             anomaly: str | None = None) -> RunResult:
+             anomaly: str | None = None, backend: str | None = None) -> RunResult:
+        opts = chaos_options.for_item(request.node)
+        if backend is not None:  # a test about one backend pins it
+            opts = replace(opts, backend=backend)
         if expect is True:
             if anomaly is not None:
                 pytest.fail("anomaly= goes with expect='<leaf>' (a bug-mode test)", pytrace=False)
-            return correct(spec, min_ok)
+            return correct(spec, opts, min_ok)
         if not isinstance(expect, str):
             pytest.fail(f"expect={expect!r}: give True (a correct node) or the dotted path of "
                         f"the leaf that must catch the bug, e.g. 'raft.vote-safety'", pytrace=False)
-        return caught(spec, expect, anomaly, min_ok)
+        return caught(spec, opts, expect, anomaly, min_ok)
 
     return _run
 
 
+def record_run(item: pytest.Item, seed: int, run_dir: Path) -> None:
+    """The run's seed and dir as the test's user properties: JUnit properties, the terminal
+    summary's run dirs, and the seed the nightly retries a failure with."""
+    item.user_properties += [("seed", seed), ("run_dir", str(run_dir))]
+
+
 @pytest.fixture
-def chaos_cluster(chaos_options: ChaosOptions, chaos_store: Path, chaos_toxiproxy: str
-                  ) -> Callable[..., Any]:
+def chaos_cluster(chaos_options: ChaosOptions, chaos_store: Path, chaos_toxiproxy: str,
+                  request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """``async with chaos_cluster(spec) as c``: a started cluster of ``spec`` (the session's
+    backend, seed and Toxiproxy), its run dir in the chaos store and ``c.history`` a
+    history writer there; nodes, proxies and links are torn down on leaving the block, also
+    when the test fails. No runner drives it: the test's own ops and faults are the run."""
     from harness.cluster import open_cluster
     from harness.store import new_run
     from vocabulary.history import HistoryWriter
 
+    opts = chaos_options.for_item(request.node)
+
     @contextlib.asynccontextmanager
     async def _open(spec: Any) -> AsyncIterator[Any]:
-        chaos_options.apply(spec)
+        opts.apply(spec)
         rd = new_run(spec.name, chaos_store)
+        record_run(request.node, spec.seed, rd.path)
         async with open_cluster(spec, rd, toxiproxy_url=chaos_toxiproxy) as c:
             with HistoryWriter(rd.history) as h:
                 c.history = h
