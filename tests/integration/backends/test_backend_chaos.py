@@ -9,6 +9,9 @@ they are equal citizens of the local backend.
   correct node on the local backend (valid, a minimum of ok ops, every fault kind applied,
   every True leaf with evidence). Garlic Farm's pair is also ``smoke``: the docker and the
   ssh chaos test that the default test command (CI) runs on every submission.
+
+Both go through ``chaos_run`` with the backend pinned (``backend=``), so their runs land in
+the chaos store with the session's seed and time limit, like every other chaos test's.
 """
 
 from __future__ import annotations
@@ -21,8 +24,6 @@ from backend_helpers import sshd_available
 from faults import schedules as sch
 from harness.nemesis_generator import Faults, from_schedule
 from harness.protocols import get_protocol, names
-from harness.pytest_plugin import assert_correct_run
-from harness.runner import run
 from harness.spec import TestSpec
 from tests.integration.harness.test_cluster import ECHO
 
@@ -42,7 +43,7 @@ def _backend_ready(backend: str, request: pytest.FixtureRequest) -> None:
 
 @pytest.mark.chaos
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_echo_chaos_on_backend(backend, tmp_path, request):
+def test_echo_chaos_on_backend(backend, chaos_run, request):
     _backend_ready(backend, request)
     nodes = ["n1", "n2", "n3"]
     schedule = sch.explicit([
@@ -55,9 +56,8 @@ def test_echo_chaos_on_backend(backend, tmp_path, request):
     ])
     spec = TestSpec(name=f"echo-chaos-{backend}", protocol=ECHO, nodes=len(nodes), seed=11,
                     nemesis=from_schedule(schedule), nemesis_desc="explicit", time_limit=6,
-                    concurrency=3, backend=backend, store=str(tmp_path), quiesce_s=0.5)
-    res = run(spec)
-    assert_correct_run(spec, res, min_ok=20)  # clients got through between faults
+                    concurrency=3, quiesce_s=0.5)
+    res = chaos_run(spec, min_ok=20, backend=backend)  # clients got through between faults
     rd = res.run_dir.path
     ops = [json.loads(line) for line in (rd / "history.jsonl").read_text().splitlines()]
     done = {o["f"] for o in ops if o["process"] == "nemesis" and o["type"] == "info"
@@ -73,12 +73,11 @@ def test_echo_chaos_on_backend(backend, tmp_path, request):
 @pytest.mark.parametrize("protocol,backend", [
     pytest.param(p, b, id=f"{p}-{b}", marks=[pytest.mark.smoke] if p == "garlicfarm" else [])
     for p in PROTOCOLS for b in BACKENDS])
-def test_protocol_chaos_on_backend(protocol, backend, tmp_path, request):
+def test_protocol_chaos_on_backend(protocol, backend, chaos_run, request):
     _backend_ready(backend, request)
     nodes = 5 if protocol in ("garlicfarm", "swim") else 3
     seed = 20261123
     spec = TestSpec(name=f"{protocol}-chaos-{backend}", protocol=get_protocol(protocol),
                     nodes=nodes, seed=seed, faults=Faults("partition,kill,pause", 2.0),
-                    time_limit=15,
-                    backend=backend, store=str(tmp_path))
-    assert_correct_run(spec, run(spec), min_ok=MIN_OK[protocol])
+                    time_limit=15)
+    chaos_run(spec, min_ok=MIN_OK[protocol], backend=backend)
