@@ -26,7 +26,18 @@ from a run which tested nothing is worth nothing.
   (``TestSpec(faults=Faults("partition,kill"))``) are drawn from the spec's seed when the run
   starts, so the option replays fault schedules too.
 - ``chaos_cluster(spec)``: an async context manager giving a started cluster (nodes, proxies,
-  nemesis via ``cluster.nemesis_invoke``), with a history writer in its run dir.
+  nemesis via ``cluster.nemesis_invoke``), with a history writer in its run dir in the store;
+  for tests that drive ops and faults themselves (docs/nightly.md has an example).
+- ``chaos_run(..., backend="docker")``: a test about one backend pins it.
+- Time limit: ``--chaos-time``, else the ``chaos_time`` ini setting, else
+  ``$HARNESS_TIME_LIMIT`` (checked at start). Named faults take it as it is; an explicit
+  schedule is only lengthened; ``min_ok`` is scaled down to a shorter run.
+- The nightly (``scripts/nightly``, ``harness.nightly``): ``--chaos-replay FILE`` runs only
+  the tests FILE names, each with its seed; ``--chaos-outcomes FILE`` writes each test's
+  outcome and seed when the session ends.
+- The reaper: a session with chaos tests first removes what killed sessions left
+  (``harness clean``'s rule: labelled resources whose owner pid is gone on this host);
+  ``--chaos-no-reap`` skips it.
 - ``chaos_toxiproxy``: the one Toxiproxy server of the session (its URL), shared by every
   run; ``--toxiproxy-url`` or ``$TOXIPROXY_URL`` names one to use instead.
 - ``chaos_store``: the store every run of the session is written into, so ``harness report``

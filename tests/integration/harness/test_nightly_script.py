@@ -32,7 +32,8 @@ def test_passes(chaos_seed):
 
 
 def night(tmp: Path, bad: str, *args: str) -> tuple[int, str]:
-    env = {**os.environ, "HARNESS_STORE": str(tmp / "store"), "PROBE_BAD_SEEDS": bad}
+    env = {**os.environ, "HARNESS_STORE": str(tmp / "store"), "PROBE_BAD_SEEDS": bad,
+           "NIGHTLY_SKIP_BACKEND_SETUP": "1"}
     env.pop("NIGHTLY_SEED", None)
     p = subprocess.run([str(ROOT / "scripts/nightly"), "--no-report", *args,
                         "--rootdir", str(tmp / "probe"), "-p", "no:cacheprovider",
@@ -81,7 +82,8 @@ def test_a_failing_seed_is_retried_first_the_next_night_until_it_passes(tmp_path
 
 def test_a_bad_seed_is_refused_before_anything_runs(tmp_path):
     p = subprocess.run([str(ROOT / "scripts/nightly"), "--seed", "zero", "--no-report"],
-                       cwd=ROOT, env={**os.environ, "HARNESS_STORE": str(tmp_path / "s")},
+                       cwd=ROOT, env={**os.environ, "HARNESS_STORE": str(tmp_path / "s"),
+                                      "NIGHTLY_SKIP_BACKEND_SETUP": "1"},
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 254
     assert "is not a seed" in p.stderr
