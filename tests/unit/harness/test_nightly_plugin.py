@@ -108,3 +108,10 @@ def test_outcomes_carry_the_session_seed_and_a_bad_time_fails_the_session(
     monkeypatch.setenv("HARNESS_TIME_LIMIT", "7")
     ok = pytester.runpytest("-p", "no:randomly", "-m", "chaos", "--chaos-no-reap")
     ok.stdout.fnmatch_lines(["*time limit 7 s*"])
+
+
+def test_a_missing_replay_file_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_probe=PROBE)
+    res = pytester.runpytest("-p", "no:randomly", "--chaos-replay", "nope.json")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*--chaos-replay nope.json: no such file*"])
