@@ -8,7 +8,10 @@ Run-level tables (one row per run) are always pandas: they are small by construc
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -232,6 +235,7 @@ def run_table(info_rows: list[dict[str, Any]], results: pd.DataFrame,
         rows.append({
             "run_id": info["run_id"], "test": info["test"], "protocol": info["protocol"],
             "nemesis": info["nemesis"], "date": info["date"], "seed": info["seed"],
+            "started": info.get("started", ""),
             "status": info["status"], "path": info["path"], "ops": st["ops"],
             "complete": st["complete"], "error": st["error"],
             "problems": json.dumps(st["problems"]),
@@ -263,14 +267,42 @@ def anomaly_counts(results: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).groupby(["checker", "kind"]).size().rename("count").reset_index()
 
 
+#: a night's directory under <store>/_nightly (scripts/nightly names it by its UTC start)
+NIGHT_ID = re.compile(r"^\d{8}T\d{6}Z$")
+
+
+def night_starts(store: Path) -> list[tuple[dt.datetime, str]]:
+    """The nights ``scripts/nightly`` ran over this store (start, id), oldest first."""
+    d = store / "_nightly"
+    if not d.is_dir():
+        return []
+    return sorted((dt.datetime.strptime(p.name, "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC), p.name)
+                  for p in d.iterdir() if p.is_dir() and NIGHT_ID.match(p.name))
+
+
+def period_of(started: str, date: str, nights: list[tuple[dt.datetime, str]]) -> str:
+    """What a trend groups a run under: the latest night that had started when the run did
+    (two nights on one day stay apart), else the run's date (a store no night wrote)."""
+    try:
+        at = dt.datetime.strptime(started, "%Y-%m-%dT%H:%M:%S%z")
+    except ValueError:
+        return date
+    night = None
+    for start, name in nights:
+        if start <= at:
+            night = name
+    return f"night {night}" if night else date
+
+
 def trends(runs: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
-    """Per date: runs by verdict and the median run p99 latency (for nightly stores)."""
+    """Per period (a night of ``scripts/nightly``, else a date): runs by verdict and the
+    median run p99 latency."""
     r = runs.merge(stats, on="run_id", how="left")
-    g = r.groupby("date")
+    g = r.groupby("period" if "period" in r.columns else "date")
     return pd.DataFrame({
         "runs": g.size(),
         "valid": g["verdict"].agg(lambda s: int((s == "true").sum())),
         "invalid": g["verdict"].agg(lambda s: int((s == "false").sum())),
         "unknown": g["verdict"].agg(lambda s: int((s == "unknown").sum())),
         "p99_ms": g["p99_ms"].median(),
-    }).reset_index()
+    }).reset_index().rename(columns={"date": "period"})

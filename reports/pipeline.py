@@ -158,6 +158,10 @@ def run_pipeline(store: Path, runs: list[RunInfo], engine: Engine) -> PipelineOu
     tables["agreement"] = agreement
     tables["verdicts"] = agg.verdict_matrix(run_df) if len(run_df) else pd.DataFrame()
     tables["anomalies"] = agg.anomaly_counts(results)
+    if len(run_df):
+        nights = agg.night_starts(store)
+        run_df["period"] = [agg.period_of(s, d, nights)
+                            for s, d in zip(run_df["started"], run_df["date"], strict=True)]
     if "run_stats" in tables and len(run_df):
         tables["trends"] = agg.trends(run_df, tables["run_stats"])
     timings["driver_s"] = time.perf_counter() - t2

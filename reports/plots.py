@@ -168,14 +168,15 @@ def node_events_plot(events: dict[str, pd.DataFrame], path: Path) -> str:
 
 
 def trends_plot(trends: pd.DataFrame, path: Path) -> str:
-    """Nightly trend: runs per date by verdict, and the median run p99 latency."""
+    """Nightly trend: runs per night (else per date) by verdict, and the median run p99
+    latency."""
     fig, ax = plt.subplots(figsize=(10, 3.2))
     x = list(range(len(trends)))
     bottom = [0] * len(trends)
     for col, color in (("valid", "#2a9d3f"), ("invalid", "#d62728"), ("unknown", "#ff9f1c")):
         ax.bar(x, trends[col], bottom=bottom, color=color, label=col)
         bottom = [b + v for b, v in zip(bottom, trends[col], strict=True)]
-    ax.set_xticks(x, list(trends["date"]), rotation=30, fontsize=7)
+    ax.set_xticks(x, list(trends["period"]), rotation=30, fontsize=7)
     ax.set_ylabel("runs")
     ax2 = ax.twinx()
     ax2.plot(x, trends["p99_ms"], color="#333333", marker="o", lw=1, label="p99 latency (ms)")
