@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,8 +32,22 @@ def test_the_doc_has_worked_examples_of_both_kinds() -> None:
     assert {code for code, _ in blocks()} == {0, 1}  # a pass and a catch
 
 
+@pytest.fixture
+def tidy_examples():
+    """pip builds an example suite in its own tree (build/, *.egg-info): remove what this test
+    made there, leave what was there before."""
+    made = [ROOT / "examples" / "primary_register" / "build",
+            ROOT / "examples" / "primary_register" / "primary_register_suite.egg-info"]
+    before = {p for p in made if p.exists()}
+    yield
+    for p in made:
+        if p not in before:
+            shutil.rmtree(p, ignore_errors=True)
+
+
 @pytest.mark.chaos
 @pytest.mark.smoke
+@pytest.mark.usefixtures("tidy_examples")
 def test_every_console_block_ends_as_the_doc_says(tmp_path: Path) -> None:
     env = {**os.environ, "WORK": str(tmp_path),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
