@@ -58,6 +58,10 @@ class Symbol:
 
 #: distinct atoms remembered per text (times and indexes are mostly unique: not all kept)
 ATOM_CACHE = 50_000
+#: how deep forms may nest (a Jepsen op nests 4 or 5 deep); the reader recurses twice a level,
+#: so this keeps it far from Python's recursion limit, even under a tracer or mutmut's
+#: trampolines, and deeper input is refused with where it happened
+MAX_DEPTH = 100
 _SKIP = re.compile(r"(?:[\s,]+|;[^\n]*)*")
 #: an atom: everything up to whitespace, a comma, a comment or a delimiter
 _ATOM = re.compile(r"[^\s,;()\[\]{}\"]+")
@@ -114,8 +118,8 @@ class _Reader:
 
     def read(self, depth: int) -> Any:
         """The form at ``pos`` (whitespace already skipped)."""
-        if depth > 200:
-            raise self.error("forms nested more than 200 deep")
+        if depth > MAX_DEPTH:
+            raise self.error(f"forms nested more than {MAX_DEPTH} deep")
         text, start = self.text, self.pos
         if start >= len(text):
             raise self.error("the text ended where a form was expected")

@@ -56,7 +56,7 @@ def test_edn_reads_every_supported_form() -> None:
     ("[#_]", (1, 4), "#_ with no form after it"),
     ("1 2", (1, 3), "more than one top-level form"),
     ("", (1, 1), "no form in the text"),
-    ("[" * 300, (1, 202), "forms nested more than 200 deep"),
+    ("[" * 300, (1, 102), "forms nested more than 100 deep"),
 ])
 def test_edn_errors_say_where_and_what(text: str, where: tuple[int, int], why: str) -> None:
     with pytest.raises(EdnError) as e:
