@@ -40,20 +40,29 @@ Event = dict[str, Any]
 # --------------------------------------------------------------------------- loading
 
 
-def load_observations(run_dir: str | Path) -> dict[str, Any]:
-    """Read every node's journal and final state under ``run_dir/nodes``."""
+def load_observations(run_dir: str | Path, node_command: str | None = None) -> dict[str, Any]:
+    """Read every node's journal and final state under ``run_dir/nodes``. ``node_command``:
+    the run's ``--node-command`` (test.json), when the nodes were the user's implementation."""
     root = Path(run_dir)
     nodes_dir = root / "nodes"
     nodes: dict[str, Any] = {}
     if nodes_dir.is_dir():
         for d in sorted(p for p in nodes_dir.iterdir() if p.is_dir()):
-            nodes[d.name] = load_node(d)
+            nodes[d.name] = load_node(d, node_command)
     return {"nodes": nodes, "run_dir": str(root)}
 
 
-def load_node(node_dir: Path) -> dict[str, Any]:
-    """One node's observation: its journal events, its final state and the gaps in both."""
+def load_node(node_dir: Path, node_command: str | None = None) -> dict[str, Any]:
+    """One node's observation: its journal events, its final state and the gaps in both. A
+    node started by ``node_command`` owes the harness no journal: a missing one says so, so an
+    ``unknown`` names the cause rather than looking like a crash."""
     events, missing = read_journal(node_dir / JOURNAL_FILE)
+    if node_command:
+        for gap in missing:
+            if gap["what"] == "journal":
+                gap["detail"] += (f": an implementation started by --node-command "
+                                  f"({node_command}) that writes no journal cannot be judged "
+                                  "by the checks that read one")
     state, state_gaps = read_state(node_dir / STATE_FILE)
     return {"events": events, "state": state,
             "missing": missing + reported_gaps(events) + state_gaps}

@@ -467,7 +467,7 @@ def ok_shortfall(ok_ops: int, min_ok: int) -> list[str]:
 
 def external_unknowns(result: Result) -> list[str]:
     """Leaves left unknown only because a ``--node-command`` implementation wrote no journal
-    (harness.runner.external_node_gaps words their notes)."""
+    (checkers.observations.load_node words their notes)."""
     return [path for path, leaf in result.leaves()
             if leaf.valid == "unknown" and "--node-command" in (leaf.note or "")]
 

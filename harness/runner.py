@@ -218,7 +218,7 @@ def run_checkers(spec_desc: dict[str, Any], checkers: dict[str, Any], run_dir: s
                  ) -> tuple[Result, bool]:
     """Run every checker on the stored history; a crashing checker is ``unknown``, never a pass."""
     history = read_history(run_dir.history)
-    observations = external_node_gaps(load_observations(run_dir), spec_desc.get("node_command"))
+    observations = load_observations(run_dir, spec_desc.get("node_command"))
     results = [history_result(spec_desc, history)]
     for name, chk in checkers.items():
         results.append(run_checker(name, chk, spec_desc, history.ops, observations))
@@ -244,28 +244,15 @@ def history_result(spec_desc: dict[str, Any], history: History) -> Result:
     return Result("history", True, examined=examined)
 
 
-def load_observations(run_dir: store_mod.RunDir) -> dict[str, Any]:
+def load_observations(run_dir: store_mod.RunDir, node_command: str | None = None
+                      ) -> dict[str, Any]:
     try:
         from checkers.observations import load_observations as load
     except ImportError:  # protocol-less runs need none
         return {"nodes": {}, "run_dir": str(run_dir.path)}
-    obs = load(run_dir.path)
+    obs = load(run_dir.path, node_command)
     obs["run_dir"] = str(run_dir.path)
     return obs
-
-
-def external_node_gaps(observations: dict[str, Any], node_command: str | None) -> dict[str, Any]:
-    """A node started by ``--node-command`` owes the harness no journal: say so where its
-    journal is missing, so an ``unknown`` names the cause rather than looking like a crash."""
-    if not node_command:
-        return observations
-    for obs in (observations.get("nodes") or {}).values():
-        for gap in obs.get("missing") or []:
-            if gap.get("what") == "journal":
-                gap["detail"] = (f"{gap.get('detail', 'no journal')}: an implementation started "
-                                 f"by --node-command ({node_command}) that writes no journal "
-                                 "cannot be judged by the checks that read one")
-    return observations
 
 
 def make_cluster(spec: TestSpec, run_dir: store_mod.RunDir, toxiproxy_url: str | None) -> ClusterLike:

@@ -100,7 +100,7 @@ def rerun_run(run_id: str, path: str) -> list[tuple[Result, int]]:
     except HistoryError as e:
         return [(Result(name, "unknown", note=f"history unreadable, not re-run: {e}",
                         stats={"rerun": True}), 0) for name in checkers]
-    observations = load_observations(root)
+    observations = load_observations(root, test.get("node_command"))
     observations["run_dir"] = str(root)
     out = []
     for name, chk in checkers.items():
