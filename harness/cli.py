@@ -580,19 +580,22 @@ def parser() -> argparse.ArgumentParser:
                         "and timing, from its test.json (or a run dir, or a run id as 'harness "
                         "ls' prints it); options given beside it override the stored ones; "
                         "the replay is stored beside that run unless --store is given")
-    r.add_argument("--nodes", type=positive_int, help="cluster size (default: 5)")
+    from harness.replay import CLI_DEFAULTS as d  # the defaults a spec gets: said once
+
+    r.add_argument("--nodes", type=positive_int, help=f"cluster size (default: {d['nodes']})")
     r.add_argument("--time-limit", type=non_negative_float,
                    help="seconds of workload and faults; 0 runs only the final reads "
-                        "(default: 30.0)")
+                        f"(default: {d['time_limit']})")
     r.add_argument("--nemesis", help="comma list of fault kinds (listed below), or none "
-                                     "(default: partition,kill)")
+                                     f"(default: {d['nemesis']})")
     r.add_argument("--nemesis-interval", type=positive_float,
-                   help="seconds a fault is held and between faults, about (default: 5.0)")
+                   help="seconds a fault is held and between faults, about "
+                        f"(default: {d['nemesis_interval']})")
     from harness.backends import BACKENDS
 
     r.add_argument("--backend", choices=BACKENDS,
                    help="where nodes run: local processes, docker containers (host or bridge "
-                        "network) or ssh hosts (default: local)")
+                        f"network) or ssh hosts (default: {d['backend']})")
     r.add_argument("--seed", type=int,
                    help="seed of the workload and fault schedule; the same seed replays the "
                         "same schedule (default: a random one, printed)")
