@@ -26,9 +26,9 @@ log = logging.getLogger("loop")
 #: a timer firing this close before its time counts as due (clock granularity)
 _EARLY_S = 0.0005
 
-#: which input a core call is for: (kind, detail), put into words only when the core fails
-#: (a peer's repr built for every message is wasted work while nothing fails)
-Where = tuple[str, Any]
+#: which input a core call is for, put into words only when the core fails (a peer's repr
+#: built for every message is wasted work while nothing fails)
+Where = Callable[[], str]
 
 
 class Host(Protocol):
@@ -70,10 +70,10 @@ class CoreLoop:
 
     # ---- inputs
     def start(self) -> None:
-        self._run(("start", None), lambda t: self.core.start(t))
+        self._run(lambda: "start", lambda t: self.core.start(t))
 
     def message(self, peer: Any, msg: Any) -> None:
-        self._run(("message from", peer), lambda t: self.core.on_message(peer, msg, t))
+        self._run(lambda: f"message from {peer}", lambda t: self.core.on_message(peer, msg, t))
 
     def messages(self, batch: Iterable[tuple[Any, Any]]) -> None:
         """Several messages read at once: their effects are performed together, so the
@@ -81,12 +81,13 @@ class CoreLoop:
         t = self.now()
         fx: list[Effect] = []
         for peer, msg in batch:
-            fx.extend(self._call(("message from", peer),
+            fx.extend(self._call(lambda p=peer: f"message from {p}",
                                  lambda t, p=peer, m=msg: self.core.on_message(p, m, t), t))
         self.perform(fx)
 
     def command(self, cmd: Any, token: Any) -> None:
-        self._run(("command", type(cmd).__name__), lambda t: self.core.on_command(cmd, token, t))
+        self._run(lambda: f"command {type(cmd).__name__}",
+                  lambda t: self.core.on_command(cmd, token, t))
 
     def _fire(self, name: Hashable) -> None:
         self._timers.pop(name, None)
@@ -98,7 +99,7 @@ class CoreLoop:
             self._timers[name] = asyncio.get_running_loop().call_later(at - t, self._fire, name)
             return
         del self._due[name]
-        self._run(("timer", name), lambda t: self.core.on_timer(name, t))
+        self._run(lambda: f"timer {name!r}", lambda t: self.core.on_timer(name, t))
 
     def _run(self, where: Where, call: Callable[[float], list[Effect]]) -> None:
         self.perform(self._call(where, call, self.now()))
@@ -109,8 +110,7 @@ class CoreLoop:
         try:
             return call(t)
         except Exception as e:  # a core bug must not kill the node: journal it, go on
-            kind, what = where
-            said = kind if what is None else f"{kind} {what!r}" if kind == "timer" else f"{kind} {what}"
+            said = where()
             log.exception("core failed on %s", said)
             self.host.failed(said, e)
             return []
