@@ -46,15 +46,18 @@ def test_the_reference_node_through_node_command_passes(backend, chaos_store, re
     spec = _spec(f"node-command-reference-{backend}", backend, chaos_store, REFERENCE)
     res = run(spec)
     assert_correct_run(spec, res, min_ok=40)
-    # it really was the command that ran: every node's journal is the reference node's
+    # the reference node wrote its journal (that the command, not the default, started it is
+    # shown by test_a_broken_external_node_is_invalid on the same backend)
     for n in spec.node_ids:
         assert (res.run_dir.node_dir(n) / "events.jsonl").stat().st_size > 0
 
 
 @pytest.mark.chaos
 @pytest.mark.smoke
-@pytest.mark.parametrize("backend", ["local", "docker"])
+@pytest.mark.parametrize("backend", ["local", "docker", "ssh"])
 def test_a_broken_external_node_is_invalid(backend, chaos_store, request):
+    """Also the proof that each backend starts the command it is given: had it started the
+    reference node instead, the run would be valid."""
     _ready(backend, request)
     spec = _spec(f"node-command-lonely-{backend}", backend, chaos_store,
                  f"python3 {LONELY} {{config}}")
