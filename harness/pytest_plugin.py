@@ -218,71 +218,93 @@ _REPLAY_MISSING = pytest.StashKey[list[str]]()
 _LEFT_OUT = pytest.StashKey[int]()
 
 
+#: where each session-wide chaos setting can be given: (option, ini setting, environment
+#: variable), looked up in that order by :func:`first_set`
+SETTINGS = {
+    "backend": ("--chaos-backend", "chaos_backend", "HARNESS_BACKEND"),
+    "node_command": ("--chaos-node-command", "chaos_node_command", "HARNESS_NODE_COMMAND"),
+    "time": ("--chaos-time", "chaos_time", "HARNESS_TIME_LIMIT"),
+    "store": ("--chaos-store", "chaos_store", "HARNESS_STORE"),
+}
+
+
+def given(config: pytest.Config, name: str) -> tuple[str | None, str | None, str | None]:
+    """The option's, the ini setting's and the environment's values of setting ``name``."""
+    option, ini, env = SETTINGS[name]
+    return config.getoption(option), config.getini(ini), os.environ.get(env)
+
+
+def first_set(name: str, option: str | None, ini: str | None, env: str | None
+              ) -> tuple[str, str] | None:
+    """(where it came from, value) of the first non-blank of the three, so that an error can
+    name the place to fix; None when none is set."""
+    o, i, e = SETTINGS[name]
+    for where, value in ((o, option), (f"the {i} ini setting", ini), (f"${e}", env)):
+        if value is not None and str(value).strip():
+            return where, str(value)
+    return None
+
+
 def resolve_store(option: str | None, ini: str, env: str | None, start: Path) -> Path:
-    """The session's store: the option, else the ini setting, else the environment, else
-    ``store``; relative to ``start`` (where pytest was started)."""
-    path = Path(option or ini or env or "store")
+    """The session's store, else ``store``; relative to ``start`` (where pytest was started)."""
+    found = first_set("store", option, ini, env)
+    path = Path(found[1] if found else "store")
     return path if path.is_absolute() else start / path
 
 
 def backend_of(config: pytest.Config) -> str:
-    """The option, else the ini setting, else ``$HARNESS_BACKEND``, else local; checked at
-    start, so a typo fails the session before any cluster starts."""
+    """The backend given, else local; checked at start, so a typo fails the session before
+    any cluster starts."""
     from harness.backends import BACKENDS
 
-    name = (config.getoption("--chaos-backend") or config.getini("chaos_backend")
-            or os.environ.get("HARNESS_BACKEND") or "local")
+    where, name = first_set("backend", *given(config, "backend")) or ("the default", "local")
     if name not in BACKENDS:
-        raise pytest.UsageError(f"chaos backend {name!r} (from the chaos_backend ini setting or "
-                                f"$HARNESS_BACKEND): choose one of {', '.join(sorted(BACKENDS))}")
+        raise pytest.UsageError(f"chaos backend {name!r} (from {where}): choose one of "
+                                f"{', '.join(sorted(BACKENDS))}")
     return name
 
 
 def node_command_of(config: pytest.Config) -> str | None:
-    """``--chaos-node-command``, the ini setting, ``$HARNESS_NODE_COMMAND``, in that order."""
+    """The node command given, checked at start like the backend."""
     from harness.node_command import NodeCommandError, parse
 
-    cmd = (config.getoption("--chaos-node-command") or config.getini("chaos_node_command")
-           or os.environ.get("HARNESS_NODE_COMMAND") or None)
-    if cmd is not None:
-        try:
-            parse(cmd)
-        except NodeCommandError as e:
-            raise pytest.UsageError(str(e)) from None
-    return cmd
+    found = first_set("node_command", *given(config, "node_command"))
+    if found is None:
+        return None
+    try:
+        parse(found[1])
+    except NodeCommandError as e:
+        raise pytest.UsageError(f"{e} (from {found[0]})") from None
+    return found[1]
 
 
 def resolve_time(option: str | None, ini: str, env: str | None) -> float | None:
-    """The session's time limit (s): the option, else the ini setting, else the environment
-    (the nightly workflow's ``time_limit`` input arrives as ``$HARNESS_TIME_LIMIT``), else
-    None (each test keeps its own). ValueError, naming where it came from, for anything but
-    a positive number."""
-    for source, value in (("--chaos-time", option), ("the chaos_time ini setting", ini),
-                          ("$HARNESS_TIME_LIMIT", env)):
-        if value is None or not str(value).strip():
-            continue
-        try:
-            t = float(value)
-        except ValueError:
-            t = math.nan
-        if not (math.isfinite(t) and t > 0):
-            raise ValueError(f"{source}={value!r}: give the time limit of each chaos test as a "
-                             f"positive number of seconds, e.g. 60")
-        return t
-    return None
+    """The session's time limit (s), else None (each test keeps its own); the nightly
+    workflow's ``time_limit`` input arrives as ``$HARNESS_TIME_LIMIT``. ValueError, naming
+    where it came from, for anything but a positive number."""
+    found = first_set("time", option, ini, env)
+    if found is None:
+        return None
+    where, value = found
+    try:
+        t = float(value)
+    except ValueError:
+        t = math.nan
+    if not (math.isfinite(t) and t > 0):
+        raise ValueError(f"{where}={value!r}: give the time limit of each chaos test as a "
+                         f"positive number of seconds, e.g. 60")
+    return t
 
 
 def time_of(config: pytest.Config) -> float | None:
     try:
-        return resolve_time(config.getoption("--chaos-time"), config.getini("chaos_time"),
-                            os.environ.get("HARNESS_TIME_LIMIT"))
+        return resolve_time(*given(config, "time"))
     except ValueError as e:
         raise pytest.UsageError(str(e)) from None
 
 
 def store_of(config: pytest.Config) -> Path:
-    return resolve_store(config.getoption("--chaos-store"), config.getini("chaos_store"),
-                         os.environ.get("HARNESS_STORE"), config.invocation_params.dir)
+    return resolve_store(*given(config, "store"), config.invocation_params.dir)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -319,11 +319,14 @@ def test_the_backend_is_validated_at_start_from_option_ini_or_environment(
     monkeypatch.setenv("HARNESS_BACKEND", "moon")
     res = pytester.runpytest("-p", "no:randomly")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
-    res.stderr.fnmatch_lines(["*chaos backend 'moon'*choose one of*local*"])
+    res.stderr.fnmatch_lines(["*chaos backend 'moon' (from $HARNESS_BACKEND)*choose one of*local*"])
     monkeypatch.setenv("HARNESS_BACKEND", "docker")
     pytester.makeini("[pytest]\nchaos_backend = ssh\n")
     res = pytester.runpytest("-p", "no:randomly", "-s")
     res.stdout.fnmatch_lines(["*BACKEND ssh*"])  # the ini setting before the environment
+    pytester.makeini("[pytest]\nchaos_backend = moon\n")
+    res = pytester.runpytest("-p", "no:randomly")
+    res.stderr.fnmatch_lines(["*chaos backend 'moon' (from the chaos_backend ini setting)*"])
 
 
 SHARED = '''
