@@ -67,6 +67,7 @@ class CoreLoop:
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
         self._due: dict[Hashable, float] = {}  # name -> when the core wants it
         self._closed = False
+        self._dirty = False  # a Persist performed and not yet fsynced
 
     # ---- inputs
     def start(self) -> None:
@@ -117,27 +118,55 @@ class CoreLoop:
 
     # ---- effects
     def perform(self, effects: Iterable[Effect]) -> None:
-        dirty = False
+        """Each effect in order. One that raises (a message the codec cannot encode, a full
+        disk) is reported through ``Host.failed`` and the rest still run, so a timer the
+        core re-armed after it is armed and the node goes on; after a failed ``Persist`` or
+        fsync nothing more is sent or replied in this batch, since it could promise what
+        is not durable."""
+        self._dirty = False
+        unsafe = False
         for e in effects:
-            if isinstance(e, Persist):
-                self.host.persist(e.what, e.record)
-                dirty = True
-            elif isinstance(e, Send | Reply):
-                if dirty:
-                    self.host.sync()
-                    dirty = False
-                if isinstance(e, Send):
-                    self.host.send(e.to, e.msg)
-                else:
-                    self.host.reply(e.token, e.value)
-            elif isinstance(e, Emit):
-                self.host.emit(e.type, e.fields)
-            elif isinstance(e, SetTimer):
-                self._arm(e.name, e.at)
+            if unsafe and isinstance(e, Persist | Send | Reply):
+                continue
+            try:
+                self._perform_one(e)
+            except TypeError as err:
+                if str(err).startswith("not an effect"):
+                    raise  # a bug of the core's author, not something a peer caused
+                unsafe |= self._effect_failed(e, err)
+            except Exception as err:
+                unsafe |= self._effect_failed(e, err)
+        if self._dirty and not unsafe:
+            self._sync()
+
+    def _effect_failed(self, e: Effect, err: Exception) -> bool:
+        """Report; True when what failed was making something durable."""
+        said = f"performing {type(e).__name__}"
+        log.exception("%s failed", said)
+        self.host.failed(said, err)
+        return isinstance(e, Persist) or self._dirty
+
+    def _sync(self) -> None:
+        self.host.sync()
+        self._dirty = False
+
+    def _perform_one(self, e: Effect) -> None:
+        if isinstance(e, Persist):
+            self._dirty = True
+            self.host.persist(e.what, e.record)
+        elif isinstance(e, Send | Reply):
+            if self._dirty:
+                self._sync()
+            if isinstance(e, Send):
+                self.host.send(e.to, e.msg)
             else:
-                raise TypeError(f"not an effect of nodes.common.effects: {e!r}")
-        if dirty:
-            self.host.sync()
+                self.host.reply(e.token, e.value)
+        elif isinstance(e, Emit):
+            self.host.emit(e.type, e.fields)
+        elif isinstance(e, SetTimer):
+            self._arm(e.name, e.at)
+        else:
+            raise TypeError(f"not an effect of nodes.common.effects: {e!r}")
 
     def _arm(self, name: Hashable, at: float) -> None:
         """A timer pushed back (an election timer reset by every heartbeat) keeps its armed

@@ -168,6 +168,14 @@ class _Gossip:
     sent: int = 0
 
 
+#: the largest generation the wire carries (NodeInfo's u32)
+GEN_MAX = 2**32 - 1
+#: how far one update may move a generation ahead of the one we hold: restarts and
+#: refutations add one at a time, so a bigger jump is a forgery or corruption. The same
+#: headroom is kept below GEN_MAX, so a refutation (generation + 1) can never overflow.
+MAX_GEN_STEP = 1 << 16
+
+
 @dataclass
 class Counters:
     sent: dict[str, int] = field(default_factory=dict)
@@ -179,6 +187,7 @@ class Counters:
     probes_inconclusive: int = 0  # failed across a local stall: not held against the target
     confirmations: int = 0  # independent suspicions counted toward a timer we run
     stalls: int = 0
+    refused_generations: int = 0  # updates naming an implausible generation (_plausible)
 
 
 class SwimCore:
@@ -631,6 +640,8 @@ class SwimCore:
         src = msg.src
         if not self.joined or not self.opts.accept_joins or src.id == self.me:
             return  # ignore: not a member (yet), or told to ignore
+        if not self._plausible(src, src.id):
+            return
         if self.opts.refuse_joins:
             self._send(src.id, c.JoinNak(DOMAIN, NAK_REFUSED, "refused"))
             return
@@ -745,6 +756,8 @@ class SwimCore:
         ``direct``: the member itself is talking to us (its JoinReq, our JoinAck), so it may
         take the slot kept for direct joins."""
         x, g = u.node.id, u.node.gen
+        if not self._plausible(u.node, u.origin):
+            return False
         if x == self.me:
             return self._about_me(u)
         cur = self.members.get(x)
@@ -802,9 +815,23 @@ class SwimCore:
         peers = [m.id for m in self._live() if m.id not in skip and m.state is State.ALIVE]
         self._gossip_to(self.rng.sample(peers, min(self.opts.indirect_k, len(peers))), u)
 
+    def _plausible(self, info: NodeInfo, said_by: int | None) -> bool:
+        """Whether ``info``'s generation could be true: at most MAX_GEN_STEP ahead of the
+        one we hold for it (any, for a member we do not know) and below the headroom kept
+        under GEN_MAX. Else refused, counted and journaled: one forged datagram must not
+        push a generation where the next refutation cannot be encoded."""
+        held = self.gen if info.id == self.me else (
+            self.members[info.id].gen if info.id in self.members else None)
+        g = info.gen
+        if g <= GEN_MAX - MAX_GEN_STEP and (held is None or g <= held + MAX_GEN_STEP):
+            return True
+        self.counters.refused_generations += 1
+        self._emit("refused-generation", member=info.id, gen=g, held=held, by=said_by)
+        return False
+
     def _about_me(self, u: Update) -> bool:
-        if u.kind is UpdateKind.ALIVE:
-            return False
+        if u.kind is UpdateKind.ALIVE and u.node.gen <= self.gen:
+            return False  # our own news, or older
         if u.node.gen < self.gen:
             # someone still holds an old suspicion: our refutation missed it, say it again
             if u.node.id not in self._gossip:
@@ -812,8 +839,11 @@ class SwimCore:
             return False
         if "no-refutation" in self.bugs:
             return False
+        # a suspicion, death or leave at our generation or above, or the group holding us
+        # alive above it (our generation file or a refutation was lost): go past it
         was = u.kind.name.lower()
         self.gen = u.node.gen + 1
+        self._out.append(Persist("generation", self.gen))  # a restart never goes below it
         self._emit("refute", gen=self.gen, was=was, by=u.origin)
         self._enqueue(Update(UpdateKind.ALIVE, NodeInfo(self.me, self.gen), self.me))
         if u.origin != self.me and u.origin in self.addresses and self.joined:

@@ -143,6 +143,7 @@ class SwimNode(JournalingHost):
                       "probes_inconclusive": core.counters.probes_inconclusive,
                       "confirmations": core.counters.confirmations,
                       "stalls": core.counters.stalls,
+                      "refused_generations": core.counters.refused_generations,
                       "cpu_s": round(time.process_time() - self._cpu0, 4),
                       "uptime_s": round(elapsed, 3)},
             "mono": self.clock.monotonic(), "t": self.clock.wall(),

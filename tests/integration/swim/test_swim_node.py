@@ -73,6 +73,52 @@ def test_group_over_the_relay(tmp_path: Path) -> None:
     asyncio.run(body())
 
 
+def test_forged_top_generations_neither_stop_a_node_nor_poison_a_member(tmp_path: Path) -> None:
+    """Issue 25 item 1: one 29-byte SUSPECT naming a node at generation 2^32-1 made it
+    refute with 2^32, after which every encode raised and its period timer died."""
+    spec = TestSpec(name="swim-gen", protocol=PROTOCOL, nodes=3, seed=4, store=str(tmp_path),
+                    options=OPTS)
+    top = 2**32 - 1
+
+    async def body() -> None:
+        async with open_cluster(spec, new_run("swim-gen", tmp_path)) as cl:
+            async def state(n: str) -> dict[str, Any]:
+                return await cl.admin(n, "GET", "/admin/state")
+
+            async def converged() -> bool:
+                views = {n: (await state(n))["alive"] for n in cl.nodes}
+                return all(views[n] == sorted(set(cl.nodes) - {n}) for n in cl.nodes)
+
+            assert await eventually(converged)
+            ids = {n: (await state(n))["num_id"] for n in cl.nodes}
+            suspect_me = c.PingRequest(ids["n1"], ids["n2"], 0, c.Payload(seq=1, updates=(
+                c.Update(c.UpdateKind.SUSPECT, c.NodeInfo(ids["n2"], top), ids["n1"]),)))
+            poison = c.PingRequest(ids["n2"], ids["n1"], 0, c.Payload(
+                seq=2, sample=(c.NodeInfo(ids["n3"], top),)))
+            assert len(c.encode(suspect_me)) == 29
+            probes0 = (await state("n2"))["stats"]["probes"]
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.sendto(c.encode(suspect_me), ("127.0.0.1", cl.ports["n2"]["peer"]))
+                s.sendto(c.encode(poison), ("127.0.0.1", cl.ports["n1"]["peer"]))
+
+            async def refused() -> bool:
+                return ((await state("n2"))["stats"]["refused_generations"] == 1
+                        and (await state("n1"))["stats"]["refused_generations"] == 1)
+
+            assert await eventually(refused, 5)
+            await asyncio.sleep(2.0)  # ten periods: a dead timer loop would show by now
+            n2 = await state("n2")
+            assert n2["gen"] < 2**16 and n2["stats"]["probes"] >= probes0 + 5
+            members = [m for n in cl.nodes for m in (await state(n))["members"]]
+            assert all(m["gen"] < 2**16 for m in members), members
+            assert await converged()
+            errors = [e for n in cl.nodes for e in (await cl.admin(
+                n, "GET", "/admin/events?since=0"))["events"] if e["type"] == "node-error"]
+            assert errors == []
+
+    asyncio.run(body())
+
+
 def test_broadcast_seed_discovery(tmp_path: Path) -> None:
     bport = free_port(kind=socket.SOCK_DGRAM)
     ids = ["n1", "n2", "n3"]
