@@ -116,6 +116,8 @@ class Options:
     accept_joins: bool = True  # False: ignore JoinReq
     refuse_joins: bool = False  # True: JoinNak 7116 every JoinReq
     discover: bool = False  # with no seeds: wait for a Broadcast instead of founding a group
+    leave_retries: int = 3  # a Leave goes to each member at most this many times, once a
+    # period, until that member acknowledges it (a PingResponse carrying our leave)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Options:
@@ -221,6 +223,9 @@ class SwimCore:
         self._join_target: int | None = None
         self._token = b""
         self._redirected: set[int] = set()
+        self._leave_unacked: set[int] = set()  # members yet to acknowledge our Leave
+        self._leave_sends = 0  # Leaves sent to each of them so far
+        self._former: list[int] = []  # the members we left: whom a rejoin asks first
         self._out: list[Effect] = []
         self._armed: float | None = None  # the TICK timer's time as last set
         self._now = 0.0
@@ -269,6 +274,8 @@ class SwimCore:
     def next_wakeup(self) -> float:
         """The earliest time a timer is due."""
         t = self._next_period
+        if self.left:
+            return t  # only the next round of Leaves
         p = self._probe
         if p is not None and not p.acked and not p.indirect:
             t = min(t, p.direct_deadline)
@@ -281,9 +288,11 @@ class SwimCore:
         self._now = now
         self._check_stall(now)
         p = self._probe
-        if p is not None and not p.acked and not p.indirect and now >= p.direct_deadline:
+        if self.left:
+            pass  # no probes, no suspicions of our own: only the period's Leaves
+        elif p is not None and not p.acked and not p.indirect and now >= p.direct_deadline:
             self._indirect(p)
-        for m in list(self.members.values()):
+        for m in [] if self.left else list(self.members.values()):
             if (m.state is State.SUSPECT and m.suspect_deadline is not None
                     and now >= m.suspect_deadline):
                 self._declare_dead(m)
@@ -298,7 +307,8 @@ class SwimCore:
         name = type(msg).__name__
         self.counters.received[name] = self.counters.received.get(name, 0) + 1
         if self.left:
-            return
+            self._leave_acked(msg)
+            return  # a left node is silent
         if from_id is not None and (m := self.members.get(from_id)) is not None and (
                 isinstance(msg, c.PingRequest | c.PingResponse) and msg.payload.seq != 0
                 and from_id == (msg.src if isinstance(msg, c.PingRequest) else msg.target)):
@@ -321,19 +331,46 @@ class SwimCore:
             case c.JoinRedirect():
                 self._on_redirect(msg, from_id)
             case c.Leave():
-                self._apply(Update(UpdateKind.LEFT, msg.src, msg.src.id))
+                self._on_leave(msg)
             case c.Broadcast():
                 self._on_broadcast(msg)
 
     def _leave(self) -> None:
         if self.left:
             return
-        for m in self._live():
-            self._send(m.id, c.Leave(NodeInfo(self.me, self.gen)))
+        self._former = [m.id for m in self._live()]
+        self._leave_unacked = set(self._former)
+        self._leave_sends = 0
         self._emit("leave", gen=self.gen)
         self.left = True
         self.joined = False
         self._probe = None
+        self._send_leaves()
+
+    def _send_leaves(self) -> None:
+        """One round of Leaves to the members that have not acknowledged one, while rounds
+        are left: a lost Leave would otherwise make them find us dead."""
+        if self._leave_sends >= self.opts.leave_retries:
+            return
+        self._leave_sends += 1
+        for to in sorted(self._leave_unacked):
+            self._send(to, c.Leave(NodeInfo(self.me, self.gen)))
+
+    def _leave_acked(self, msg: c.Message) -> None:
+        """While left: a PingResponse to us carrying our leave is a member's acknowledgement."""
+        if isinstance(msg, c.PingResponse) and msg.src == self.me and any(
+                u.kind is UpdateKind.LEFT and u.node.id == self.me and u.node.gen >= self.gen
+                for u in msg.payload.updates):
+            self._leave_unacked.discard(msg.target)
+
+    def _on_leave(self, msg: c.Leave) -> None:
+        """Apply a member's leave and acknowledge it (again, for a retry whose first
+        acknowledgement was lost), so that it stops re-sending."""
+        self._apply(Update(UpdateKind.LEFT, msg.src, msg.src.id))
+        cur = self.members.get(msg.src.id)
+        if cur is not None and cur.state is State.LEFT and cur.gen >= msg.src.gen:
+            ack = c.Payload(updates=(Update(UpdateKind.LEFT, cur.info(), self.me),))
+            self._send(cur.id, c.PingResponse(cur.id, self.me, 0, ack))
 
     def _rejoin(self, now: float) -> None:
         if not self.left:
@@ -344,6 +381,10 @@ class SwimCore:
         self._out.append(Persist("generation", self.gen))
         self.members.clear()
         self._gossip.clear()
+        self._leave_unacked.clear()
+        # ask the members we left first: a founder has no seeds of its own, and alone it
+        # would found a second group beside the one it left
+        self.seeds = list(dict.fromkeys([*self._former, *self.seeds]))
         self._emit("rejoin", gen=self.gen)
         self._next_period = now
         self._poll(now)
@@ -413,6 +454,9 @@ class SwimCore:
 
     def _period(self) -> None:
         self.period += 1
+        if self.left:
+            self._send_leaves()  # and nothing else: no probes, joins or announcements
+            return
         p = self._probe
         if p is not None and not p.acked:
             if p.stalled:
@@ -905,8 +949,9 @@ class SwimCore:
 
     def _flush(self) -> list[Effect]:
         """The effects so far, and the wake-up re-armed when it moved (one timer, ``TICK``;
-        a member that left has none)."""
-        if not self.left:
+        a member that left has none once its Leaves are acknowledged or given up)."""
+        if not self.left or (self._leave_unacked
+                             and self._leave_sends < self.opts.leave_retries):
             at = self.next_wakeup()
             if at != self._armed:
                 self._armed = at
