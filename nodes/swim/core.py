@@ -68,6 +68,7 @@ from typing import Any
 
 from nodes.common.effects import EVERYONE, Effect, Emit, Persist, Reply, Send, SetTimer
 from nodes.swim import codec as c
+from nodes.swim import join_token
 from nodes.swim.codec import NodeInfo, Update, UpdateKind
 
 #: named bug modes (docs/swim.md): off unless listed in the node config's ``bugs``
@@ -112,7 +113,7 @@ class Options:
     sample_size: int = 0  # JoinAck sample; 0: every alive member (the joiner's full view)
     reconnect_periods: int = 5
     announce_periods: int = 0  # 0: never broadcast
-    join_token: str = ""  # non-empty: joiners must present it (JoinNak 7115 tells them)
+    join_token: str = ""  # non-empty: a shared secret every JoinReq proves (join_token.py)
     accept_joins: bool = True  # False: ignore JoinReq
     refuse_joins: bool = False  # True: JoinNak 7116 every JoinReq
     discover: bool = False  # with no seeds: wait for a Broadcast instead of founding a group
@@ -221,7 +222,6 @@ class SwimCore:
         self._gossip: dict[int, _Gossip] = {}
         self._seed_i = 0
         self._join_target: int | None = None
-        self._token = b""
         self._redirected: set[int] = set()
         self._leave_unacked: set[int] = set()  # members yet to acknowledge our Leave
         self._leave_sends = 0  # Leaves sent to each of them so far
@@ -471,8 +471,7 @@ class SwimCore:
                 # joined but alone (peers dropped or died): knock at a seed again
                 to = self.seeds[self._seed_i % len(self.seeds)]
                 self._seed_i += 1
-                self._send(to, c.JoinReq(NodeInfo(self.me, self.gen), self._token, b"",
-                                         self._payload(to, 0)))
+                self._join_req(to)
             self._probe_next()
             self._nudge_suspects()
             if self.opts.reconnect_periods > 0 and self.period % self.opts.reconnect_periods == 0:
@@ -677,8 +676,13 @@ class SwimCore:
             self._join_target = self.seeds[self._seed_i % len(self.seeds)]
             self._seed_i += 1
         target, self._join_target = self._join_target, None
-        self._send(target, c.JoinReq(NodeInfo(self.me, self.gen), self._token, b"",
-                                     self._payload(target, 0)))
+        self._join_req(target)
+
+    def _join_req(self, to: int) -> None:
+        """Every JoinReq we send (first join, a knock when alone, a redirect, a reconnect
+        across a healed partition) carries the token's proof when one is configured."""
+        req = c.JoinReq(NodeInfo(self.me, self.gen), payload=self._payload(to, 0))
+        self._send(to, join_token.signed(self.opts.join_token, req))
 
     def _on_join_req(self, msg: c.JoinReq, from_id: int | None) -> None:
         src = msg.src
@@ -689,8 +693,10 @@ class SwimCore:
         if self.opts.refuse_joins:
             self._send(src.id, c.JoinNak(DOMAIN, NAK_REFUSED, "refused"))
             return
-        if self.opts.join_token and msg.token != self.opts.join_token.encode():
-            self._send(src.id, c.JoinNak(DOMAIN, NAK_TOKEN_EXPECTED, self.opts.join_token))
+        if not join_token.verified(self.opts.join_token, msg):
+            # the hint says which token, never the token itself
+            self._send(src.id, c.JoinNak(DOMAIN, NAK_TOKEN_EXPECTED,
+                                         join_token.hint(self.opts.join_token)))
             return
         self._take(msg.payload, src.id)
         cur = self.members.get(src.id)
@@ -729,7 +735,6 @@ class SwimCore:
     def _on_join_ack(self, msg: c.JoinAck) -> None:
         if not self.joined:
             self.joined = True
-            self._token = b""
             self._emit("join-ok", seed=msg.desc.id, gen=self.gen)
         # the acker first: it may take the slot kept for direct joins, the rest may not
         self._apply(Update(UpdateKind.ALIVE, msg.desc, msg.desc.id), direct=True)
@@ -737,12 +742,9 @@ class SwimCore:
 
     def _on_join_nak(self, msg: c.JoinNak, from_id: int | None) -> None:
         self._emit("join-refused", seed=from_id, code=msg.code, etag=msg.etag)
-        if self.joined:
-            return
-        if msg.domain == DOMAIN and msg.code == NAK_TOKEN_EXPECTED and msg.etag and from_id:
-            self._token = msg.etag.encode()  # the spec's example: the etag hints the token
-            self._join_target = from_id
-            self._try_join()
+        # a token refusal is not retried at once: our JoinReqs already carry the token we
+        # have, and a hint is not a token (the next period asks again, a seed may have
+        # been misconfigured)
 
     def _on_redirect(self, msg: c.JoinRedirect, from_id: int | None) -> None:
         to: int | None = None
@@ -759,8 +761,7 @@ class SwimCore:
             if from_id is not None and from_id != to and from_id in self.members:
                 del self.members[from_id]
                 self._emit("dropped", member=from_id)
-            self._send(to, c.JoinReq(NodeInfo(self.me, self.gen), b"", b"",
-                                     self._payload(to, 0)))
+            self._join_req(to)
             return
         self._join_target = to  # asked at the next period: redirects cannot ping-pong fast
 
@@ -780,8 +781,7 @@ class SwimCore:
         if not dead:
             return
         m = self.rng.choice(dead)
-        self._send(m.id, c.JoinReq(NodeInfo(self.me, self.gen), b"", b"",
-                                   self._payload(m.id, 0)))
+        self._join_req(m.id)
 
     # ---------------------------------------------------------------- gossip
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import statistics
 
@@ -9,6 +10,7 @@ import pytest
 
 from harness.sim.swim import SwimSim as Sim
 from nodes.swim import codec as c
+from nodes.swim import join_token
 from nodes.swim.core import (
     NAK_TOKEN_EXPECTED,
     REDIRECT_AT_CAPACITY,
@@ -160,21 +162,50 @@ def test_gossip_without_retransmission_spreads_joins_slowly() -> None:
 
 
 def test_token_join_as_in_the_spec_session() -> None:
-    seed = SwimCore(1, 2, {321: ("10.3.2.1", 1)}, [], Options(join_token="0x1232173fdsaf"),
+    """The spec's session: a JoinReq without credentials gets Nak 7115 with a hint as etag;
+    one carrying the hint as token and a proof as auth is admitted. The hint names the
+    token and never reveals it (issue 25 item 3: the etag used to hand it to anyone)."""
+    secret = "0x1232173fdsaf"
+    seed = SwimCore(1, 2, {321: ("10.3.2.1", 1)}, [], Options(join_token=secret),
                     random.Random(0))
     seed.start(0.0)
-    new = SwimCore(321, 0, {1: ("10.3.2.17", 1)}, [1], Options(), random.Random(1))
-    (req,) = [e for e in new.start(0.0) if isinstance(e, Send)]
-    assert isinstance(req.msg, c.JoinReq) and req.msg.token == b""
+    stranger = SwimCore(321, 0, {1: ("10.3.2.17", 1)}, [1], Options(), random.Random(1))
+    (req,) = [e for e in stranger.start(0.0) if isinstance(e, Send)]
+    assert isinstance(req.msg, c.JoinReq) and req.msg.token == req.msg.auth == b""
     (nak,) = [e for e in seed.on_message(321, req.msg, 0.1) if isinstance(e, Send)]
-    assert nak.msg == c.JoinNak(c.domain_tag("swim"), NAK_TOKEN_EXPECTED, "0x1232173fdsaf")
-    (req2,) = [e for e in new.on_message(1, nak.msg, 0.2) if isinstance(e, Send)]
-    assert req2.msg.token == b"0x1232173fdsaf"
-    (ack,) = [e for e in seed.on_message(321, req2.msg, 0.3) if isinstance(e, Send)]
+    assert nak.msg == c.JoinNak(c.domain_tag("swim"), NAK_TOKEN_EXPECTED, join_token.hint(secret))
+    assert secret not in nak.msg.etag
+    assert not [e for e in stranger.on_message(1, nak.msg, 0.2) if isinstance(e, Send)]
+    forged = dataclasses.replace(req.msg, token=nak.msg.etag.encode(), auth=b"{some auth}")
+    (nak2,) = [e for e in seed.on_message(321, forged, 0.25) if isinstance(e, Send)]
+    assert isinstance(nak2.msg, c.JoinNak)  # the hint alone is no credential
+
+    new = SwimCore(321, 0, {1: ("10.3.2.17", 1)}, [1], Options(join_token=secret),
+                   random.Random(1))
+    (req,) = [e for e in new.start(0.0) if isinstance(e, Send)]
+    assert req.msg.token == join_token.hint(secret).encode() and len(req.msg.auth) == 32
+    (ack,) = [e for e in seed.on_message(321, req.msg, 0.3) if isinstance(e, Send)]
     assert isinstance(ack.msg, c.JoinAck) and ack.msg.desc == c.NodeInfo(1, 2)
     effects = new.on_message(1, ack.msg, 0.4)
     assert new.joined and any(isinstance(e, Emit) and e.type == "join-ok" for e in effects)
     assert {m["id"]: m["state"] for m in seed.view()} == {321: "alive"}
+    tampered = dataclasses.replace(req.msg, src=c.NodeInfo(321, 9))  # the proof binds it all
+    assert not join_token.verified(secret, tampered)
+
+
+def test_a_partition_heals_with_a_token_set() -> None:
+    """Reconnect and redirect JoinReqs carried no token and were refused for good."""
+    opts = dataclasses.replace(FAST, join_token="s3cret")
+    s = Sim(6, opts, seed=11)
+    s.run_for(8)
+    assert s.converged()
+    s.partition({1, 2, 3}, {4, 5, 6})
+    s.run_for(20)
+    assert s.converged({1, 2, 3}) is False or s.alive_view(1) == {2, 3}
+    s.heal()
+    s.run_for(30)
+    assert s.converged(), {i: s.states(i) for i in s.ids}
+    assert not [e for e in s.of("join-refused") if e.t > 8]
 
 
 def test_ignore_and_refuse_joins() -> None:
