@@ -9,9 +9,12 @@ A receiver tells requests from responses by the message type number.
 
 Log values (Configuration, ClusterServer, LogPack, SnapshotSyncRequest) have their own
 layouts here. LogPack follows JRaft's ``packLog``: gzip of (index data len u32, log data
-len u32, index data = one u64 offset per entry into the log data, log data = for each entry
-term u64 + value type u8 + bytes); each entry's length is the distance to the next offset.
-Offsets are relative to the first one (JRaft writes absolute file positions; both decode).
+len u32, index data = one u64 offset per entry, log data = for each entry term u64 + value
+type u8 + bytes); each entry's length is the distance to the next offset. The offsets are
+absolute positions in the sender's log file, as JRaft's ``FileBasedSequentialLogStore`` writes
+them: entry k sits at ``offsets[k] - offsets[0]`` in the log data, and ``LogPack.base_offset``
+keeps ``offsets[0]`` so a pack re-encodes to the same bytes. The gzip header is Java's
+``GZIPOutputStream`` one (mtime 0, XFL 0, OS 0xff).
 
 Any malformed input raises ``CodecError`` (and only that): the runtime closes that one
 connection and nothing else.
@@ -19,7 +22,6 @@ connection and nothing else.
 
 from __future__ import annotations
 
-import gzip
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -34,6 +36,8 @@ MAX_ENTRIES_SIZE = 64 * 1024 * 1024
 MAX_GUNZIP = 256 * 1024 * 1024
 U32 = 0xFFFFFFFF
 U64 = 0xFFFFFFFFFFFFFFFF
+#: Destination of an answer from a node that knows no leader: JRaft's int -1 on the wire.
+NO_LEADER = U32
 
 
 class CodecError(ValueError):
@@ -140,7 +144,10 @@ class ClusterConfig:
 
 @dataclass(frozen=True)
 class LogPack:
+    """Entries packed for SyncLog; ``base_offset`` is the first entry's absolute file offset."""
+
     entries: tuple[LogEntry, ...] = ()
+    base_offset: int = 0
 
 
 @dataclass(frozen=True)
@@ -249,7 +256,7 @@ def decode_config(b: bytes) -> ClusterConfig:
 def encode_log_pack(p: LogPack) -> bytes:
     index = []
     log = []
-    off = 0
+    off = _u(p.base_offset, 64, "LogPack base offset")
     for e in p.entries:
         index.append(struct.pack(">Q", off))
         chunk = struct.pack(">QB", _u(e.term, 64, "term"), _u(int(e.vtype), 8, "value type")) + e.value
@@ -257,10 +264,22 @@ def encode_log_pack(p: LogPack) -> bytes:
         off += len(chunk)
     ib, lb = b"".join(index), b"".join(log)
     raw = struct.pack(">II", len(ib), len(lb)) + ib + lb
-    return gzip.compress(raw, compresslevel=6, mtime=0)
+    return _gzip(raw)
 
 
-def decode_log_pack(b: bytes) -> LogPack:
+#: Java's GZIPOutputStream header: magic, deflate, no flags, mtime 0, XFL 0, OS 255 (unknown).
+_JAVA_GZIP_HEADER = bytes.fromhex("1f8b08000000000000ff")
+
+
+def _gzip(raw: bytes) -> bytes:
+    """Gzip as Java's GZIPOutputStream does (default level 6), so JRaft packs re-encode byte for byte."""
+    c = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    body = c.compress(raw) + c.flush()
+    return _JAVA_GZIP_HEADER + body + struct.pack("<II", zlib.crc32(raw), len(raw) & U32)
+
+
+def gunzip(b: bytes) -> bytes:
+    """A LogPack's gzip stream -> its raw bytes (at most ``MAX_GUNZIP``)."""
     try:
         d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
         raw = d.decompress(b, MAX_GUNZIP)
@@ -268,6 +287,20 @@ def decode_log_pack(b: bytes) -> LogPack:
             raise CodecError("LogPack: gzip stream truncated or too large")
     except zlib.error as e:
         raise CodecError(f"LogPack: bad gzip: {e}") from None
+    return raw
+
+
+def log_pack_offsets(p: LogPack) -> list[int]:
+    """Each entry's offset relative to the first (add ``p.base_offset`` for the absolute one)."""
+    out, off = [], 0
+    for e in p.entries:
+        out.append(off)
+        off += 9 + len(e.value)
+    return out
+
+
+def decode_log_pack(b: bytes) -> LogPack:
+    raw = gunzip(b)
     r = _Reader(raw, "LogPack")
     ilen, llen = r.u32(), r.u32()
     if ilen % 8:
@@ -276,9 +309,8 @@ def decode_log_pack(b: bytes) -> LogPack:
     lb = r.take(llen)
     r.end()
     offs = [struct.unpack_from(">Q", ib, i)[0] for i in range(0, ilen, 8)]
-    if offs:
-        base = offs[0]
-        offs = [o - base for o in offs]
+    base = offs[0] if offs else 0
+    offs = [o - base for o in offs]
     entries = []
     for i, o in enumerate(offs):
         end = offs[i + 1] if i + 1 < len(offs) else llen
@@ -288,7 +320,7 @@ def decode_log_pack(b: bytes) -> LogPack:
         entries.append(LogEntry(term, _vtype(vt), lb[o + 9 : end]))
     if not offs and llen:
         raise CodecError("LogPack: log data without index")
-    return LogPack(tuple(entries))
+    return LogPack(tuple(entries), base)
 
 
 def encode_snapshot_sync(s: SnapshotSyncRequest) -> bytes:
