@@ -226,7 +226,7 @@ class WireClient:
         for _ in range(self.max_redirects + 1):
             resp = await self._conn(target).request(msg, self.timeout)
             last = resp
-            if resp.accepted or resp.destination == target:
+            if resp.accepted or resp.destination in (target, codec.NO_LEADER):
                 if resp.destination == target:
                     self.leader_hint = target
                 return target, resp

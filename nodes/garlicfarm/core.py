@@ -42,6 +42,7 @@ from nodes.common.effects import Effect, Emit, Reply, Send, SetTimer, node_error
 from nodes.garlicfarm import metals
 from nodes.garlicfarm.apps import Apps
 from nodes.garlicfarm.codec import (
+    NO_LEADER,
     ClusterServer,
     LogEntry,
     MsgType,
@@ -346,7 +347,8 @@ class GarlicFarmCore:
                 return []
             if isinstance(msg, CallFailed):
                 return [Reply(token, (503, {"ok": False, "error": msg.error}))]
-            return [Reply(token, (200, {"ok": msg.accepted, "leader": msg.destination}))]
+            leader = None if msg.destination == NO_LEADER else msg.destination
+            return [Reply(token, (200, {"ok": msg.accepted, "leader": leader}))]
         return []
 
     # ------------------------------------------------------------ Meta LS publisher

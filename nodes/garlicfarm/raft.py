@@ -17,7 +17,7 @@ Promises kept here:
   conflicting term, never below commit+1); the leader only counts current-term entries
   toward commit (Figure 8);
 - ClientRequest (5) is answered with AppendEntriesResponse (4): not leader -> Is Accepted 0,
-  Destination = leader id (or our own id when no leader is known), Next Index 0, nothing
+  Destination = leader id (or -1, ``NO_LEADER``, when no leader is known, as JRaft), Next Index 0, nothing
   appended. Leader -> the entries are appended and the answer is sent **after they commit**:
   Is Accepted 1, Destination = leader, Next Index = index of the last appended entry + 1.
   If leadership is lost before that, ``Reply(token, None)``: the runtime closes the
@@ -42,6 +42,7 @@ from typing import Any
 
 from nodes.common.effects import Emit, Persist, Reply, Send, SetTimer
 from nodes.garlicfarm.codec import (
+    NO_LEADER,
     ClusterConfig,
     ClusterServer,
     CodecError,
@@ -260,7 +261,15 @@ class Raft:
         return self._make_config(self.bootstrap, 0)
 
     def _make_config(self, servers: dict[int, str], index: int) -> ClusterConfig:
-        return ClusterConfig(index, max(index - 1, 0), tuple(ClusterServer(i, ep) for i, ep in sorted(servers.items())))
+        """The configuration at log ``index``; its Last Log Index is the log index of the
+        configuration before it, as JRaft's ``ClusterConfiguration`` records it (0 for the first)."""
+        if index > self.config_index:
+            prev = self.config_index  # a new configuration follows the current one
+        elif index == 0 or self.config_index == 0:
+            prev = 0
+        else:  # restating the current configuration: keep the predecessor it recorded
+            prev = self.config_at(self.config_index).last_log_index
+        return ClusterConfig(index, prev, tuple(ClusterServer(i, ep) for i, ep in sorted(servers.items())))
 
     def endpoint_of(self, sid: int) -> str | None:
         if sid in self.servers:
@@ -338,7 +347,8 @@ class Raft:
         return out
 
     def _client_resp(self, accepted: bool, next_index: int, t: MsgType = MsgType.APPEND_ENTRIES_RESPONSE) -> Response:
-        dest = self.leader if self.leader is not None else self.me
+        # JRaft answers Destination -1 when it knows no leader; our own id would read as "I lead".
+        dest = self.leader if self.leader is not None else NO_LEADER
         return Response(t, self.me, dest, self.term, next_index, accepted)
 
     def _step_down(self, term: int, leader: int | None, now: float) -> list[Effect]:
@@ -474,9 +484,14 @@ class Raft:
         ni = self.next_index.get(j.id, 1)
         if ni <= self.snap.last_index:
             return [self._snapshot_chunk(j.id)]
-        entries = tuple(self.log[ni - self.snap.last_index - 1 : ni - self.snap.last_index - 1 + self.opt.max_batch])
-        pack = encode_log_pack(LogPack(entries))
-        return [Send(j.id, Request(MsgType.SYNC_LOG_REQUEST, self.me, j.id, self.term, self.term_at(ni - 1) or 0, ni, self.commit,
+        first = ni - self.snap.last_index - 1
+        entries = tuple(self.log[first : first + self.opt.max_batch])
+        # JRaft: the pack's offsets are positions in the log's byte stream (here: since the
+        # snapshot), the header's Last Log Index is the index *before* the first packed entry
+        # and its Last Log Term is 0.
+        base = sum(9 + len(e.value) for e in self.log[:first])
+        pack = encode_log_pack(LogPack(entries, base))
+        return [Send(j.id, Request(MsgType.SYNC_LOG_REQUEST, self.me, j.id, self.term, 0, ni - 1, self.commit,
                                    (LogEntry(self.term, ValueType.LOG_PACK, pack),)))]
 
     def _advance_commit(self) -> list[Effect]:
@@ -545,11 +560,16 @@ class Raft:
             return out
         if t == MsgType.INSTALL_SNAPSHOT_RESPONSE:
             si, off, done_sent = self.snap_send.get(p, (self.snap.last_index, 0, False))
-            if resp.accepted and done_sent:  # installed: resume with the log
+            # JRaft: Next Index is a byte offset (offset + chunk length); the transfer is done
+            # when it reaches the snapshot's size. It is never a log index: the follower then
+            # holds exactly the snapshot's last index, which is all the match index may claim.
+            size = len(self.snap.data) if si == self.snap.last_index else None
+            if resp.accepted and done_sent and size is not None and resp.next_index >= size:
                 self.snap_send.pop(p, None)
-                ni = min(max(resp.next_index, si + 1), self.last_index + 1)
-                self.next_index[p] = ni
-                self.match_index[p] = max(self.match_index.get(p, 0), ni - 1)
+                self.match_index[p] = max(self.match_index.get(p, 0), si)
+                self.next_index[p] = min(self.match_index[p] + 1, self.last_index + 1)
+            elif si != self.snap.last_index:  # compacted again meanwhile: send the new snapshot
+                self.snap_send[p] = (self.snap.last_index, 0, False)
             else:
                 nxt = resp.next_index if resp.next_index <= len(self.snap.data) else 0
                 self.snap_send[p] = (si, nxt, False)
@@ -567,7 +587,9 @@ class Raft:
                 self.joining = None
                 return [Emit("join-refused", {"server": p})]
             self.joining.stage = "sync"
-            self.next_index[p] = max(1, resp.next_index)
+            # JRaft ignores the joiner's Next Index and syncs from index 1 (a JRaft joiner
+            # answers 2 with an empty log; trusting it would skip entry 1).
+            self.next_index[p] = 1
             return self._maybe_finish_join(now) + (self._sync_joining(now) if self.joining else [])
         if t == MsgType.SYNC_LOG_RESPONSE and self.joining and p == self.joining.id:
             self.next_index[p] = max(1, resp.next_index)
@@ -733,7 +755,7 @@ class Raft:
         if req.term < self.term:
             return [Reply(token, self._resp(T, req.source, self.last_index + 1, False))]
         out = self._accept_leader(req, now)
-        start = req.last_log_index
+        start = req.last_log_index + 1  # JRaft applies the pack at Last Log Index + 1
         try:
             pack = decode_log_pack(req.entries[0].value)
         except CodecError:
@@ -774,8 +796,9 @@ class Raft:
             return out + [Reply(token, self._resp(T, req.source, len(rx[1]), True))]
         data = bytes(rx[1])
         self._snap_rx = None
+        done_at = len(data)  # JRaft answers every chunk, the last one too, with offset + length
         if s.last_log_index <= self.commit:
-            return out + [Reply(token, self._resp(T, req.source, max(self.last_index, s.last_log_index) + 1, True))]
+            return out + [Reply(token, self._resp(T, req.source, done_at, True))]
         keep: list[LogEntry] = []
         if self.term_at(s.last_log_index) == s.last_log_term and s.last_log_index <= self.last_index:
             keep = self.log[s.last_log_index - self.snap.last_index :]
@@ -789,7 +812,7 @@ class Raft:
             InstallState(s.last_log_index, s.last_log_term, data),
             Emit("snapshot", {"last_index": s.last_log_index, "last_term": s.last_log_term, "installed_from": req.source}),
         ]
-        return out + [Reply(token, self._resp(T, req.source, s.last_log_index + 1, True))]
+        return out + [Reply(token, self._resp(T, req.source, done_at, True))]
 
     # ------------------------------------------------------------ compaction
 
