@@ -195,7 +195,8 @@ class WireClient:
 
     ``servers`` maps Raft num_id -> "host:port" (the peer port, or its proxy). Requests go to
     ``prefer`` (or the last known leader); ``tls=True`` for nodes run with ``options.tls``; a non-leader answers Is Accepted 0 with the
-    leader's id as Destination and the client follows it (at most ``max_redirects``).
+    leader's id as Destination and the client follows it (at most ``max_redirects``); Destination
+    -1 (``NO_LEADER``, as JRaft) means it knows no leader: the call returns that refusal.
     """
 
     def __init__(self, servers: dict[int, str], *, cluster: str = DEFAULT_CLUSTER,

@@ -8,11 +8,15 @@ never read as a log index.
 
 from __future__ import annotations
 
+import asyncio
 import random
+
+import pytest
 
 from nodes.common.effects import Reply, Send
 from nodes.garlicfarm import codec as C
 from nodes.garlicfarm import raft as R
+from nodes.garlicfarm.client import WireClient, WireFail
 from nodes.garlicfarm.codec import (
     ClusterConfig,
     ClusterServer,
@@ -223,3 +227,23 @@ def test_client_request_to_a_node_knowing_no_leader_answers_destination_minus_on
     # once a leader is known, the answer names it
     n.on_request(Request(MsgType.APPEND_ENTRIES_REQUEST, 1, 2, 1, 0, 0, 0), "hb", 0.2)
     assert reply(n.on_request(req, "t", 0.3)).destination == 1
+
+
+class _Answers:
+    """Stands in for a handshaken connection (our client logic only): one canned answer."""
+
+    def __init__(self, resp: Response) -> None:
+        self.resp, self.sent = resp, 0
+
+    async def request(self, msg: Request, timeout: float) -> Response:
+        self.sent += 1
+        return self.resp
+
+
+def test_wire_client_takes_destination_minus_one_as_no_leader_not_a_redirect():
+    wc = WireClient({2: "127.0.0.1:1"})
+    conn = _Answers(Response(MsgType.APPEND_ENTRIES_RESPONSE, 2, C.NO_LEADER, 3, 0, False))
+    wc._conns[2] = conn  # type: ignore[assignment]
+    with pytest.raises(WireFail, match="no leader known"):
+        asyncio.run(wc.append({"x": 1}))
+    assert conn.sent == 1 and wc.leader_hint is None
