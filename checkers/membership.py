@@ -429,6 +429,18 @@ def check_completeness(al: Aligned, tl: Timeline, nodes: list[str], window: floa
                    {"journals": "no node journal on the run's time axis"})
 
 
+def _death_episodes(al: Aligned, nodes: list[str]) -> list[tuple[str, float]]:
+    """(member, first local verdict) per death of each member: one per generation it was
+    declared dead at, so a death across a partition does not hide a later one."""
+    first: dict[tuple[str, int], float] = {}
+    for o in nodes:
+        for e in al.events.get(o, []):
+            if e.get("type") == "dead" and e.get("local") and e.get("member_name") in nodes:
+                key = (e["member_name"], int(e.get("gen") or 0))
+                first[key] = min(first.get(key, math.inf), e["ht"])
+    return sorted(((m, t) for (m, _g), t in first.items()), key=lambda x: (x[0], x[1]))
+
+
 def check_dissemination(al: Aligned, tl: Timeline, nodes: list[str], window: float,
                         period: float, max_periods: float | None, capacity: int) -> Result:
     """Joins are measured only where joiner and observers stayed healthy for ``window``."""
@@ -458,12 +470,7 @@ def check_dissemination(al: Aligned, tl: Timeline, nodes: list[str], window: flo
                 joins.append(max(0.0, max(seen) - t0) / period)
             elif others:
                 incomplete += 1
-    for m in nodes:
-        locals_ = [e["ht"] for o in nodes for e in al.events.get(o, [])
-                   if e.get("type") == "dead" and e.get("local") and e.get("member_name") == m]
-        if not locals_:
-            continue
-        t0 = min(locals_)
+    for m, t0 in _death_episodes(al, nodes):
         per = []
         for o in nodes:
             if o == m or tl.troubled(o, t0, t0):

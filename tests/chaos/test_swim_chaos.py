@@ -90,6 +90,19 @@ def test_swim_10_nodes_kills_pauses_partitions(chaos_run: Any) -> None:
 
 
 @pytest.mark.chaos
+def test_swim_partition_heals_with_a_join_token(chaos_run: Any) -> None:
+    """Every JoinReq proves the token, reconnects across the healed cut included: they once
+    went without it, were refused, and the halves never merged again. (The kill after the
+    heal gives the dissemination leaf a death to measure: deaths across a cut are excused.)"""
+    spec = swim_spec("swim-token", 6, [
+        (2.0, op("start-partition", {"shape": "halves"})), (6.0, op("stop-partition")),
+        (4.0, op("kill", {"node": "n3"})), (3.0, op("restart", {"node": "n3"})),
+    ], time_limit=24, quiesce_s=5, options={"join_token": "s3cret-of-this-run"})
+    res = chaos_run(spec, min_ok=CLOCK_SYNC)
+    assert len(figures(res)["convergence"]["live"]) == 6
+
+
+@pytest.mark.chaos
 def test_swim_30_nodes_kill_and_loss(chaos_run: Any) -> None:
     spec = swim_spec("swim-30", 30, [
         (3.0, op("kill", {"node": ["n5", "n17"]})), (8.0, op("restart")),

@@ -74,3 +74,18 @@ def test_a_death_is_measured_from_the_first_local_declaration(golden: Golden) ->
     r = golden(run(evs))
     assert r.stats["death_spread_periods"]["max"] == 3.5
     assert r.examined["deaths"] == 1 and r.examined["spreads"] == 2
+
+
+def test_a_death_across_a_cut_does_not_hide_a_later_death() -> None:
+    """n3 was found dead (gen 0) by the far side of a partition, where every observer is
+    excused; killed later (gen 1), its death spread in 2 periods. That later death used to
+    go unmeasured: only the member's first local verdict was looked at."""
+    cut = {n: [(3.0, 9.0)] for n in NODES}
+    evs: dict[str, list[dict[str, Any]]] = {n: [e(1, "join-ok", seed=None)] for n in NODES}
+    evs["n4"] += [e(4.0, "dead", member_name="n3", gen=0, local=True),
+                  e(14.0, "dead", member_name="n3", gen=1, local=True)]
+    evs["n1"] += [e(4.1, "dead", member_name="n3", gen=0), e(15.0, "dead", member_name="n3", gen=1)]
+    evs["n2"] += [e(16.0, "dead", member_name="n3", gen=1)]
+    r = run(evs, Timeline(end=60, cut=cut))
+    assert r.examined["deaths"] == 1
+    assert r.stats["death_spread_periods"]["max"] == 2.0
