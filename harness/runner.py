@@ -296,7 +296,8 @@ async def _run_in(spec: TestSpec, workload: Workload, checkers: dict[str, Any],
                   run_dir: store_mod.RunDir, progress: Progress, toxiproxy_url: str | None
                   ) -> RunResult:
     desc = {**spec.describe(), "status": "running", "run_dir": str(run_dir.path),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "started_wall": time.time()}  # history time 0 on the nodes' wall clock
     store_mod.write_json(run_dir.test_json, desc)
     log.info("run %s seed=%d", run_dir.path, spec.seed)
     history = HistoryWriter(run_dir.history)

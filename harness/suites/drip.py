@@ -120,9 +120,10 @@ def _final(spec: TestSpec) -> g.Generator:
 
 
 def make_workload() -> Workload:
-    from checkers import twopc
+    from checkers import liveness, twopc
 
-    return Workload(client=_client, generator=_generator, checkers={"2pc": twopc.check},
+    return Workload(client=_client, generator=_generator,
+                    checkers={"2pc": twopc.check, liveness.NAME: liveness.check},
                     final_generator=_final)
 
 

@@ -20,7 +20,7 @@ import itertools
 import secrets
 from typing import Any
 
-from checkers import append_log, raft
+from checkers import append_log, liveness, raft
 from checkers.linearizable import checker as linearizable
 from harness import generators as g
 from harness.spec import DefiniteFailure, NodeAddr, ProtocolDef, TestSpec, Workload
@@ -138,12 +138,12 @@ def kv_workload() -> Workload:
     return Workload(client=KVWorkloadClient, generator=lambda spec: kv_generator(spec, used),
                     final_generator=lambda spec: g.seq(*({"f": "read", "value": [k, None]} for k in list(used))),
                     checkers={"linearizable": linearizable("kv", time_s=60.0),
-                              "raft": raft.check})
+                              "raft": raft.check, liveness.NAME: liveness.check})
 
 
 def append_workload() -> Workload:
     return Workload(client=AppendWorkloadClient, generator=append_generator, client_port="peer",
-                    checkers={"append": append_log.check, "raft": raft.check})
+                    checkers={"append": append_log.check, "raft": raft.check, liveness.NAME: liveness.check})
 
 
 def node_extra(spec: TestSpec, index: int, run_path: Any) -> dict[str, Any]:

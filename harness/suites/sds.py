@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from checkers import ordering
+from checkers import liveness, ordering
 from harness import generators as g
 from harness.spec import DefiniteFailure, NodeAddr, ProtocolDef, TestSpec, Workload
 from nodes.sds.client import SdsClient, SdsRefused
@@ -76,7 +76,8 @@ def _generator(spec: TestSpec) -> g.Generator:
 
 def broadcast_workload() -> Workload:
     return Workload(client=_client, generator=_generator,
-                    checkers={ordering.NAME: ordering.check})
+                    checkers={ordering.NAME: ordering.check,
+                              liveness.NAME: liveness.check})
 
 
 PROTOCOL = ProtocolDef(

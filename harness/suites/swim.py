@@ -21,7 +21,7 @@ from typing import Any
 
 import aiohttp
 
-from checkers import membership
+from checkers import liveness, membership
 from harness.generators import Context, Pending
 from harness.spec import NodeAddr, ProtocolDef, TestSpec, Workload
 from nodes.swim.core import BUGS
@@ -89,7 +89,8 @@ def membership_generator(spec: TestSpec) -> MembershipGen:
 
 def membership_workload() -> Workload:
     return Workload(client=SwimClient, generator=membership_generator,
-                    checkers={"membership": membership.check})
+                    checkers={"membership": membership.check,
+                              liveness.NAME: liveness.check})
 
 
 PROTOCOL = ProtocolDef(

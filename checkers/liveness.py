@@ -1,0 +1,259 @@
+"""Progress after the last fault heals: every live node reaches what the cluster reached,
+within a bound. Safety checkers pass a node that is wedged (a join or snapshot retry loop, a
+delivery that never happens); this one does not.
+
+The rule, one for every protocol that spreads *items* to all nodes (``reach``): an item first
+seen anywhere at time ``f`` (history seconds) must be held by every live node by
+``max(f, heal) + bound``, where ``heal`` is when the last nemesis op completed (the runner's
+final ``heal-all``). Only items whose deadline falls before the end of the run (the last history
+op; node states are collected after it) are judged; a run that ends before ``heal + bound``
+judges nothing and is ``unknown`` with that reason, never ``valid``.
+
+Items and "held", per protocol (``PROTOCOLS``):
+
+* Garlic Farm (Raft): item = a committed index (``commit`` events); a node holds index ``i``
+  once it applied an index ``>= i`` or installed a snapshot with ``last_index >= i``.
+  Bound = 3 x the election timeout's maximum + 4 heartbeats (a new election after the heal,
+  with one split vote, then a few AppendEntries rounds to catch the node up).
+* DRiP: item = an applied update (``apply`` event, by ``uid``). Bound = 2 x ``heartbeat_s`` +
+  2 x ``outbox_retry_s`` + ``relay_margin_s`` (a healed link is seen within a heartbeat and the
+  owed commits are resent by the outbox).
+* SDS: item = a content message (``send``/``deliver`` event, by ``id``). Bound =
+  max(``t_max_ms``, ``resend_possibly_ms``) + 2 x ``sync_interval_ms`` (a missed message is
+  learned from a sync's causal history and repaired before T_max).
+* SWIM: no items; progress is convergence: the final views (``checkers.membership``'s
+  convergence rule) are judged only if the run went on for ``bound`` after the heal. Bound =
+  (``suspicion_mult`` + 1) x ``period_s`` (a suspicion times out or is refuted in that time).
+
+``test["options"]["liveness_bound_s"]`` overrides any bound. Live nodes: those whose final
+state was collected, minus those that left (``removed`` in Raft, ``left`` in SWIM). A node that
+journaled but whose state could not be collected makes the verdict ``unknown`` (it may have
+been live); a node that never started is not required to progress.
+
+Time: journal ``t`` is the node's wall clock, put on the history's axis with
+``test["started_wall"]`` (the runner records it). Clock skew is reset by the heal, so the
+events judged (after the heal) are on true time; a skewed event from before the heal can only
+make a node look *earlier*, which hides a stall but never invents one.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from checkers.membership import check_convergence
+from checkers.observations import evidence_gaps, node_observations
+from checkers.result import Anomaly, Result, verdict
+from vocabulary.faults import is_nemesis
+
+NAME = "liveness"
+Test = dict[str, Any]
+History = list[dict[str, Any]]
+Obs = dict[str, Any]
+#: an item's first-seen time, and per node the times it held each item
+Held = dict[str, dict[Any, float]]
+
+
+@dataclass(frozen=True)
+class Window:
+    """When the last fault healed and when the run ended, in history seconds."""
+
+    heal: float
+    end: float
+
+
+def window(history: History) -> Window:
+    """``heal``: the last nemesis op's time (0 when no fault ran); ``end``: the last op's."""
+    times = [float(o.get("time", 0)) / 1e9 for o in history]
+    nem = [float(o.get("time", 0)) / 1e9 for o in history if is_nemesis(o)]
+    return Window(heal=max(nem, default=0.0), end=max(times, default=0.0))
+
+
+def _opt(test: Test, key: str, default: float) -> float:
+    return float((test.get("options") or {}).get(key, default))
+
+
+def _timed_events(test: Test, observations: Obs) -> tuple[dict[str, list[dict[str, Any]]], str]:
+    """Each node's journal with ``ht`` (history seconds); the gap reason if not alignable."""
+    base = test.get("started_wall")
+    out: dict[str, list[dict[str, Any]]] = {}
+    for node, obs in node_observations(observations).items():
+        evs = obs.get("events") or []
+        out[node] = ([{**e, "ht": float(e["t"]) - float(base)} for e in evs if "t" in e]
+                     if base is not None else [])
+    return out, ("" if base is not None else
+                 "test.started_wall is missing: journal times cannot be put on the history's axis")
+
+
+def live_nodes(observations: Obs) -> list[str]:
+    """Nodes whose final state was collected and that did not leave the cluster."""
+    return sorted(n for n, o in node_observations(observations).items()
+                  if isinstance(o.get("state"), dict)
+                  and not o["state"].get("removed") and not o["state"].get("left"))
+
+
+# --------------------------------------------------------------------------- items per protocol
+
+
+def raft_held(events: dict[str, list[dict[str, Any]]]) -> Held:
+    """Committed indexes: first ``commit`` anywhere; a node holds ``i`` from the first
+    ``apply`` (or installed/compacted ``snapshot``) at an index ``>= i``."""
+    first: dict[Any, float] = {}
+    reach: dict[str, tuple[list[int], list[float]]] = {}
+    for node, evs in events.items():
+        top, maxes, times = 0, [], []
+        for e in sorted(evs, key=lambda e: e["ht"]):
+            if e.get("type") == "commit" and "index" in e:
+                i = int(e["index"])
+                first[i] = min(first.get(i, e["ht"]), e["ht"])
+            idx = (e.get("index") if e.get("type") == "apply"
+                   else e.get("last_index") if e.get("type") == "snapshot" else None)
+            if idx is not None and int(idx) > top:
+                top = int(idx)
+                maxes.append(top)
+                times.append(e["ht"])
+        reach[node] = (maxes, times)
+    held: Held = {"": first}
+    for node, (maxes, times) in reach.items():
+        held[node] = {i: times[k] for i in first
+                      if (k := bisect.bisect_left(maxes, i)) < len(maxes)}
+    return held
+
+
+def _keyed(types: tuple[str, ...], key: str) -> Callable[[dict[str, list[dict[str, Any]]]], Held]:
+    """Items named by ``key`` in events of ``types``: held from each node's first such event."""
+    def held(events: dict[str, list[dict[str, Any]]]) -> Held:
+        out: Held = {"": {}}
+        for node, evs in events.items():
+            mine = out.setdefault(node, {})
+            for e in evs:
+                if e.get("type") in types and key in e:
+                    k, t = e[key], e["ht"]
+                    mine[k] = min(mine.get(k, t), t)
+                    out[""][k] = min(out[""].get(k, t), t)
+        return out
+    return held
+
+
+@dataclass(frozen=True)
+class Protocol:
+    items: str  # what an item is, for messages
+    held: Callable[[dict[str, list[dict[str, Any]]]], Held]
+    bound: Callable[[Test], float]
+    event_types: tuple[str, ...]
+
+
+def _raft_bound(test: Test) -> float:
+    et = (test.get("options") or {}).get("election_timeout_ms", [300, 600])
+    hi = float(et[-1]) if isinstance(et, (list, tuple)) else float(et)
+    return 3 * hi / 1000 + 4 * _opt(test, "heartbeat_ms", 75) / 1000
+
+
+def _drip_bound(test: Test) -> float:
+    return (2 * _opt(test, "heartbeat_s", 0.3) + 2 * _opt(test, "outbox_retry_s", 0.5)
+            + _opt(test, "relay_margin_s", 0.2))
+
+
+def _sds_bound(test: Test) -> float:
+    return (max(_opt(test, "t_max_ms", 1000), _opt(test, "resend_possibly_ms", 1500))
+            + 2 * _opt(test, "sync_interval_ms", 500)) / 1000
+
+
+def _swim_bound(test: Test) -> float:
+    return (_opt(test, "suspicion_mult", 4) + 1) * _opt(test, "period_s", 0.5)
+
+
+PROTOCOLS: dict[str, Protocol] = {
+    "garlicfarm": Protocol("committed index", raft_held, _raft_bound,
+                           ("commit", "apply", "snapshot")),
+    "drip": Protocol("applied update", _keyed(("apply",), "uid"), _drip_bound, ("apply",)),
+    "sds": Protocol("content message", _keyed(("send", "deliver"), "id"), _sds_bound,
+                    ("send", "deliver")),
+}
+
+
+def bound_of(test: Test, protocol: str) -> float:
+    if "liveness_bound_s" in (test.get("options") or {}):
+        return _opt(test, "liveness_bound_s", 0.0)
+    if protocol == "swim":
+        return _swim_bound(test)
+    return PROTOCOLS[protocol].bound(test)
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def reach(test: Test, history: History, observations: Obs, protocol: str) -> Result:
+    """Every item the cluster reached is held by every live node within the bound after
+    ``max(first seen, last heal)``."""
+    p = PROTOCOLS[protocol]
+    bound, win = bound_of(test, protocol), window(history)
+    events, align_gap = _timed_events(test, observations)
+    held = p.held(events)
+    first = held.pop("")
+    live = live_nodes(observations)
+    gaps = evidence_gaps(observations, event_types=p.event_types) + (
+        [align_gap] if align_gap else []) + [
+        f"{n}: no final state, so whether it was live is unknown"
+        for n, o in sorted(node_observations(observations).items())
+        if o.get("state") is None and o.get("events")]
+    anomalies: list[Anomaly] = []
+    judged = 0
+    for item, f in sorted(first.items(), key=lambda kv: kv[1]):
+        due = max(f, win.heal) + bound
+        if due > win.end:
+            continue
+        judged += 1
+        for node in live:
+            got = held.get(node, {}).get(item)
+            if got is None or got > due:
+                anomalies.append(Anomaly(
+                    "no-progress",
+                    f"{node} did not get {p.items} {item!r} within {bound:g}s after the heal "
+                    f"(first seen at {f:.2f}s, heal {win.heal:.2f}s, due {due:.2f}s, "
+                    + ("never got it" if got is None else f"got it at {got:.2f}s") + ")",
+                    {"node": node, "item": item, "first_seen": round(f, 3),
+                     "heal": round(win.heal, 3), "due": round(due, 3),
+                     "got": None if got is None else round(got, 3)}))
+    stuck = sorted({a.witness["node"] for a in anomalies})
+    stats = {"bound_s": bound, "heal_s": round(win.heal, 3), "end_s": round(win.end, 3),
+             "live_nodes": live, "items_seen": len(first), "stuck_nodes": stuck}
+    note = ""
+    if not judged and win.end - win.heal < bound:
+        note = (f"the run ended {win.end - win.heal:.2f}s after the last heal, sooner than the "
+                f"{bound:g}s bound: too soon to judge progress")
+    return verdict(NAME, anomalies, stats, gaps, note,
+                   examined={"items": judged, "live_nodes": len(live)},
+                   needs=("items", "live_nodes"))
+
+
+def convergence(test: Test, history: History, observations: Obs) -> Result:
+    """SWIM: the final views converged, judged only when the run lasted ``bound`` past the
+    heal (the membership checker judges the same views without asking how long it had)."""
+    bound, win = bound_of(test, "swim"), window(history)
+    nodes = [str(n) for n in (test.get("nodes") or sorted(node_observations(observations)))]
+    stats = {"bound_s": bound, "heal_s": round(win.heal, 3), "end_s": round(win.end, 3)}
+    if win.end - win.heal < bound:
+        return Result(NAME, "unknown", [], stats, examined={"views": 0},
+                      note=f"the run ended {win.end - win.heal:.2f}s after the last heal, "
+                           f"sooner than the {bound:g}s bound: too soon to judge convergence")
+    obs = node_observations(observations)
+    states = {n: (obs.get(n) or {}).get("state") for n in nodes}
+    started = {n for n in nodes if (obs.get(n) or {}).get("events")}
+    r = check_convergence(states, nodes, started)
+    r.checker = NAME
+    r.stats = {**r.stats, **stats}
+    return r
+
+
+def check(test: Test, history: History, observations: Obs) -> Result:
+    """The liveness leaf for ``test["protocol"]`` (see the module docstring)."""
+    protocol = str(test.get("protocol") or "")
+    if protocol == "swim":
+        return convergence(test, history, observations)
+    if protocol not in PROTOCOLS:
+        return Result(NAME, "unknown", note=f"no liveness rule for protocol {protocol!r}; "
+                      f"known: {sorted([*PROTOCOLS, 'swim'])}")
+    return reach(test, history, observations, protocol)

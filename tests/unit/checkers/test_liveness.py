@@ -1,0 +1,183 @@
+"""checkers.liveness on hand-made histories and journals: a node that stops applying after the
+heal, a wedged joiner that keeps retrying, a run too short to judge, and the correct cases."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from checkers import liveness
+
+WALL = 1000.0  # test.started_wall: history time 0 on the nodes' clock
+
+
+def _test(protocol: str, **options: Any) -> dict[str, Any]:
+    return {"protocol": protocol, "nodes": ["n1", "n2", "n3"], "started_wall": WALL,
+            "options": {"liveness_bound_s": 2.0, **options}}
+
+
+def _history(heal_s: float, end_s: float) -> list[dict[str, Any]]:
+    """A partition, the final heal-all completing at ``heal_s``, a last client op at ``end_s``."""
+    ns = 1_000_000_000
+    return [
+        {"process": "nemesis", "type": "invoke", "f": "start-partition", "time": 1 * ns},
+        {"process": "nemesis", "type": "info", "f": "start-partition", "time": 1 * ns + 10},
+        {"process": "nemesis", "type": "invoke", "f": "heal-all", "time": int(heal_s * ns) - 10},
+        {"process": "nemesis", "type": "info", "f": "heal-all", "time": int(heal_s * ns)},
+        {"process": 0, "type": "invoke", "f": "read", "time": int(end_s * ns) - 10},
+        {"process": 0, "type": "ok", "f": "read", "time": int(end_s * ns)},
+    ]
+
+
+def _ev(t: float, type_: str, **kw: Any) -> dict[str, Any]:
+    return {"t": WALL + t, "type": type_, **kw}
+
+
+def _raft_node(applied: list[tuple[float, int]], state: dict[str, Any] | None = None
+               ) -> dict[str, Any]:
+    evs = []
+    for t, i in applied:
+        evs += [_ev(t, "commit", index=i, term=1), _ev(t, "apply", index=i, term=1)]
+    return {"events": evs, "state": state if state is not None else {"role": "follower"}}
+
+
+def _raft_obs(**nodes: dict[str, Any]) -> dict[str, Any]:
+    return {"nodes": nodes}
+
+
+STEADY = [(0.5 * k, k) for k in range(1, 30)]  # one entry every half second up to 14.5 s
+
+
+def test_raft_all_nodes_keep_applying_is_valid() -> None:
+    obs = _raft_obs(n1=_raft_node(STEADY), n2=_raft_node(STEADY), n3=_raft_node(STEADY))
+    r = liveness.check(_test("garlicfarm"), _history(10.0, 15.0), obs)
+    assert r.valid is True, r.explain()
+    assert r.examined["items"] > 0 and r.stats["stuck_nodes"] == []
+
+
+def test_raft_node_that_stops_applying_after_the_heal_is_caught() -> None:
+    stalled = [(t, i) for t, i in STEADY if t < 11.0]  # applies up to 10.5 s, then nothing
+    obs = _raft_obs(n1=_raft_node(STEADY), n2=_raft_node(STEADY), n3=_raft_node(stalled))
+    r = liveness.check(_test("garlicfarm"), _history(10.0, 15.0), obs)
+    assert r.valid is False
+    assert r.stats["stuck_nodes"] == ["n3"]
+    assert {a.kind for a in r.anomalies} == {"no-progress"}
+    assert r.anomalies[0].witness["got"] is None
+
+
+def test_raft_wedged_joiner_in_a_retry_loop_is_caught() -> None:
+    """A joiner that loops on SyncLog: many join/sync events, an empty log, no apply."""
+    loop = [_ev(0.01 * k, "join-start") for k in range(1500)]
+    wedged = {"events": loop, "state": {"role": "follower", "joining": True, "last_applied": 0}}
+    obs = _raft_obs(n1=_raft_node(STEADY), n2=_raft_node(STEADY), n3=wedged)
+    r = liveness.check(_test("garlicfarm"), _history(10.0, 15.0), obs)
+    assert r.valid is False and r.stats["stuck_nodes"] == ["n3"]
+
+
+def test_raft_late_catch_up_beyond_the_bound_is_caught() -> None:
+    """Behind at the heal, caught up only 4 s later with a 2 s bound."""
+    late = [(t, i) for t, i in STEADY if t < 5.0] + [(14.0, 29)]
+    obs = _raft_obs(n1=_raft_node(STEADY), n2=_raft_node(STEADY), n3=_raft_node(late))
+    r = liveness.check(_test("garlicfarm"), _history(10.0, 15.0), obs)
+    assert r.valid is False
+    assert r.anomalies[0].witness["got"] == 14.0
+
+
+def test_raft_snapshot_install_counts_as_holding_its_indexes() -> None:
+    snap = {"events": [_ev(10.5, "snapshot", last_index=29, last_term=1, installed_from=1)],
+            "state": {"role": "follower"}}
+    obs = _raft_obs(n1=_raft_node(STEADY), n2=_raft_node(STEADY), n3=snap)
+    assert liveness.check(_test("garlicfarm"), _history(10.0, 15.0), obs).valid is True
+
+
+def test_removed_and_unreachable_nodes_are_not_required_to_progress() -> None:
+    stalled = [(t, i) for t, i in STEADY if t < 3.0]
+    obs = _raft_obs(n1=_raft_node(STEADY), n2=_raft_node(STEADY),
+                    n3=_raft_node(stalled, {"role": "follower", "removed": True}))
+    assert liveness.check(_test("garlicfarm"), _history(10.0, 15.0), obs).valid is True
+    obs["nodes"]["n3"] = {"events": [], "state": None}  # never started: not required
+    r = liveness.check(_test("garlicfarm"), _history(10.0, 15.0), obs)
+    assert r.stats["live_nodes"] == ["n1", "n2"] and r.valid is True
+    obs["nodes"]["n3"] = _raft_node(stalled, {})
+    obs["nodes"]["n3"]["state"] = None  # ran, but its state could not be collected
+    r = liveness.check(_test("garlicfarm"), _history(10.0, 15.0), obs)
+    assert r.valid == "unknown" and "n3: no final state" in r.note
+
+
+def test_run_ending_too_soon_after_the_heal_is_unknown_never_valid() -> None:
+    obs = _raft_obs(n1=_raft_node(STEADY), n2=_raft_node(STEADY), n3=_raft_node([]))
+    r = liveness.check(_test("garlicfarm"), _history(14.0, 15.0), obs)
+    assert r.valid == "unknown"
+    assert "too soon" in r.note
+
+
+def test_default_raft_bound_comes_from_the_election_timeout_and_heartbeat() -> None:
+    t = {"protocol": "garlicfarm", "options": {"election_timeout_ms": [300, 600],
+                                                 "heartbeat_ms": 75}}
+    assert liveness.bound_of(t, "garlicfarm") == pytest.approx(3 * 0.6 + 4 * 0.075)
+
+
+def test_missing_started_wall_is_unknown() -> None:
+    obs = _raft_obs(n1=_raft_node(STEADY), n2=_raft_node(STEADY), n3=_raft_node(STEADY))
+    t = _test("garlicfarm")
+    del t["started_wall"]
+    r = liveness.check(t, _history(10.0, 15.0), obs)
+    assert r.valid == "unknown" and "started_wall" in r.note
+
+
+def _sds_node(ids: list[tuple[float, str]], own: bool = False) -> dict[str, Any]:
+    return {"events": [_ev(t, "send" if own else "deliver", id=i) for t, i in ids],
+            "state": {"log_len": len(ids)}}
+
+
+def test_sds_node_that_stops_delivering_is_caught_and_catch_up_is_valid() -> None:
+    msgs = [(0.3 * k, f"m{k}") for k in range(40)]
+    ok = _sds_node(msgs)
+    caught_up = _sds_node([(t if t < 5 or t > 10 else 10.5, i) for t, i in msgs])
+    stopped = _sds_node([(t, i) for t, i in msgs if t < 8.0])
+    t, h = _test("sds"), _history(10.0, 15.0)
+    assert liveness.check(t, h, {"nodes": {"n1": _sds_node(msgs, own=True), "n2": ok,
+                                           "n3": caught_up}}).valid is True
+    r = liveness.check(t, h, {"nodes": {"n1": _sds_node(msgs, own=True), "n2": ok,
+                                        "n3": stopped}})
+    assert r.valid is False and r.stats["stuck_nodes"] == ["n3"]
+
+
+def test_drip_node_missing_a_committed_update_is_caught() -> None:
+    ups = [(0.5 * k, f"u{k}") for k in range(26)]
+
+    def node(xs: list[tuple[float, str]]) -> dict[str, Any]:
+        return {"events": [_ev(t, "apply", uid=u, key="k0") for t, u in xs], "state": {}}
+
+    t, h = _test("drip"), _history(10.0, 15.0)
+    assert liveness.check(t, h, {"nodes": {"n1": node(ups), "n2": node(ups),
+                                           "n3": node(ups)}}).valid is True
+    r = liveness.check(t, h, {"nodes": {"n1": node(ups), "n2": node(ups),
+                                        "n3": node(ups[:-3])}})
+    assert r.valid is False
+    assert sorted(a.witness["item"] for a in r.anomalies) == ["u23", "u24", "u25"]
+
+
+def _swim_state(alive: list[str]) -> dict[str, Any]:
+    return {"members": [{"name": n, "state": "alive"} for n in alive]}
+
+
+ALL = ("n1", "n2", "n3")
+
+
+def test_swim_convergence_judged_only_after_the_bound() -> None:
+    views = {n: {"events": [_ev(0.1, "start")],
+                 "state": _swim_state([m for m in ALL if m != n])} for n in ALL}
+    t = _test("swim")
+    assert liveness.check(t, _history(10.0, 15.0), {"nodes": views}).valid is True
+    r = liveness.check(t, _history(14.0, 15.0), {"nodes": views})
+    assert r.valid == "unknown" and "too soon" in r.note
+    views["n3"]["state"] = _swim_state([])  # n3 never heard back from the others
+    r = liveness.check(t, _history(10.0, 15.0), {"nodes": views})
+    assert r.valid is False
+
+
+def test_unknown_protocol_is_unknown() -> None:
+    r = liveness.check({"protocol": "paxos"}, [], {"nodes": {}})
+    assert r.valid == "unknown" and "paxos" in r.note
