@@ -5,8 +5,8 @@ delivery that never happens); this one does not.
 The rule, one for every protocol that spreads *items* to all nodes (``reach``): an item first
 seen anywhere at time ``f`` (history seconds) must be held by every live node by
 ``max(f, heal) + bound``, where ``heal`` is when the last nemesis op completed (the runner's
-final ``heal-all``). Only items whose deadline falls before the end of the run (the last history
-op; node states are collected after it) are judged; a run that ends before ``heal + bound``
+final ``heal-all``). Only items whose deadline falls before the end of the run (``collect_s``,
+when the runner began collecting node states after heal + quiesce + final ops) are judged; a run that ends before ``heal + bound``
 judges nothing and is ``unknown`` with that reason, never ``valid``.
 
 Items and "held", per protocol (``PROTOCOLS``):
@@ -64,11 +64,13 @@ class Window:
     end: float
 
 
-def window(history: History) -> Window:
-    """``heal``: the last nemesis op's time (0 when no fault ran); ``end``: the last op's."""
+def window(test: Test, history: History) -> Window:
+    """``heal``: the last nemesis op's time (0 when no fault ran); ``end``: when the runner
+    began collecting the nodes' states (``test["collect_s"]``), else the last op's time."""
     times = [float(o.get("time", 0)) / 1e9 for o in history]
     nem = [float(o.get("time", 0)) / 1e9 for o in history if is_nemesis(o)]
-    return Window(heal=max(nem, default=0.0), end=max(times, default=0.0))
+    end = max([*times, float(test.get("collect_s") or 0.0)], default=0.0)
+    return Window(heal=max(nem, default=0.0), end=end)
 
 
 def _opt(test: Test, key: str, default: float) -> float:
@@ -189,7 +191,7 @@ def reach(test: Test, history: History, observations: Obs, protocol: str) -> Res
     """Every item the cluster reached is held by every live node within the bound after
     ``max(first seen, last heal)``."""
     p = PROTOCOLS[protocol]
-    bound, win = bound_of(test, protocol), window(history)
+    bound, win = bound_of(test, protocol), window(test, history)
     events, align_gap = _timed_events(test, observations)
     held = p.held(events)
     first = held.pop("")
@@ -232,7 +234,7 @@ def reach(test: Test, history: History, observations: Obs, protocol: str) -> Res
 def convergence(test: Test, history: History, observations: Obs) -> Result:
     """SWIM: the final views converged, judged only when the run lasted ``bound`` past the
     heal (the membership checker judges the same views without asking how long it had)."""
-    bound, win = bound_of(test, "swim"), window(history)
+    bound, win = bound_of(test, "swim"), window(test, history)
     nodes = [str(n) for n in (test.get("nodes") or sorted(node_observations(observations)))]
     stats = {"bound_s": bound, "heal_s": round(win.heal, 3), "end_s": round(win.end, 3)}
     if win.end - win.heal < bound:

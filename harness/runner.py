@@ -296,11 +296,11 @@ async def _run_in(spec: TestSpec, workload: Workload, checkers: dict[str, Any],
                   run_dir: store_mod.RunDir, progress: Progress, toxiproxy_url: str | None
                   ) -> RunResult:
     desc = {**spec.describe(), "status": "running", "run_dir": str(run_dir.path),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "started_wall": time.time()}  # history time 0 on the nodes' wall clock
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     store_mod.write_json(run_dir.test_json, desc)
     log.info("run %s seed=%d", run_dir.path, spec.seed)
     history = HistoryWriter(run_dir.history)
+    desc["started_wall"] = time.time() - history.now() / 1e9  # history time 0, wall clock
     cluster: ClusterLike | None = None
     status = "interrupted"
     try:
@@ -323,6 +323,7 @@ async def _run_in(spec: TestSpec, workload: Workload, checkers: dict[str, Any],
             await run.run_clients(workload.final_generator(spec))
         if cluster is not None:
             progress.phase("collecting node state")
+            desc["collect_s"] = history.now() / 1e9  # the end of the quiet window (liveness)
             await cluster.collect()
         status = "complete"
     except (KeyboardInterrupt, asyncio.CancelledError):

@@ -181,3 +181,13 @@ def test_swim_convergence_judged_only_after_the_bound() -> None:
 def test_unknown_protocol_is_unknown() -> None:
     r = liveness.check({"protocol": "paxos"}, [], {"nodes": {}})
     assert r.valid == "unknown" and "paxos" in r.note
+
+
+def test_quiet_window_ends_at_collect_time_not_at_the_last_op() -> None:
+    """A workload without final ops: the heal-all is the last op; the quiesce that follows is
+    in ``test["collect_s"]``, and it is what gives the check its window."""
+    obs = _raft_obs(n1=_raft_node(STEADY), n2=_raft_node(STEADY), n3=_raft_node(STEADY))
+    h = [o for o in _history(10.0, 15.0) if o["process"] == "nemesis"]
+    assert liveness.check(_test("garlicfarm"), h, obs).valid == "unknown"
+    r = liveness.check({**_test("garlicfarm"), "collect_s": 13.0}, h, obs)
+    assert r.valid is True and r.stats["end_s"] == 13.0
