@@ -130,3 +130,13 @@ def test_five_nodes_pause_and_clock_skew(chaos_run) -> None:
         (0.5, {"f": "pause", "value": {"node": "n2"}}), (3.0, {"f": "resume", "value": None}),
         (1.0, loss(0.1)), (3.0, STOP_LOSS), (0.0, {"f": "clock-reset", "value": None})]),
         min_ok=MIN_OK_PER_S * 10)
+
+
+def test_no_resend_stall_is_caught_by_liveness(chaos_run) -> None:
+    """A node that never repairs what it missed stops delivering the cluster's messages: the
+    liveness leaf (every live node has every message within its bound after the heal) flags
+    it, with a correct-node control on the same seed and schedule."""
+    steps = [(0.5, loss(0.3)), (7.0, STOP_LOSS)]
+    run(chaos_run, partial(sds_spec, "sds-bug-no-resend-liveness", 3, steps,
+                           bugs=["no-resend"]), expect="liveness", anomaly="no-progress",
+        min_ok=MIN_OK_PER_S * 10)

@@ -206,8 +206,11 @@ def protocol_store(store: Path) -> dict[str, Path]:
     out["ordering"] = write_run(store, "sds", "20261121T040000-000004", sds, h, nodes,
                                 {"ordering": True})
     h, nodes = sds_run(causal_violation=False)
-    out["sds-good"] = write_run(store, "sds", "20261121T050000-000005", sds, h, nodes,
-                                {"ordering": True})
+    # journal times are 1000 + seq (write_run): a slow but complete spread, judged as such
+    good = {**sds, "started_wall": 1000.0, "collect_s": 100.0,
+            "options": {"liveness_bound_s": 50.0}}
+    out["sds-good"] = write_run(store, "sds", "20261121T050000-000005", good, h, nodes,
+                                {"ordering": True, "liveness": True})
     desc, h, nodes = swim_view_missing_member()
     out["membership"] = write_run(store, "swim", "20261121T060000-000006",
                                   {"protocol": "swim", "workload": "membership", **desc}, h,

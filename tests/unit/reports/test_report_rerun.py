@@ -57,7 +57,7 @@ def test_rerun_fails_each_bad_run_with_its_anomaly(pstore, case, checker, kind):
 def test_rerun_passes_a_good_run(pstore):
     res = {r.checker: (r, n) for r, n in rerun.rerun_run("good", str(pstore["sds-good"]))}
     r, n = res["ordering"]
-    assert (r.valid, n) == (True, 2) and set(res) == {"ordering", "stats"}
+    assert (r.valid, n) == (True, 2) and set(res) == {"ordering", "liveness", "stats"}
 
 
 def test_no_node_evidence_is_unknown_not_a_pass(pstore):
@@ -81,7 +81,7 @@ def test_unreadable_history_is_unknown(tmp_path):
     d = write_run(tmp_path, "drip", "20261121T000000-00000a", {"protocol": "drip"}, [], {}, None)
     (d / "history.jsonl").write_text('{"process": 0, "type": "invoke"}\n#garbage#\n{"a": 1}\n')
     res = rerun.rerun_run("x", str(d))
-    assert {r.checker for r, _ in res} == {"2pc", "stats"}
+    assert {r.checker for r, _ in res} == {"2pc", "liveness", "stats"}
     assert all(r.valid == "unknown" and "history unreadable" in r.note for r, _ in res)
 
 
@@ -95,9 +95,9 @@ def test_one_registry_serves_runner_and_report():
             got, why = rerun.registry_checkers({"protocol": proto, "workload": wl})
             assert set(got) == set(factory().checkers) - set(covered()) | {"stats"} and not why
     got, _ = rerun.registry_checkers({"protocol": "garlicfarm"})  # default workload: kv
-    assert set(got) == {"raft", "stats"}
+    assert set(got) == {"raft", "liveness", "stats"}
     got, _ = rerun.registry_checkers({"protocol": "garlicfarm", "nemesis": "kill"})
-    assert set(got) == {"raft", "stats", "faults"}
+    assert set(got) == {"raft", "liveness", "stats", "faults"}
     assert rerun.registry_checkers({"protocol": None})[0] == {}
     with pytest.raises(ValueError, match="no workload"):
         rerun.registry_checkers({"protocol": "sds", "workload": "nope"})
