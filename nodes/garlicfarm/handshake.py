@@ -6,11 +6,19 @@ the connection is then closed. Request 2 (same path, ``Connection: keep-alive, U
 ``Upgrade: websocket``, ``Authorization: Digest ...``) -> 101 Switching Protocols, after which
 the same socket carries frames, or another 401 (closed).
 
-Nonces are stateless: ``hex(issued_s) + "." + HMAC(secret, issued_s)``, valid for
-``NONCE_TTL_S`` (2 h) on any node sharing the secret (derived from cluster, realm and
-password, so it also survives restarts). The client side caches a challenge per server for
-``CACHE_TTL_S`` (1 h) and then goes straight to request 2 with an increasing ``nc``.
-Not implemented: nc replay detection (documented deviation; loopback test harness).
+Nonces are ``hex(issued_s) + "." + HMAC(secret, issued_s)`` with a secret drawn afresh by
+each server process, valid for the spec's credential-cache period (``NONCE_TTL_S`` = 1 h),
+then answered 401 ``stale=true``. The client side caches a challenge per server for the same
+``CACHE_TTL_S`` and then goes straight to request 2 with an increasing ``nc``.
+
+What the server insists on (each refusal changes no state):
+- request 2's ``Connection`` names ``Upgrade`` and its ``Upgrade`` is ``websocket``, else 400;
+- an ``Authorization`` that is not a well-formed Digest header (no nonce, nc or cnonce, an
+  ``nc`` that is not 8 hex digits), else 400;
+- ``qop=auth`` (it is the only qop offered; RFC 2069 responses without qop get 401);
+- each (nonce, nonce-count) once: a replayed request 2 gets 401. The record of used counts
+  is per process and dropped with the nonce's expiry; a restarted node draws a new secret,
+  so a nonce from before the restart is stale rather than replayable.
 """
 
 from __future__ import annotations
@@ -32,8 +40,12 @@ VERSION = "1"
 DEFAULT_USER = "farm"
 DEFAULT_PASSWORD = "farm"
 REALM = "GarlicFarm"
-NONCE_TTL_S = 2 * 3600
+#: the spec: "Credentials shall be cached for at least one hour"
 CACHE_TTL_S = 3600
+NONCE_TTL_S = CACHE_TTL_S
+#: clock skew a nonce's issue time may show (a client's clock is not the server's)
+NONCE_FUTURE_S = 60
+_NC = re.compile(r"^[0-9a-fA-F]{8}$")
 MAX_HEAD = 16 * 1024
 
 
@@ -107,7 +119,7 @@ def parse_digest_params(value: str) -> dict[str, str]:
 
 
 class Outcome(Enum):
-    NOT_FOUND = "not-found"  # 404, close
+    NOT_FOUND = "not-found"  # 404 (or 400: malformed request), close
     CHALLENGE = "challenge"  # 401 (request 1, or bad credentials), close
     UPGRADE = "upgrade"  # 101, frames follow
 
@@ -119,31 +131,43 @@ class ServerHandshake:
     password: str = DEFAULT_PASSWORD
     realm: str = REALM
     version: str = VERSION
+    #: per process by default: a restart makes every earlier nonce stale (no replay across it)
     secret: bytes = b""
     #: the node's wall clock (seconds): nonces are issued and aged on it, so a clock-skew
     #: fault moves them as it moves the rest of the node
     clock: Callable[[], float] = time.time
+    #: nonce -> nonce-counts already accepted with it (pruned as nonces expire)
+    _used: dict[str, set[int]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if not self.secret:
-            self.secret = hashlib.sha256(f"{self.cluster}\0{self.realm}\0{self.password}".encode()).digest()
+            self.secret = os.urandom(32)
 
     def make_nonce(self, now: float | None = None) -> str:
         ts = f"{int(self.clock() if now is None else now):x}"
         mac = hmac.new(self.secret, ts.encode(), hashlib.sha256).hexdigest()[:32]
         return f"{ts}.{mac}"
 
-    def nonce_ok(self, nonce: str, now: float | None = None) -> bool:
+    def _issued(self, nonce: str) -> int | None:
+        """The nonce's issue time if this server made it, else None."""
         ts, _, mac = nonce.partition(".")
         good = hmac.new(self.secret, ts.encode(), hashlib.sha256).hexdigest()[:32]
-        if not hmac.compare_digest(mac, good):
-            return False
+        if not hmac.compare_digest(mac.encode(), good.encode()):
+            return None
         try:
-            issued = int(ts, 16)
+            return int(ts, 16)
         except ValueError:
-            return False
+            return None
+
+    def nonce_ok(self, nonce: str, now: float | None = None) -> bool:
+        """Made by this server and inside its validity period."""
+        issued = self._issued(nonce)
         t = self.clock() if now is None else now
-        return issued - 60 <= t <= issued + NONCE_TTL_S
+        return issued is not None and issued - NONCE_FUTURE_S <= t <= issued + NONCE_TTL_S
+
+    def _prune(self, now: float) -> None:
+        for n in [n for n in self._used if not self.nonce_ok(n, now)]:
+            del self._used[n]
 
     def _challenge(self, stale: bool = False) -> bytes:
         nonce = self.make_nonce()
@@ -164,7 +188,7 @@ class ServerHandshake:
             req = parse_head(head)
             method, path, _proto = req.start.split(" ", 2)
         except (HandshakeError, ValueError):
-            return b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", Outcome.NOT_FOUND
+            return _bad_request(), Outcome.NOT_FOUND
         expected = path_for(self.cluster, self.version)
         if method != "GET" or path != expected:
             return (
@@ -174,26 +198,45 @@ class ServerHandshake:
         auth = req.headers.get("authorization")
         if not auth:
             return self._challenge(), Outcome.CHALLENGE
+        if not upgrade_headers_ok(req):
+            return _bad_request(), Outcome.NOT_FOUND
         try:
             p = parse_digest_params(auth)
         except HandshakeError:
+            return self._challenge(), Outcome.CHALLENGE  # Basic and other schemes: Digest only
+        if p.get("qop") != "auth":
             return self._challenge(), Outcome.CHALLENGE
-        if not self.nonce_ok(p.get("nonce", ""), now):
+        if not all(p.get(k) for k in ("nonce", "nc", "cnonce", "response")) or not _NC.match(p["nc"]):
+            return _bad_request(), Outcome.NOT_FOUND
+        t = self.clock() if now is None else now
+        if not self.nonce_ok(p["nonce"], t):
             return self._challenge(stale=True), Outcome.CHALLENGE
         if p.get("username") != self.username or p.get("realm") != self.realm or p.get("uri") != path:
             return self._challenge(), Outcome.CHALLENGE
         ha1 = _md5(f"{self.username}:{self.realm}:{self.password}")
         ha2 = _md5(f"GET:{path}")
-        if p.get("qop") == "auth":
-            want = _md5(f"{ha1}:{p['nonce']}:{p.get('nc', '')}:{p.get('cnonce', '')}:auth:{ha2}")
-        else:
-            want = _md5(f"{ha1}:{p['nonce']}:{ha2}")
-        if not hmac.compare_digest(want, p.get("response", "")):
+        want = _md5(f"{ha1}:{p['nonce']}:{p['nc']}:{p['cnonce']}:auth:{ha2}")
+        if not hmac.compare_digest(want.encode(), p["response"].encode()):
             return self._challenge(), Outcome.CHALLENGE
+        nc = int(p["nc"], 16)
+        if nc in self._used.get(p["nonce"], ()):  # a replayed request 2
+            return self._challenge(), Outcome.CHALLENGE
+        self._prune(t)
+        self._used.setdefault(p["nonce"], set()).add(nc)
         return (
             b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
             Outcome.UPGRADE,
         )
+
+
+def upgrade_headers_ok(req: HttpHead) -> bool:
+    """Request 2's ``Connection`` names ``Upgrade`` and its ``Upgrade`` is ``websocket``."""
+    conn = {t.strip().lower() for t in req.headers.get("connection", "").split(",")}
+    return "upgrade" in conn and req.headers.get("upgrade", "").strip().lower() == "websocket"
+
+
+def _bad_request() -> bytes:
+    return b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
 
 # ---------------------------------------------------------------- client
@@ -244,8 +287,9 @@ def parse_challenge(resp: HttpHead, now: float | None = None) -> Challenge:
     if "nonce" not in p or "realm" not in p:
         raise HandshakeError("Digest challenge without nonce/realm", 401)
     qop = p.get("qop")
-    if qop is not None:
-        qop = "auth" if "auth" in [q.strip() for q in qop.split(",")] else None
+    if qop is None or "auth" not in [q.strip() for q in qop.split(",")]:
+        raise HandshakeError("Digest challenge without qop=auth: refusing RFC 2069 digest", 401)
+    qop = "auth"
     return Challenge(p["realm"], p["nonce"], p.get("opaque"), qop, time.time() if now is None else now)
 
 

@@ -1,13 +1,17 @@
 import asyncio
 
+import pytest
+
 from nodes.garlicfarm import codec
 from nodes.garlicfarm.client import WireConnection, read_frame
 from nodes.garlicfarm.codec import MsgType, Request, Response
 from nodes.garlicfarm.handshake import (
     ClientHandshake,
     CredentialCache,
+    HandshakeError,
     Outcome,
     ServerHandshake,
+    parse_digest_params,
     parse_head,
 )
 
@@ -46,7 +50,8 @@ def test_wrong_password_401_and_basic_refused():
     resp, out = srv.respond(cli.request2(ch))
     assert out == Outcome.CHALLENGE and resp.startswith(b"HTTP/1.1 401")
     assert not cli.handle_response2(resp)
-    basic = b"GET /GarlicFarm/farm/1/websocket HTTP/1.1\r\nAuthorization: Basic ZmFybTpmYXJt\r\n\r\n"
+    basic = (b"GET /GarlicFarm/farm/1/websocket HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+             b"Authorization: Basic ZmFybTpmYXJt\r\n\r\n")
     assert srv.respond(basic)[1] == Outcome.CHALLENGE
 
 
@@ -61,10 +66,10 @@ def test_cached_credentials_skip_request1_and_expire():
         assert srv.respond(cli2.request2(ch))[1] == Outcome.UPGRADE
     assert cache.get("127.0.0.1:9001", now=ch.obtained + 3500) is not None  # kept >= ~1 h
     assert cache.get("127.0.0.1:9001", now=ch.obtained + 3601) is None
-    # a server restarted with the same password still accepts the nonce (stateless HMAC)
-    assert ServerHandshake().nonce_ok(ch.nonce)
-    assert not ServerHandshake(password="other").nonce_ok(ch.nonce)
-    assert not srv.nonce_ok(ch.nonce, now=ch.obtained + 3 * 3600)
+    # a restarted server (a new process secret) finds the nonce stale: nothing to replay
+    assert not ServerHandshake().nonce_ok(ch.nonce)
+    assert srv.nonce_ok(ch.nonce, now=ch.obtained + 3599)
+    assert not srv.nonce_ok(ch.nonce, now=ch.obtained + 3601)  # the spec's 1 h cache period
 
 
 def test_over_sockets_second_connection_goes_to_request2():
@@ -102,3 +107,115 @@ async def _sockets():
     finally:
         server.close()
         await server.wait_closed()
+
+
+def _authorized(srv, cli):
+    """A valid request 2 (fresh nc) for ``srv``."""
+    ch = cli.handle_response1(srv.respond(cli.request1())[0])
+    return cli.request2(ch)
+
+
+def _status(resp: bytes) -> int:
+    return parse_head(resp).status
+
+
+def test_replayed_request2_refused_and_fresh_count_still_works():
+    srv, cli = pair()
+    ch = cli.handle_response1(srv.respond(cli.request1())[0])
+    r2 = cli.request2(ch)
+    assert srv.respond(r2)[1] == Outcome.UPGRADE
+    resp, out = srv.respond(r2)  # the same bytes again: same (nonce, nc)
+    assert out == Outcome.CHALLENGE and _status(resp) == 401
+    assert srv.respond(cli.request2(ch))[1] == Outcome.UPGRADE  # nc + 1 on the same nonce
+
+
+def test_nc_counts_accepted_out_of_order_but_once():
+    srv, cli = pair()
+    ch = cli.handle_response1(srv.respond(cli.request1())[0])
+    a, b = cli.request2(ch), cli.request2(ch)
+    assert srv.respond(b)[1] == Outcome.UPGRADE and srv.respond(a)[1] == Outcome.UPGRADE
+    assert srv.respond(a)[1] == Outcome.CHALLENGE and srv.respond(b)[1] == Outcome.CHALLENGE
+
+
+def test_response_without_qop_refused():
+    """RFC 2069 digest (no qop, nc, cnonce) when qop="auth" was offered: 401."""
+    import hashlib
+
+    srv, cli = pair()
+    ch = cli.handle_response1(srv.respond(cli.request1())[0])
+    md5 = lambda x: hashlib.md5(x.encode()).hexdigest()  # noqa: E731
+    ha1, ha2 = md5(f"farm:{ch.realm}:farm"), md5(f"GET:{cli.path}")
+    auth = (f'Digest username="farm", realm="{ch.realm}", nonce="{ch.nonce}", uri="{cli.path}", '
+            f'response="{md5(f"{ha1}:{ch.nonce}:{ha2}")}"')
+    head = (f"GET {cli.path} HTTP/1.1\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n"
+            f"Authorization: {auth}\r\n\r\n").encode()
+    resp, out = srv.respond(head)
+    assert out == Outcome.CHALLENGE and _status(resp) == 401
+
+
+@pytest.mark.parametrize("swap", [
+    (b"Upgrade: websocket\r\n", b""),
+    (b"Upgrade: websocket\r\n", b"Upgrade: h2c\r\n"),
+    (b"Connection: keep-alive, Upgrade\r\n", b"Connection: keep-alive\r\n"),
+    (b"Connection: keep-alive, Upgrade\r\n", b""),
+])
+def test_request2_upgrade_headers_checked_and_nothing_consumed(swap):
+    srv, cli = pair()
+    good = _authorized(srv, cli)
+    bad = good.replace(*swap)
+    assert bad != good
+    resp, out = srv.respond(bad)
+    assert out == Outcome.NOT_FOUND and _status(resp) == 400
+    assert srv.respond(good)[1] == Outcome.UPGRADE  # the refused attempt used up nothing
+
+
+def test_header_names_and_tokens_case_insensitive():
+    srv, cli = pair()
+    r2 = _authorized(srv, cli).replace(b"Connection: keep-alive, Upgrade", b"connection: Keep-Alive,upgrade")
+    assert srv.respond(r2.replace(b"Upgrade: websocket", b"upgrade: WebSocket"))[1] == Outcome.UPGRADE
+
+
+@pytest.mark.parametrize("field,value", [("nc", "1"), ("nc", "zzzzzzzz"), ("cnonce", ""),
+                                         ("nonce", "")])
+def test_malformed_digest_400_and_nothing_consumed(field, value):
+    srv, cli = pair()
+    good = _authorized(srv, cli)
+    p = parse_digest_params(parse_head(good).headers["authorization"])
+    old = f'{field}="{p[field]}"' if f'{field}="' in good.decode() else f"{field}={p[field]}"
+    bad = good.replace(old.encode(), f'{field}="{value}"'.encode())
+    assert bad != good
+    resp, out = srv.respond(bad)
+    assert _status(resp) == 400 and out == Outcome.NOT_FOUND
+    assert srv.respond(good)[1] == Outcome.UPGRADE
+
+
+def test_stale_nonce_after_cache_period_and_client_recovers():
+    t = [1_000_000.0]
+    srv = ServerHandshake(clock=lambda: t[0])
+    cache = CredentialCache(clock=lambda: t[0])
+    cli = ClientHandshake("127.0.0.1", 9001, cache=cache)
+    ch = cli.handle_response1(srv.respond(cli.request1())[0])
+    t[0] += 3601
+    resp, out = srv.respond(cli.request2(ch))
+    assert out == Outcome.CHALLENGE and b"stale=true" in resp
+    assert not cli.handle_response2(resp)  # takes the fresh challenge
+    assert srv.respond(cli.request2(cli.cached()))[1] == Outcome.UPGRADE
+
+
+def test_used_counts_forgotten_with_their_nonce():
+    t = [1_000_000.0]
+    srv = ServerHandshake(clock=lambda: t[0])
+    cli = ClientHandshake("127.0.0.1", 9001, cache=CredentialCache(clock=lambda: t[0]))
+    assert srv.respond(_authorized(srv, cli))[1] == Outcome.UPGRADE
+    t[0] += 3700
+    cli.cache.drop(cli.server)
+    assert srv.respond(_authorized(srv, cli))[1] == Outcome.UPGRADE
+    assert len(srv._used) == 1  # the expired nonce's record is gone
+
+
+def test_client_refuses_challenge_without_qop():
+    _, cli = pair()
+    resp = (b'HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Digest realm="GarlicFarm", '
+            b'nonce="abc"\r\n\r\n')
+    with pytest.raises(HandshakeError, match="qop"):
+        cli.handle_response1(resp)
