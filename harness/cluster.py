@@ -170,7 +170,8 @@ class Cluster:
         n = self.nodes[thread % len(self.nodes)]
         host, port = self.links[link_name("client", n)].rsplit(":", 1)
         every = {m: self.links[link_name("client", m)] for m in self.nodes}
-        return NodeAddr(node=n, host=host, port=int(port), admin_url=self.admin_url(n), all=every)
+        return NodeAddr(node=n, host=host, port=int(port), admin_url=self.admin_url(n), all=every,
+                        run_dir=str(self.run_dir.path))
 
     async def nemesis_invoke(self, op: dict[str, Any]) -> dict[str, Any]:
         """Faults go to faults/nemesis.py; membership ops ("join": start a late node, "leave":

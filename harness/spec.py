@@ -44,6 +44,8 @@ class NodeAddr:
     admin_url: str
     #: every node's client-proxy address ("host:port"), for clients that follow a leader
     all: dict[str, str] = field(default_factory=dict)
+    #: the run's directory, for clients that need run-wide files (a TLS CA under ``tls/``)
+    run_dir: str = ""
 
 
 #: Opens a client for one process: (address of the node it should talk to, process id).

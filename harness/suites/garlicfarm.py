@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import secrets
+from pathlib import Path
 from typing import Any
 
 from checkers import append_log, liveness, raft
@@ -33,6 +34,7 @@ from nodes.garlicfarm.client import (
     WireIndeterminate,
 )
 from nodes.garlicfarm.core import BUGS
+from nodes.garlicfarm.tls import client_context, node_tls_material
 
 Op = dict[str, Any]
 
@@ -78,7 +80,11 @@ class AppendWorkloadClient:
         assert addr is not None
         self.node = addr.node
         self.prefer = num_id(addr.node)
-        self.wire = WireClient({num_id(n): a for n, a in addr.all.items()}, timeout=timeout)
+        ca = Path(addr.run_dir) / "tls" / "ca.pem" if addr.run_dir else None
+        # node_extra wrote the run CA unless the run asked for ``tls: false``
+        ctx = client_context(ca) if ca is not None and ca.is_file() else None
+        self.wire = WireClient({num_id(n): a for n, a in addr.all.items()}, timeout=timeout,
+                               tls=ctx, names={num_id(n): n for n in addr.all})
 
     async def invoke(self, op: Op) -> Op:
         v = op["value"]
@@ -147,13 +153,21 @@ def append_workload() -> Workload:
 
 
 def node_extra(spec: TestSpec, index: int, run_path: Any) -> dict[str, Any]:
-    """Membership changes: nodes in ``options.late_nodes`` start outside the cluster (``join``)
+    """TLS: unless the run gives ``options.tls: false``, the run CA and this node's
+    certificate are written under ``<run dir>/tls`` and named in ``options.tls``.
+    Membership changes: nodes in ``options.late_nodes`` start outside the cluster (``join``)
     and run the establishment sequence when a "join" nemesis op starts them; the others'
     initial configuration (``members``) leaves them out."""
+    opts: dict[str, Any] = {}
+    want_tls = spec.options.get("tls", True)
+    if want_tls not in (True, False):
+        raise ValueError(f"options.tls must be true (default) or false, got {want_tls!r}")
+    if want_tls:
+        opts["tls"] = node_tls_material(Path(run_path) / "tls", spec.node_ids[index])
     late = set(spec.options.get("late_nodes", []))
     if not late:
-        return {}
-    opts: dict[str, Any] = {"members": [num_id(n) for n in spec.node_ids if n not in late]}
+        return {"options": opts}
+    opts["members"] = [num_id(n) for n in spec.node_ids if n not in late]
     if spec.node_ids[index] in late:
         opts["join"] = True
     return {"options": opts}

@@ -42,7 +42,6 @@ from nodes.garlicfarm.handshake import (
     CredentialCache,
     HandshakeError,
 )
-from nodes.garlicfarm.tls import client_context
 
 # ---------------------------------------------------------------- frames over streams
 
@@ -110,9 +109,11 @@ class WireConnection:
     def __init__(self, host: str, port: int, *, cluster: str = DEFAULT_CLUSTER,
                  username: str = DEFAULT_USER, password: str = DEFAULT_PASSWORD,
                  cache: CredentialCache | None = None, connect_timeout: float = 3.0,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, server_name: str | None = None) -> None:
         self.hs = ClientHandshake(host, port, cluster, username, password, cache=cache or DEFAULT_CACHE)
         self.tls = tls
+        #: the name the server's certificate must carry (the peer's node id; its address if None)
+        self.server_name = server_name
         self.connect_timeout = connect_timeout
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
@@ -123,7 +124,9 @@ class WireConnection:
         return self.writer is not None and not self.writer.is_closing()
 
     async def _exchange(self, data: bytes) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bytes]:
-        r, w = await asyncio.open_connection(self.hs.host, self.hs.port, limit=MAX_HEAD * 4, ssl=self.tls)
+        name = (self.server_name or self.hs.host) if self.tls else None
+        r, w = await asyncio.open_connection(self.hs.host, self.hs.port, limit=MAX_HEAD * 4, ssl=self.tls,
+                                             server_hostname=name)
         w.write(data)
         await w.drain()
         return r, w, await read_head(r)
@@ -153,7 +156,7 @@ class WireConnection:
         try:
             if not self.connected:
                 await self.open()
-        except (TimeoutError, OSError, HandshakeError, ConnectionError) as e:
+        except (TimeoutError, OSError, HandshakeError, ConnectionError) as e:  # ssl.SSLError is an OSError
             self.close()
             raise WireFail(f"connect to {self.hs.server} failed: {e!r}") from e
         assert self.writer is not None and self.reader is not None
@@ -194,18 +197,22 @@ class WireClient:
     """The harness's raw-wire client: ClientRequest with Application entries.
 
     ``servers`` maps Raft num_id -> "host:port" (the peer port, or its proxy). Requests go to
-    ``prefer`` (or the last known leader); ``tls=True`` for nodes run with ``options.tls``; a non-leader answers Is Accepted 0 with the
-    leader's id as Destination and the client follows it (at most ``max_redirects``); Destination
-    -1 (``NO_LEADER``, as JRaft) means it knows no leader: the call returns that refusal.
+    ``prefer`` (or the last known leader); a non-leader answers Is Accepted 0 with the leader's
+    id as Destination and the client follows it (at most ``max_redirects``); Destination -1
+    (``NO_LEADER``, as JRaft) means it knows no leader: the call returns that refusal.
+    ``tls`` is a client context (``nodes.garlicfarm.tls.client_context(ca)``; None only for
+    nodes run with ``tls: false``); ``names`` gives each server's node id, the name its
+    certificate carries.
     """
 
     def __init__(self, servers: dict[int, str], *, cluster: str = DEFAULT_CLUSTER,
                  username: str = DEFAULT_USER, password: str = DEFAULT_PASSWORD,
                  timeout: float = 5.0, max_redirects: int = 5,
-                 cache: CredentialCache | None = None, tls: bool = False) -> None:
+                 cache: CredentialCache | None = None, tls: ssl.SSLContext | None = None,
+                 names: dict[int, str] | None = None) -> None:
         self.servers = dict(servers)
-        self.kw = dict(cluster=cluster, username=username, password=password, cache=cache,
-                       tls=client_context() if tls else None)
+        self.names = dict(names or {})
+        self.kw = dict(cluster=cluster, username=username, password=password, cache=cache, tls=tls)
         self.timeout = timeout
         self.max_redirects = max_redirects
         self.leader_hint: int | None = None
@@ -215,7 +222,8 @@ class WireClient:
         c = self._conns.get(sid)
         if c is None:
             host, port = parse_endpoint(self.servers[sid])
-            c = self._conns[sid] = WireConnection(host, port, **self.kw)  # type: ignore[arg-type]
+            c = self._conns[sid] = WireConnection(host, port, server_name=self.names.get(sid),
+                                                  **self.kw)  # type: ignore[arg-type]
         return c
 
     async def call(self, msg: Request, prefer: int | None = None) -> tuple[int, Response]:

@@ -6,7 +6,7 @@ the connection is then closed. Request 2 (same path, ``Connection: keep-alive, U
 ``Upgrade: websocket``, ``Authorization: Digest ...``) -> 101 Switching Protocols, after which
 the same socket carries frames, or another 401 (closed).
 
-Nonces are ``hex(issued_s) + "." + HMAC(secret, issued_s)`` with a secret drawn afresh by
+Nonces are ``hex(issued_s).random.HMAC(secret, ...)`` with a secret drawn afresh by
 each server process, valid for the spec's credential-cache period (``NONCE_TTL_S`` = 1 h),
 then answered 401 ``stale=true``. The client side caches a challenge per server for the same
 ``CACHE_TTL_S`` and then goes straight to request 2 with an increasing ``nc``.
@@ -144,18 +144,20 @@ class ServerHandshake:
             self.secret = os.urandom(32)
 
     def make_nonce(self, now: float | None = None) -> str:
-        ts = f"{int(self.clock() if now is None else now):x}"
-        mac = hmac.new(self.secret, ts.encode(), hashlib.sha256).hexdigest()[:32]
-        return f"{ts}.{mac}"
+        """``hex(issued_s).random.HMAC``: unique per challenge (two clients challenged in the
+        same second get different nonces, so their nonce-counts never collide)."""
+        body = f"{int(self.clock() if now is None else now):x}.{os.urandom(8).hex()}"
+        mac = hmac.new(self.secret, body.encode(), hashlib.sha256).hexdigest()[:32]
+        return f"{body}.{mac}"
 
     def _issued(self, nonce: str) -> int | None:
         """The nonce's issue time if this server made it, else None."""
-        ts, _, mac = nonce.partition(".")
-        good = hmac.new(self.secret, ts.encode(), hashlib.sha256).hexdigest()[:32]
+        body, _, mac = nonce.rpartition(".")
+        good = hmac.new(self.secret, body.encode(), hashlib.sha256).hexdigest()[:32]
         if not hmac.compare_digest(mac.encode(), good.encode()):
             return None
         try:
-            return int(ts, 16)
+            return int(body.partition(".")[0], 16)
         except ValueError:
             return None
 

@@ -13,8 +13,8 @@ a `Kv` command), ``ports.admin`` (admin API + ``POST /admin/leave``, a `Leave` c
 Outbound: one ``WireConnection`` per peer for the replication link (``Send`` to a server
 id), and pooled connections for `Call`s; addresses come from ``peers[*].peer`` (the proxy),
 falling back to the endpoint in the Raft configuration for servers not in the config file.
-Transport: plain TCP by default (deviation from the spec's SSL sockets, fine through
-Toxiproxy on loopback); ``options.tls: true`` serves TLS with a self-signed cert (tls.py).
+Transport: TLS with the run's CA and verified certificates (``options.tls``, tls.py); plain
+TCP only with ``options.tls: false``.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class GarlicFarmNode(JournalingHost):
         raft = Options(election_min=el[0] / 1000, election_max=el[1] / 1000, heartbeat=hb,
                        rpc_timeout=float(o.get("rpc_timeout_ms", max(1000, el[1] * 2))) / 1000,
                        snapshot_chunk=int(o.get("snapshot_chunk", 16 * 1024)))
-        self.tls = bool(o.get("tls", False))
+        self.tls_files = tls.parse_option(o.get("tls"))
         advertise = str(o.get("advertise", f"tcp://{cfg.host}:{cfg.ports.peer}"))
         self.opts = NodeOptions(
             raft=raft, request_timeout=float(o.get("request_timeout_ms", 5000)) / 1000,
@@ -143,8 +143,9 @@ class GarlicFarmNode(JournalingHost):
         self.admin = AdminServer(cfg.id, self.state, self.journal, self.clock, cfg.host, cfg.ports.admin)
         self.admin.app.router.add_post("/admin/leave", self._admin_leave)
         await self.admin.start()
-        self._client_tls = tls.client_context() if self.tls else None
-        server_tls = tls.server_context(cfg.data_dir / "tls", cfg.id) if self.tls else None
+        files = self.tls_files
+        self._client_tls = tls.client_context(files.ca) if files else None
+        server_tls = tls.server_context(files) if files else None
         self._server = await asyncio.start_server(self._on_conn, cfg.host, cfg.ports.peer, limit=MAX_HEAD * 4,
                                                   reuse_address=True, ssl=server_tls)
         app = web.Application()
@@ -227,9 +228,12 @@ class GarlicFarmNode(JournalingHost):
                 return None
         return None
 
-    def _wire(self, host: str, port: int) -> WireConnection:
+    def _wire(self, host: str, port: int, sid: int | None = None) -> WireConnection:
+        """A connection to server ``sid``, whose certificate must name its node id (its
+        address when the id is not in our config: a server that joined later)."""
         return WireConnection(host, port, cluster=self.cluster, username=self.username,
-                              password=self.password, cache=self.cache, tls=self._client_tls)
+                              password=self.password, cache=self.cache, tls=self._client_tls,
+                              server_name=self.name_of.get(sid) if sid is not None else None)
 
     def _link(self, sid: int) -> _PeerLink:
         link = self.links.get(sid)
@@ -244,7 +248,7 @@ class GarlicFarmNode(JournalingHost):
             self.loop.message(call, CallFailed(False, f"no address for server {call.to}"))
             return
         pool = self.call_pool.setdefault(call.to, [])
-        conn = pool.pop() if pool else self._wire(*addr)
+        conn = pool.pop() if pool else self._wire(*addr, call.to)
         try:
             resp = await conn.request(msg, call.timeout)
         except (WireFail, WireIndeterminate) as e:
@@ -377,7 +381,7 @@ class _PeerLink:
         for attempt in range(2 if was_open else 1):
             if attempt:
                 self.conn.close()
-                self.conn = self.node._wire(*addr)
+                self.conn = self.node._wire(*addr, self.sid)
             try:
                 return await self.conn.request(msg, self.node.opts.raft.rpc_timeout)
             except (WireFail, WireIndeterminate):
@@ -394,7 +398,7 @@ class _PeerLink:
             if self.conn is None or (self.conn.hs.host, self.conn.hs.port) != addr:
                 if self.conn is not None:
                     self.conn.close()
-                self.conn = self.node._wire(*addr)
+                self.conn = self.node._wire(*addr, self.sid)
             resp = await self._request(msg, addr)
             if resp is None:
                 while not self.queue.empty():  # stale now; the core resends on its timers

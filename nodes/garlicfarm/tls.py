@@ -1,51 +1,59 @@
-"""Optional TLS for the peer port (``options.tls: true``), as the spec's "SSL sockets".
+"""TLS on the peer port, on by default: the spec's "SSL sockets" ("no support for clearnet
+non-SSL sockets").
 
-The node generates a self-signed EC certificate in ``data_dir/tls/`` on first start (kept
-across restarts). Clients do not verify it: peers authenticate with HTTP Digest in the
-handshake, TLS only provides confidentiality (documented limitation). Default is plain TCP.
+``options.tls`` is either ``{"ca": PATH, "cert": PATH, "key": PATH}``, the run's material
+(``node_tls_material`` writes it: one CA per run, each node's certificate signed by it with
+``DNS:<node id>`` and ``IP:127.0.0.1`` SANs, nodes.common.pki), or ``false``, plain TCP,
+which a run must ask for. There is no third way: no self-signed certificates, no unverified
+connections. Clients verify the server's certificate against the CA with hostname checking
+on, naming the peer by its node id (its address when the id is unknown, checked against the
+IP SAN). Servers do not ask for client certificates: peers and clients authenticate with the
+Digest handshake that follows, inside the TLS channel.
 """
 
 from __future__ import annotations
 
-import datetime
 import ssl
 from pathlib import Path
+from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from nodes.common.config import ConfigError
+from nodes.common.pki import NodeFiles, ensure_ca, issue_node_cert
 
-
-def ensure_cert(dir_: Path, name: str) -> tuple[Path, Path]:
-    dir_.mkdir(parents=True, exist_ok=True)
-    cert_p, key_p = dir_ / "cert.pem", dir_ / "key.pem"
-    if cert_p.exists() and key_p.exists():
-        return cert_p, key_p
-    key = ec.generate_private_key(ec.SECP256R1())
-    subj = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder().subject_name(subj).issuer_name(subj).public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=3650))
-        .sign(key, hashes.SHA256())
-    )
-    key_p.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                        serialization.NoEncryption()))
-    cert_p.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return cert_p, key_p
+CA_NAME = "garlicfarm-run-ca"
 
 
-def server_context(dir_: Path, name: str) -> ssl.SSLContext:
-    cert, key = ensure_cert(dir_, name)
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(cert, key)
+def node_tls_material(tls_dir: Path, node_id: str) -> dict[str, str]:
+    """The run CA (made once per ``tls_dir``) and ``node_id``'s certificate: the value of
+    that node's ``options.tls``."""
+    files = issue_node_cert(tls_dir, node_id, ensure_ca(tls_dir, CA_NAME))
+    return {"ca": str(files.ca), "cert": str(files.cert), "key": str(files.key)}
+
+
+def parse_option(value: Any) -> NodeFiles | None:
+    """``options.tls`` -> the node's files, or None for plain TCP (``false``)."""
+    if value is False:
+        return None
+    if isinstance(value, dict) and all(isinstance(value.get(k), str) for k in ("ca", "cert", "key")):
+        files = NodeFiles(Path(value["ca"]), Path(value["cert"]), Path(value["key"]))
+        for p in (files.ca, files.cert, files.key):
+            if not p.is_file():
+                raise ConfigError(f"options.tls: {p} does not exist (the harness writes it under "
+                                  f"<run dir>/tls; see nodes/garlicfarm/tls.py)")
+        return files
+    raise ConfigError("options.tls: expected {\"ca\", \"cert\", \"key\"} file paths (TLS, the "
+                      f"default; harness.suites.garlicfarm writes them) or false (plain TCP), got {value!r}")
+
+
+def server_context(files: NodeFiles) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(str(files.cert), str(files.key))
+    ctx.verify_mode = ssl.CERT_NONE  # peers authenticate with Digest, not certificates
     return ctx
 
 
-def client_context() -> ssl.SSLContext:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
+def client_context(ca: Path | str) -> ssl.SSLContext:
+    """Verifies the server against the run CA, hostname checking on."""
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(ca))
+    ctx.check_hostname = True
     return ctx

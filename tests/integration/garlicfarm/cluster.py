@@ -12,6 +12,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from nodes.garlicfarm.tls import client_context, node_tls_material
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -40,12 +42,19 @@ class LocalCluster:
         self.bugs = bugs or []
         self.options = options or {}
 
+    def client_tls(self):
+        """The client context for this cluster's peer ports (None when run with tls: false)."""
+        return None if self.options.get("tls", True) is False else client_context(self.base / "tls" / "ca.pem")
+
     def num(self, nid: str) -> int:
         return int(nid[1:])
 
     def config_path(self, nid: str, join: bool = False) -> Path:
         d = self.base / nid
         d.mkdir(parents=True, exist_ok=True)
+        # TLS by default, as the harness runs it; ``options={"tls": False}`` for plain TCP
+        tls_opt = self.options.get("tls", True)
+        tls_opt = node_tls_material(self.base / "tls", nid) if tls_opt is True else tls_opt
         cfg = {
             "id": nid, "num_id": self.num(nid), "host": "127.0.0.1", "data_dir": str(d / "data"),
             "ports": self.ports[nid],
@@ -53,7 +62,7 @@ class LocalCluster:
                       for o in self.ids if o != nid},
             "bugs": self.bugs, "seed": 7,
             "options": {"members": self.members, "election_timeout_ms": [300, 600], "heartbeat_ms": 80,
-                        "meta_interval_ms": 500, **self.options, **({"join": True} if join else {})},
+                        "meta_interval_ms": 500, **self.options, "tls": tls_opt, **({"join": True} if join else {})},
         }
         p = d / "config.json"
         p.write_text(json.dumps(cfg))

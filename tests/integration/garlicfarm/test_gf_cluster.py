@@ -10,8 +10,10 @@ import urllib.request
 import pytest
 
 from checkers.observations import evidence_gaps, reported_gaps
-from nodes.garlicfarm.client import KVClient, KVFail, WireClient, WireConnection
+from nodes.common.pki import ensure_ca, issue_node_cert
+from nodes.garlicfarm.client import KVClient, KVFail, WireClient, WireConnection, WireFail
 from nodes.garlicfarm.codec import LogEntry, MsgType, Request, ValueType
+from nodes.garlicfarm.tls import client_context
 from tests.integration.garlicfarm.cluster import LocalCluster
 
 
@@ -25,7 +27,8 @@ def cluster(tmp_path):
 
 
 def _wire(c: LocalCluster, nodes: list[str]) -> WireClient:
-    return WireClient({c.num(n): f"127.0.0.1:{c.ports[n]['peer']}" for n in nodes}, timeout=3)
+    return WireClient({c.num(n): f"127.0.0.1:{c.ports[n]['peer']}" for n in nodes}, timeout=3,
+                      tls=c.client_tls(), names={c.num(n): n for n in nodes})
 
 
 def test_kv_and_appends_survive_leader_kill(cluster):
@@ -166,8 +169,9 @@ def test_ack_before_fsync_bug_loses_acknowledged_writes(tmp_path):
         c.stop_all()
 
 
-def test_tls_option(tmp_path):
-    c = LocalCluster(tmp_path, options={"tls": True})
+def test_plain_tcp_only_when_asked(tmp_path):
+    """``tls: false`` serves plain TCP; a TLS client cannot talk to it, a plain one can."""
+    c = LocalCluster(tmp_path, options={"tls": False})
     try:
         c.start_all()
         c.leader()
@@ -176,8 +180,13 @@ def test_tls_option(tmp_path):
             async with KVClient(f"http://127.0.0.1:{c.ports['n3']['client']}") as kv:
                 await kv.write("t", 1)
                 assert await kv.read("t") == 1
-            async with WireClient({c.num(n): f"127.0.0.1:{c.ports[n]['peer']}" for n in c.ids}, tls=True) as w:
-                assert await w.append({"append": "tls"}) > 0
+            async with WireClient({c.num(n): f"127.0.0.1:{c.ports[n]['peer']}" for n in c.ids}) as w:
+                assert await w.append({"append": "plain"}) > 0
+            ca = c.base / "other-ca"
+            ctx = client_context(issue_node_cert(ca, "n1", ensure_ca(ca)).ca)
+            tls_conn = WireConnection("127.0.0.1", c.ports["n1"]["peer"], tls=ctx, server_name="n1")
+            with pytest.raises(WireFail):
+                await tls_conn.request(Request(MsgType.CLIENT_REQUEST, 0, 1, 0), 3)
 
         asyncio.run(go())
     finally:
@@ -191,13 +200,14 @@ def test_malformed_frame_closes_only_that_connection(tmp_path):
         c.leader()
 
         async def go():
-            good = WireConnection("127.0.0.1", c.ports["n1"]["peer"])
-            bad = WireConnection("127.0.0.1", c.ports["n1"]["peer"])
+            good = WireConnection("127.0.0.1", c.ports["n1"]["peer"], tls=c.client_tls(), server_name="n1")
+            bad = WireConnection("127.0.0.1", c.ports["n1"]["peer"], tls=c.client_tls(), server_name="n1")
             await good.open()
             await bad.open()
             bad.writer.write(b"\x63" + b"\x00" * 60)  # unknown message type
             assert await bad.reader.read() == b""  # closed by the node
-            r, w = await asyncio.open_connection("127.0.0.1", c.ports["n1"]["peer"])
+            r, w = await asyncio.open_connection("127.0.0.1", c.ports["n1"]["peer"], ssl=c.client_tls(),
+                                                 server_hostname="n1")
             w.write(b"GET /nope HTTP/1.1\r\n\r\n")
             assert (await r.read()).startswith(b"HTTP/1.1 404")
             resp = await good.request(Request(MsgType.CLIENT_REQUEST, 0, 1, 0), 3)
@@ -225,7 +235,7 @@ def test_a_forged_meta_ls_status_is_journaled_as_lost_evidence_and_the_node_goes
         c.leader()
 
         async def go() -> None:
-            conn = WireConnection("127.0.0.1", c.ports["n1"]["peer"])
+            conn = WireConnection("127.0.0.1", c.ports["n1"]["peer"], tls=c.client_tls(), server_name="n1")
             await conn.open()
             resp = await conn.request(Request(MsgType.CLIENT_REQUEST, 0, 1, 0, entries=(
                 LogEntry(0, ValueType.APPLICATION, forged),)), 3)

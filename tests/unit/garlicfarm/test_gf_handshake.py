@@ -219,3 +219,14 @@ def test_client_refuses_challenge_without_qop():
             b'nonce="abc"\r\n\r\n')
     with pytest.raises(HandshakeError, match="qop"):
         cli.handle_response1(resp)
+
+
+def test_nonces_unique_within_a_second():
+    """Two clients challenged in the same second must not share (nonce, nc) space."""
+    srv = ServerHandshake(clock=lambda: 1_000_000.0)
+    a, b = (ClientHandshake("127.0.0.1", 9001, cache=CredentialCache()) for _ in range(2))
+    cha = a.handle_response1(srv.respond(a.request1())[0])
+    chb = b.handle_response1(srv.respond(b.request1())[0])
+    assert cha.nonce != chb.nonce
+    assert srv.respond(a.request2(cha))[1] == Outcome.UPGRADE
+    assert srv.respond(b.request2(chb))[1] == Outcome.UPGRADE  # its nc=1 is its own
