@@ -24,9 +24,12 @@ Real node processes on loopback, two ways of wiring them:
    (election), -> commit of our entry, -> ack; plus election rounds (terms) per failover.
    The killed node is restarted and the cluster settles before the next trial.
 
+Peer ports speak TLS (the node's default; the run CA, verified certificates) unless
+``--tls off``; ``--tls both`` runs every measurement with TLS on and again with it off.
+
 Run: ``.venv/bin/python bench/bench_garlicfarm.py [--quick] [--trials N] [--skip-throughput]
-[--skip-failover] [--failover-proxied] [--config 3:1000-2000:100 ...] [--explore]``.
-Config strings are ``nodes:min-max:heartbeat_ms`` (all ms).
+[--skip-failover] [--failover-proxied] [--config 3:1000-2000:100 ...] [--explore]
+[--tls on|off|both]``. Config strings are ``nodes:min-max:heartbeat_ms`` (all ms).
 """
 
 from __future__ import annotations
@@ -39,12 +42,13 @@ import json
 import os
 import shutil
 import signal
+import ssl
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +69,7 @@ from nodes.garlicfarm.client import (
     parse_endpoint,
 )
 from nodes.garlicfarm.codec import LogEntry, MsgType, Request, ValueType
+from nodes.garlicfarm.tls import client_context
 from osutil.procs import die_with_parent
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,14 +124,15 @@ class Timing:
     el_min: int
     el_max: int
     hb: int
+    tls: bool = True
 
     @property
     def label(self) -> str:
-        return f"{self.nodes}n [{self.el_min},{self.el_max}] hb{self.hb}"
+        return f"{self.nodes}n [{self.el_min},{self.el_max}] hb{self.hb}" + ("" if self.tls else " plain")
 
     def options(self) -> dict[str, Any]:
         return {**PROTOCOL.default_options, "election_timeout_ms": [self.el_min, self.el_max],
-                "heartbeat_ms": self.hb}
+                "heartbeat_ms": self.hb, "tls": self.tls}
 
     @staticmethod
     def parse(s: str) -> Timing:
@@ -154,6 +160,14 @@ class BenchCluster:
 
     def peer_addr(self, n: str) -> str:
         raise NotImplementedError
+
+    def wire_tls(self) -> ssl.SSLContext | None:
+        """The client context for the peer ports (None when the nodes run ``tls: false``)."""
+        raise NotImplementedError
+
+    def wire(self, n: str) -> WireConnection:
+        """A raw-wire connection to ``n`` (its certificate checked against its node id)."""
+        return WireConnection(*parse_endpoint(self.peer_addr(n)), tls=self.wire_tls(), server_name=n)
 
     def kv_url(self, n: str) -> str:
         raise NotImplementedError
@@ -246,6 +260,9 @@ class DirectCluster(BenchCluster):
     def peer_addr(self, n: str) -> str:
         return f"127.0.0.1:{self.lc.ports[n]['peer']}"
 
+    def wire_tls(self) -> ssl.SSLContext | None:
+        return self.lc.client_tls()
+
     def kv_url(self, n: str) -> str:
         return f"http://127.0.0.1:{self.lc.ports[n]['client']}"
 
@@ -305,6 +322,10 @@ class ProxiedCluster(BenchCluster):
         self.run_dir = new_run(spec.name, base)
         self.c = Cluster(spec, self.run_dir)
         self.nodes = list(self.c.nodes)
+        self.tls = t.tls
+
+    def wire_tls(self) -> ssl.SSLContext | None:
+        return client_context(self.run_dir.path / "tls" / "ca.pem") if self.tls else None
 
     async def start(self) -> None:
         await super().start()
@@ -356,7 +377,8 @@ async def load(c: BenchCluster, mode: str, clients: int, seconds: float,
 
     async def wire(i: int) -> None:
         nonlocal errors
-        wc = WireClient({num_id(n): c.peer_addr(n) for n in c.nodes}, timeout=5.0)
+        wc = WireClient({num_id(n): c.peer_addr(n) for n in c.nodes}, timeout=5.0,
+                        tls=c.wire_tls(), names={num_id(n): n for n in c.nodes})
         wc.leader_hint = num_id(leader)
         k = 0
         try:
@@ -422,8 +444,8 @@ def cpu_seconds(pid: int) -> float:
 async def bench_throughput(args: argparse.Namespace, base: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     t = DEFAULT_TIMING
-    for n in (3, 5):
-        tn = Timing(n, t.el_min, t.el_max, t.hb)
+    for n, tls in ((n, tls) for n in (3, 5) for tls in tls_modes(args)):
+        tn = Timing(n, t.el_min, t.el_max, t.hb, tls)
         for wiring in ("direct",) if args.no_proxied else ("direct", "toxiproxy"):
             for mode in ("wire", "kv"):
                 d = Path(tempfile.mkdtemp(prefix=f"gf-tp-{n}-", dir=base))
@@ -434,9 +456,9 @@ async def bench_throughput(args: argparse.Namespace, base: Path) -> list[dict[st
                     r = await load(c, mode, args.clients, args.seconds, args.warmup)
                 finally:
                     await c.close()
-                row = {"nodes": n, "wiring": wiring, "mode": mode, **r}
+                row = {"nodes": n, "tls": tls, "wiring": wiring, "mode": mode, **r}
                 rows.append(row)
-                print(f"  {n}n {wiring:9} {mode:4}: {r['ops_s']:7.1f} ops/s  p50 "
+                print(f"  {n}n {'tls' if tls else 'plain':5} {wiring:9} {mode:4}: {r['ops_s']:7.1f} ops/s  p50 "
                       f"{r['p50_ms']:6.1f} ms  p99 {r['p99_ms']:6.1f} ms  node cpu "
                       f"{r['node_cpu_ms_per_op']:.2f} ms/op  (n={r['n']}, "
                       f"errors={r['errors']})", flush=True)
@@ -468,7 +490,7 @@ async def failover_trial(c: BenchCluster, t: Timing, trial: int, poll: float,
                          limit: float, restart: bool = True) -> dict[str, Any]:
     leader = await c.settle()
     survivors = [n for n in c.nodes if n != leader]
-    conns = ({n: WireConnection(*parse_endpoint(c.peer_addr(n))) for n in survivors}
+    conns = ({n: c.wire(n) for n in survivors}
              if c.has_wire else {})
     kvs = {n: KVClient(c.kv_url(n), timeout=limit) for n in survivors} if c.has_kv else {}
     # pre-open: connections and handshakes are not part of the failover time
@@ -676,9 +698,9 @@ async def failover_fresh(args: argparse.Namespace, base: Path, t: Timing) -> dic
 def print_tables(tp: list[dict[str, Any]], fo: list[dict[str, Any]]) -> None:
     if tp:
         print("\nCommit throughput (closed loop; default timing [300,600] hb75)")
-        print(f"{'nodes':>5} {'wiring':9} {'op':5} {'ops/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}")
+        print(f"{'nodes':>5} {'tls':5} {'wiring':9} {'op':5} {'ops/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}")
         for r in tp:
-            print(f"{r['nodes']:>5} {r['wiring']:9} {r['mode']:5} {r['ops_s']:8.1f} "
+            print(f"{r['nodes']:>5} {('tls' if r['tls'] else 'plain'):5} {r['wiring']:9} {r['mode']:5} {r['ops_s']:8.1f} "
                   f"{r['p50_ms']:8.1f} {r['p99_ms']:8.1f} {r['errors']:>6}")
     if fo:
         print("\nFailover: SIGKILL leader -> new leader acked (= applied) a raw-wire append"
@@ -723,6 +745,7 @@ async def main_async(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             Timing(3, 1000, 2000, 100), Timing(5, 300, 600, 30), DEFAULT_TIMING]
         if args.explore:
             timings += [Timing.parse(s) for s in EXPLORE]
+        timings = [replace(t, tls=tls) for t in timings for tls in tls_modes(args)]
         print(f"failover: {args.trials} trials per configuration", flush=True)
         fo = await bench_failover(args, base, timings, args.failover_proxied)
     out["loadavg_end"] = os.getloadavg()
@@ -734,6 +757,10 @@ async def main_async(args: argparse.Namespace, base: Path) -> dict[str, Any]:
 
 # narrower ranges / other heartbeats (config only), to see what the node could reach
 EXPLORE = ["3:1000-1200:100", "3:1000-2000:50", "5:300-360:30", "3:300-360:30"]
+
+
+def tls_modes(args: argparse.Namespace) -> tuple[bool, ...]:
+    return {"on": (True,), "off": (False,), "both": (True, False)}[args.tls]
 
 
 def _on_sigterm(*_: object) -> None:
@@ -758,6 +785,8 @@ def main() -> None:
     ap.add_argument("--skip-failover", action="store_true")
     ap.add_argument("--json", help="write all figures to this file")
     ap.add_argument("--keep", action="store_true", help="keep the node directories")
+    ap.add_argument("--tls", choices=("on", "off", "both"), default="on",
+                    help="peer ports over TLS (the node default), plain TCP, or each in turn")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every failover trial")
     args = ap.parse_args()
     if args.quick:
