@@ -24,6 +24,7 @@ from nodes.garlicfarm.codec import LogEntry, Request, ValueType
 from nodes.garlicfarm.core import Call, CallFailed, GarlicFarmCore, Inbound, NodeOptions
 from nodes.garlicfarm.raft import (
     PersistAppend,
+    PersistRemoved,
     PersistSnapshot,
     PersistState,
     PersistTruncate,
@@ -38,12 +39,14 @@ WIRE = Wire(codec.encode, codec.decode)
 def stored_state(durable: Iterable[Persist], bugs: frozenset[str] = frozenset()) -> StoredState:
     """What `nodes.garlicfarm.storage.RaftStorage.load` would hand a restarted node, from
     the records the node made durable (``forget-vote`` stores no vote, as storage does)."""
-    term, vote, snap = 0, None, Snapshot()
+    term, vote, snap, removed = 0, None, Snapshot(), False
     log: dict[int, LogEntry] = {}
     for p in durable:
         r = p.record
         if isinstance(r, PersistState):
             term, vote = r.term, None if "forget-vote" in bugs else r.voted_for
+        elif isinstance(r, PersistRemoved):
+            removed = r.removed
         elif isinstance(r, PersistAppend):
             log.update(r.entries)
         elif isinstance(r, PersistTruncate):
@@ -55,7 +58,7 @@ def stored_state(durable: Iterable[Persist], bugs: frozenset[str] = frozenset())
     while i in log:
         entries.append(log[i])
         i += 1
-    return StoredState(term, vote, snap, entries)
+    return StoredState(term, vote, snap, entries, removed)
 
 
 class GfSim(Simulation):

@@ -24,13 +24,22 @@ Promises kept here:
   connection without an answer (indeterminate). An empty ClientRequest is answered at once
   (Is Accepted = leader?, Next Index = last log index + 1): the leader probe of the
   establishment sequence.
-- membership: one change at a time; AddServer -> JoinCluster -> SyncLog/InstallSnapshot
-  until caught up -> new Configuration entry; RemoveServer -> new Configuration entry ->
-  LeaveCluster once committed. A configuration takes effect when appended. A server not in
-  its configuration never starts elections. The leader cannot remove itself.
+- membership: one change at a time, and only once the leader has committed an entry of its
+  own term (its election no-op): the single-server-change rule Ongaro gave on raft-dev (2015)
+  after the original algorithm was shown to commit one index twice. A request that comes
+  too early is refused (Is Accepted 0), as one that comes while a change is pending is; the
+  caller retries. AddServer -> JoinCluster -> SyncLog/InstallSnapshot until caught up ->
+  new Configuration entry; AddServer for a current member is refused (as JRaft does).
+  RemoveServer -> LeaveCluster to the removed server -> new Configuration entry once it
+  accepts (as JRaft does), or directly once ``leave_timeout`` passes without an answer (JRaft
+  removes it directly once its retries give up). A configuration takes effect when appended.
+  A server not in its configuration, or told to leave (``removed``, durable through
+  ``PersistRemoved``), never starts elections. The leader cannot remove itself.
 - compaction via ``compact`` and chunked InstallSnapshot.
 
-Bug mode handled here: ``commit-without-majority`` (the leader commits on its own append).
+Bug modes handled here: ``commit-without-majority`` (the leader commits on its own append);
+``unsafe-config-change`` (a new leader starts a configuration change before it has committed
+an entry of its term: the original single-server algorithm, which can commit an index twice).
 """
 
 from __future__ import annotations
@@ -80,6 +89,14 @@ class PersistAppend:
 
 
 @dataclass(frozen=True)
+class PersistRemoved:
+    """The server was told to leave (LeaveCluster) or invited back (JoinCluster): kept so a
+    removed server does not campaign after a restart."""
+
+    removed: bool
+
+
+@dataclass(frozen=True)
 class PersistTruncate:
     from_index: int
 
@@ -106,7 +123,7 @@ class InstallState:
     data: bytes
 
 
-Record = PersistState | PersistAppend | PersistTruncate | PersistSnapshot
+Record = PersistState | PersistAppend | PersistTruncate | PersistSnapshot | PersistRemoved
 Effect = Send | Reply | SetTimer | Persist | Apply | InstallState | Emit
 
 
@@ -132,6 +149,7 @@ class StoredState:
     voted_for: int | None = None
     snapshot: Snapshot = field(default_factory=Snapshot)
     entries: list[LogEntry] = field(default_factory=list)
+    removed: bool = False
 
 
 @dataclass
@@ -143,6 +161,7 @@ class Options:
     max_batch: int = 256
     snapshot_chunk: int = 16 * 1024
     join_timeout: float = 15.0
+    leave_timeout: float = 5.0
 
 
 @dataclass
@@ -195,8 +214,10 @@ class Raft:
         self.snap_send: dict[int, tuple[int, int, bool]] = {}  # peer -> (snap index, offset, done sent)
         self.pending: dict[int, tuple[Any, int]] = {}
         self.joining: _Joining | None = None
-        self.leaving: dict[int, int] = {}  # removed id -> config index that removed it
-        self.removed = False
+        #: servers asked to leave -> (since, LeaveCluster last sent): LeaveCluster first, the
+        #: configuration without them once they answer
+        self.leaving: dict[int, tuple[float, float]] = {}
+        self.removed = stored.removed
         self._snap_rx: tuple[int, bytearray] | None = None
         self._last_role_event: tuple | None = None
 
@@ -288,6 +309,13 @@ class Raft:
     def config_change_pending(self) -> bool:
         return self.config_index > self.commit
 
+    def may_change_config(self) -> bool:
+        """A leader starts a configuration change only with none pending and an entry of its
+        own term committed (``unsafe-config-change``: without the latter)."""
+        if self.joining or self.leaving or self.config_change_pending():
+            return False
+        return "unsafe-config-change" in self.bugs or self.term_at(self.commit) == self.term
+
     # ------------------------------------------------------------ effects helpers
 
     def _reset_election(self, now: float) -> list[Effect]:
@@ -341,9 +369,6 @@ class Raft:
                 token, t = self.pending.pop(idx)
                 ok = self.term_at(idx) == t
                 out.append(Reply(token, self._client_resp(True, idx + 1) if ok else None))
-            for sid, cidx in list(self.leaving.items()):
-                if cidx <= self.commit and sid not in self.inflight:
-                    out += self._send_leave(sid)
         return out
 
     def _client_resp(self, accepted: bool, next_index: int, t: MsgType = MsgType.APPEND_ENTRIES_RESPONSE) -> Response:
@@ -399,10 +424,11 @@ class Raft:
             if self.joining and now - self.joining.since > self.opt.join_timeout:
                 out.append(Emit("join-abandoned", {"server": self.joining.id}))
                 self.joining = None
-            for sid, cidx in list(self.leaving.items()):
-                sent = self.inflight.get(sid)
-                if cidx <= self.commit and (sent is None or now - sent > self.opt.rpc_timeout):
-                    out += self._send_leave(sid)
+            for sid, (since, sent) in list(self.leaving.items()):
+                if now - since > self.opt.leave_timeout:
+                    out += self._finish_leave(sid, now, answered=False)
+                elif now - sent > self.opt.rpc_timeout:
+                    out += self._send_leave(sid, now)
             out.append(SetTimer("heartbeat", now + self.opt.heartbeat))
             return out
         return []
@@ -525,8 +551,25 @@ class Raft:
                 out += self._replicate(p, now)
         return out
 
-    def _send_leave(self, sid: int) -> list[Effect]:
+    def _send_leave(self, sid: int, now: float) -> list[Effect]:
+        self.leaving[sid] = (self.leaving[sid][0], now)
         return [Send(sid, Request(MsgType.LEAVE_CLUSTER_REQUEST, self.me, sid, self.term, self.last_term, self.last_index, self.commit))]
+
+    def _finish_leave(self, sid: int, now: float, answered: bool) -> list[Effect]:
+        """``sid`` accepted LeaveCluster (or never answered it): append the configuration
+        without it, as JRaft's removeServerFromCluster does."""
+        del self.leaving[sid]
+        servers = {k: v for k, v in self.servers.items() if k != sid}
+        idx = self.last_index + 1
+        out: list[Effect] = [Emit("leave-complete", {"server": sid, "index": idx, "answered": answered})]
+        out += self._append_local([LogEntry(self.term, ValueType.CONFIGURATION, encode_config(self._make_config(servers, idx)))])
+        self.next_index.pop(sid, None)
+        self.match_index.pop(sid, None)
+        out += self._advance_commit()
+        for p in self._targets():
+            if p not in self.inflight:
+                out += self._replicate(p, now)
+        return out
 
     # ------------------------------------------------------------ responses
 
@@ -594,10 +637,8 @@ class Raft:
         if t == MsgType.SYNC_LOG_RESPONSE and self.joining and p == self.joining.id:
             self.next_index[p] = max(1, resp.next_index)
             return self._maybe_finish_join(now) + (self._sync_joining(now) if self.joining else [])
-        if t == MsgType.LEAVE_CLUSTER_RESPONSE and resp.accepted:
-            if p in self.leaving:
-                del self.leaving[p]
-                return [Emit("leave-complete", {"server": p})]
+        if t == MsgType.LEAVE_CLUSTER_RESPONSE and p in self.leaving and resp.accepted:
+            return self._finish_leave(p, now, answered=True)
         return []
 
     # ------------------------------------------------------------ requests
@@ -700,9 +741,7 @@ class Raft:
             return [Reply(token, self._client_resp(False, 0, T))]
         if self.role != Role.LEADER:
             return [Reply(token, self._client_resp(False, 0, T))]
-        if s.id in self.servers:
-            return [Reply(token, self._client_resp(True, self.last_index + 1, T))]
-        if self.joining or self.config_change_pending() or not s.endpoint:
+        if s.id in self.servers or not s.endpoint or not self.may_change_config():
             return [Reply(token, self._client_resp(False, 0, T))]
         self.joining = _Joining(s.id, s.endpoint, now)
         out: list[Effect] = [Emit("join-start", {"server": s.id, "endpoint": s.endpoint}),
@@ -719,20 +758,11 @@ class Raft:
             return [Reply(token, self._client_resp(False, 0, T))]
         if sid not in self.servers:
             return [Reply(token, self._client_resp(True, self.last_index + 1, T))]
-        if self.config_change_pending() or self.joining:
+        if not self.may_change_config():
             return [Reply(token, self._client_resp(False, 0, T))]
-        servers = {k: v for k, v in self.servers.items() if k != sid}
-        idx = self.last_index + 1
-        out = self._append_local([LogEntry(self.term, ValueType.CONFIGURATION, encode_config(self._make_config(servers, idx)))])
-        self.leaving[sid] = idx
-        self.next_index.pop(sid, None)
-        self.match_index.pop(sid, None)
-        out.append(Reply(token, self._client_resp(True, idx + 1, T)))
-        out += self._advance_commit()
-        for p in self._targets():
-            if p not in self.inflight:
-                out += self._replicate(p, now)
-        return out
+        self.leaving[sid] = (now, now)
+        return [Emit("leave-start", {"server": sid}),
+                Reply(token, self._client_resp(True, self.last_index + 1, T))] + self._send_leave(sid, now)
 
     def _on_join(self, req: Request, token: Any, now: float) -> list[Effect]:
         T = MsgType.JOIN_CLUSTER_RESPONSE
@@ -745,8 +775,10 @@ class Raft:
             return out + [Reply(token, self._resp(T, req.source, 0, False))]
         if self.me not in self.servers:
             self.bootstrap = {s.id: s.endpoint or "" for s in cfg.servers}
-            self.removed = False
             self._recompute_config()
+        if self.removed:
+            self.removed = False
+            out.append(Persist(RAFT, PersistRemoved(False)))
         out.append(Emit("join-invited", {"leader": req.source, "servers": cfg.ids()}))
         return out + [Reply(token, self._resp(T, req.source, self.last_index + 1, True))]
 
@@ -771,8 +803,10 @@ class Raft:
         T = MsgType.LEAVE_CLUSTER_RESPONSE
         if req.term < self.term:
             return [Reply(token, self._resp(T, req.source, 0, False))]
-        self.removed = True
         out = self._step_down(req.term, None, now)
+        if not self.removed:
+            self.removed = True
+            out.append(Persist(RAFT, PersistRemoved(True)))
         out.append(Emit("left-cluster", {"leader": req.source, "term": req.term}))
         return out + [Reply(token, self._resp(T, req.source, self.last_index + 1, True))]
 

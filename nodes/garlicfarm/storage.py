@@ -4,6 +4,8 @@ Files (all built on ``nodes.common.records``: length + CRC32 + payload, torn tai
 - ``raft-meta.rec``: JSON ``{"term", "voted_for"}`` records; the last one wins.
 - ``raft-log.rec``: ``E`` records (index u64, term u64, value type u8, value) and ``T``
   records (truncate from index u64); replayed in order on start.
+- ``membership.rec``: JSON ``{"removed": bool}`` records; the last one wins (a server told
+  to leave stays out of elections across restarts).
 - ``snapshot.rec``: one record (last index u64, last term u64, config len u32, Configuration,
   application state); replaced atomically, then the log is rewritten to what follows it.
 
@@ -32,6 +34,7 @@ from nodes.garlicfarm.codec import (
 )
 from nodes.garlicfarm.raft import (
     PersistAppend,
+    PersistRemoved,
     PersistSnapshot,
     PersistState,
     PersistTruncate,
@@ -69,9 +72,11 @@ class RaftStorage:
         self.meta_path = self.dir / "raft-meta.rec"
         self.log_path = self.dir / "raft-log.rec"
         self.snap_path = self.dir / "snapshot.rec"
+        self.member_path = self.dir / "membership.rec"
         self._meta: RecordFile | None = None
         self._log: RecordFile | None = None
         self._meta_pending: bytes | None = None
+        self._member_pending: bytes | None = None
         self._log_pending: list[bytes] = []
         self._meta_count = 0
         self.report: LoadReport | None = None
@@ -114,7 +119,21 @@ class RaftStorage:
             out.append(entries[i])
             i += 1
         self.report = LoadReport(self._meta.report, self._log.report, len(out), snap.last_index)
-        return StoredState(term, vote, snap, out)
+        return StoredState(term, vote, snap, out, self._load_removed())
+
+    def _load_removed(self) -> bool:
+        if not self.member_path.exists():
+            return False
+        rf = RecordFile.open(self.member_path)
+        recs = rf.records_at_open
+        rf.close()
+        if not recs:
+            return False
+        try:
+            return bool(json.loads(recs[-1])["removed"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise StorageError(f"{self.member_path}: bad membership record {recs[-1][:60]!r}: {e}; "
+                               "delete the file to rejoin as a member") from e
 
     def _decode_snapshot(self, rec: bytes) -> Snapshot:
         try:
@@ -126,8 +145,11 @@ class RaftStorage:
 
     # ------------------------------------------------------------ persist
 
-    def persist(self, eff: PersistState | PersistAppend | PersistTruncate | PersistSnapshot) -> None:
-        if isinstance(eff, PersistState):
+    def persist(self, eff: PersistState | PersistAppend | PersistTruncate | PersistSnapshot
+                | PersistRemoved) -> None:
+        if isinstance(eff, PersistRemoved):
+            self._member_pending = json.dumps({"removed": eff.removed}).encode()
+        elif isinstance(eff, PersistState):
             vote = None if "forget-vote" in self.bugs else eff.voted_for
             self._meta_pending = json.dumps({"term": eff.term, "voted_for": vote}).encode()
         elif isinstance(eff, PersistAppend):
@@ -146,6 +168,9 @@ class RaftStorage:
 
     def sync(self) -> None:
         """Make everything persisted so far durable (one fsync per file touched)."""
+        if self._member_pending is not None:  # rare (leave, rejoin): one small file, rewritten
+            rewrite_records(self.member_path, [self._member_pending])
+            self._member_pending = None
         if self._meta_pending is not None:
             assert self._meta is not None
             if self._meta_count > 1000:

@@ -2,8 +2,6 @@
 leader commits an entry of its own term before it starts a configuration change, and the
 JRaft-exact edges of AddServer/RemoveServer."""
 
-import pytest
-
 from harness.sim.garlicfarm import GfSim
 from nodes.garlicfarm.codec import (
     ClusterServer,
@@ -75,9 +73,90 @@ def replay_add_then_remove(bugs: tuple[str, ...] = ()) -> tuple[GfSim, Response]
     return sim, sim.replies[rm]
 
 
-@pytest.mark.xfail(strict=True, reason="today's core starts a change before committing its term")
 def test_config_change_waits_for_a_commit_of_the_leaders_term():
     sim, rm = replay_add_then_remove()
     split = {i: d for i, d in committed_by_index(sim).items() if len(d) > 1}
     assert split == {}, f"indexes committed with two entries: {split}"
     assert not rm.accepted  # s2 had not committed an entry of term 2
+
+
+def test_unsafe_config_change_bug_commits_one_index_twice():
+    sim, rm = replay_add_then_remove(("unsafe-config-change",))
+    assert rm.accepted
+    split = {i: d for i, d in committed_by_index(sim).items() if len(d) > 1}
+    assert split, "the bug mode should replay the split"
+
+
+def test_change_accepted_once_the_leaders_noop_commits():
+    sim = GfSim([1, 2, 3])
+    lead = sim.wait_leader()
+    r = sim.raft(lead)
+    sim.run_for(0.2)
+    assert r.term_at(r.commit) == r.term
+    sim.add(4, {})
+    add = sim.client_request(lead, _server_req(MsgType.ADD_SERVER_REQUEST, 4, "tcp://127.0.0.1:9004"))
+    sim.run_for(1)
+    assert sim.replies[add].accepted and sorted(r.servers) == [1, 2, 3, 4]
+
+
+def test_add_server_for_a_member_is_refused_as_jraft_does():
+    sim = GfSim([1, 2, 3])
+    lead = sim.wait_leader()
+    sim.run_for(0.2)
+    other = next(i for i in (1, 2, 3) if i != lead)
+    before = sim.raft(lead).last_index
+    add = sim.client_request(lead, _server_req(MsgType.ADD_SERVER_REQUEST, other, "tcp://127.0.0.1:9009"))
+    sim.run_for(0.2)
+    assert not sim.replies[add].accepted
+    assert sim.raft(lead).last_index == before and not sim.of("join-start")
+
+
+def test_remove_server_sends_leave_cluster_before_the_configuration():
+    sim = GfSim([1, 2, 3])
+    lead = sim.wait_leader()
+    sim.run_for(0.2)
+    victim = next(i for i in (1, 2, 3) if i != lead)
+    before = sim.raft(lead).config_index
+    rm = sim.client_request(lead, _server_req(MsgType.REMOVE_SERVER_REQUEST, victim))
+    assert sim.replies[rm].accepted and sim.raft(lead).config_index == before
+    busy = sim.client_request(lead, _server_req(MsgType.REMOVE_SERVER_REQUEST, 6 - lead - victim))
+    assert not sim.replies[busy].accepted  # one change at a time
+    sim.run_for(1)
+    assert sim.raft(victim).removed and victim not in sim.raft(lead).servers
+    done = [e for e in sim.of("leave-complete") if e.node == lead]
+    assert done and done[-1].fields["answered"] is True
+    left = min(e.t for e in sim.of("left-cluster") if e.node == victim)
+    cfg = min(e.t for e in sim.of("config") if e.node == lead and victim not in e.fields["servers"])
+    assert left < cfg
+
+
+def test_unreachable_server_is_removed_after_leave_timeout():
+    sim = GfSim([1, 2, 3, 4, 5])
+    lead = sim.wait_leader()
+    sim.run_for(0.2)
+    victim = next(i for i in sim.ids if i != lead)
+    sim.crash(victim)
+    rm = sim.client_request(lead, _server_req(MsgType.REMOVE_SERVER_REQUEST, victim))
+    sim.run_for(sim.raft(lead).opt.leave_timeout + 1)
+    assert sim.replies[rm].accepted and victim not in sim.raft(lead).servers
+    assert [e.fields["answered"] for e in sim.of("leave-complete")] == [False]
+
+
+def test_removed_flag_survives_a_restart():
+    """A removed server restarted from its durable state does not campaign."""
+    sim = GfSim([1, 2, 3])
+    lead = sim.wait_leader()
+    sim.run_for(0.2)
+    victim = next(i for i in (1, 2, 3) if i != lead)
+    rm = sim.client_request(lead, _server_req(MsgType.REMOVE_SERVER_REQUEST, victim))
+    sim.run_for(1)
+    assert sim.replies[rm].accepted and sim.raft(victim).removed
+    assert sim.stored(victim).removed
+    sim.partition({victim}, {i for i in sim.ids if i != victim})
+    sim.restart(victim)
+    sim.run_for(0.001)
+    term = sim.raft(victim).term
+    sim.run_for(5)
+    assert sim.raft(victim).removed and sim.raft(victim).term == term
+    assert not [e for e in sim.of("vote") if e.node == victim and e.fields["candidate"] == victim
+                and e.fields["term"] > term]

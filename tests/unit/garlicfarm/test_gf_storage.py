@@ -1,7 +1,13 @@
 import os
 
 from nodes.garlicfarm.codec import ClusterConfig, ClusterServer, LogEntry, ValueType
-from nodes.garlicfarm.raft import PersistAppend, PersistSnapshot, PersistState, PersistTruncate
+from nodes.garlicfarm.raft import (
+    PersistAppend,
+    PersistRemoved,
+    PersistSnapshot,
+    PersistState,
+    PersistTruncate,
+)
 from nodes.garlicfarm.storage import RaftStorage
 
 
@@ -58,3 +64,27 @@ def test_snapshot_compacts_log(tmp_path):
     st = RaftStorage(tmp_path).load()
     assert st.snapshot.last_index == 2 and st.snapshot.data == b"STATE" and st.snapshot.config == cfg
     assert [e.value for e in st.entries] == [b"C", b"D"]
+
+
+def test_removed_flag_is_durable_and_last_record_wins(tmp_path):
+    s = fill(tmp_path)
+    assert RaftStorage(tmp_path).load().removed is False
+    s.persist(PersistRemoved(True))
+    s.sync()  # no close: like kill -9 after sync
+    st = RaftStorage(tmp_path).load()
+    assert st.removed is True and (st.term, st.voted_for) == (3, 2)
+    s.persist(PersistRemoved(False))
+    s.sync()
+    assert RaftStorage(tmp_path).load().removed is False
+
+
+def test_unreadable_membership_record_is_a_clear_error(tmp_path):
+    import pytest
+
+    from nodes.common.records import rewrite_records
+    from nodes.garlicfarm.storage import StorageError
+
+    fill(tmp_path)
+    rewrite_records(tmp_path / "membership.rec", [b"not json"])
+    with pytest.raises(StorageError, match="membership"):
+        RaftStorage(tmp_path).load()
