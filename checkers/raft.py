@@ -13,6 +13,7 @@ apply, nothing committed, no Meta LS publisher computed by two nodes at one inde
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import defaultdict
 from typing import Any
@@ -472,6 +473,186 @@ def _metals_disagreement(index: int, by_node: dict[str, Any]) -> Anomaly:
                    {"as_of_index": index, "publishers": by_node})
 
 
+# --------------------------------------------------------------------------- membership safety
+
+
+def membership_safety(test: Test, history: History, observations: Obs) -> Result:
+    """Single-server configuration changes kept Raft safe.
+
+    Evidence: the leader's ``config-change`` events (one per configuration entry it appends,
+    with its term, commit index and the term of the entry there, and the index of the
+    configuration then in force), every node's ``config`` events (committed configurations
+    as applied) and ``commit`` events. Holds when: a change is appended only once the
+    previous configuration is committed (one uncommitted change at a time) and once the leader
+    has committed an entry of its own term (Ongaro's rule, raft-dev 2015); the committed
+    configurations of all nodes form one sequence (one server set per index, each differing
+    from the one before by at most one server); and no index is committed with two entries,
+    whatever configuration each side was in. A run with no configuration change still
+    judges the last rule (under the bootstrap configuration); a run with nothing committed
+    has nothing to judge: unknown.
+    """
+    changes, bad = events_of(observations, "config-change",
+                             ("index", "term", "servers", "prev_config_index", "commit",
+                              "commit_term"))
+    configs, bad2 = events_of(observations, "config", ("index", "servers"))
+    commits, bad3 = events_of(observations, "commit", ("index", "digest"))
+    gaps = evidence_gaps(observations, event_types=("config-change", "config", "commit"))
+    gaps += bad + bad2 + bad3
+    anomalies: list[Anomaly] = []
+    for node, _, ev in changes:
+        w = where(node, ev, index=ev["index"], term=ev["term"], commit=ev["commit"],
+                  commit_term=ev["commit_term"], prev_config_index=ev["prev_config_index"])
+        if int(ev["prev_config_index"]) > int(ev["commit"]):
+            anomalies.append(Anomaly(
+                "overlapping-config-change",
+                f"{node} appended a configuration at {ev['index']} (term {ev['term']}) while the "
+                f"one at {ev['prev_config_index']} was uncommitted (commit {ev['commit']})", w))
+        if int(ev["commit_term"]) != int(ev["term"]):
+            anomalies.append(Anomaly(
+                "config-change-before-term-commit",
+                f"{node} appended a configuration at {ev['index']} in term {ev['term']} before "
+                f"committing an entry of that term (its commit {ev['commit']} was term "
+                f"{ev['commit_term']})", w))
+    sequence: dict[int, dict[tuple[int, ...], list[dict[str, Any]]]] = defaultdict(
+        lambda: defaultdict(list))
+    for node, _, ev in configs:
+        sequence[int(ev["index"])][tuple(sorted(ev["servers"]))].append(where(node, ev))
+    for index, sets in sorted(sequence.items()):
+        if len(sets) > 1:
+            anomalies.append(Anomaly(
+                "config-history-divergence",
+                f"index {index} was applied as {len(sets)} different configurations: "
+                + "; ".join(f"{list(k)} by {', '.join(sorted({w['node'] for w in ws}))}"
+                            for k, ws in sets.items()),
+                {"index": index, "configs": {str(list(k)): ws[:5] for k, ws in sets.items()}}))
+    agreed = [(i, next(iter(sets))) for i, sets in sorted(sequence.items()) if len(sets) == 1]
+    for (i, a), (j, b) in zip(agreed, agreed[1:], strict=False):
+        if len(set(a) ^ set(b)) > 1:
+            anomalies.append(Anomaly(
+                "config-step-too-large",
+                f"committed configurations {list(a)} at {i} and {list(b)} at {j} differ by "
+                f"{len(set(a) ^ set(b))} servers: two changes were made from one base",
+                {"before": {"index": i, "servers": list(a)},
+                 "after": {"index": j, "servers": list(b)}}))
+    anomalies += _commits_across_configs(observations, commits)
+    stats = {"config_changes": len(changes), "committed_configs": len(sequence),
+             "commit_events": len(commits)}
+    examined = {"committed_indexes": len({int(ev["index"]) for _, _, ev in commits}),
+                "config_changes": len(changes), "committed_configs": len(sequence)}
+    return verdict("membership-safety", anomalies, stats, gaps, examined=examined,
+                   needs=("committed_indexes",))
+
+
+def _commits_across_configs(observations: Obs, commits: list[tuple[str, int, Event]]
+                            ) -> list[Anomaly]:
+    """Indexes committed with two digests, each side named with the configuration its node
+    had applied last before that commit (None: the bootstrap one)."""
+    by_index: dict[int, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    in_force: dict[tuple[str, int], Any] = {}
+    for name, obs in sorted(node_observations(observations).items()):
+        current = None
+        for pos, ev in enumerate(obs.get("events") or []):
+            if not isinstance(ev, dict):
+                continue
+            if ev.get("type") == "config" and ev.get("servers") is not None:
+                current = sorted(ev["servers"])
+            in_force[(name, pos)] = current
+    for node, pos, ev in commits:
+        by_index[int(ev["index"])][ev["digest"]].append(
+            where(node, ev, config=in_force.get((node, pos))))
+    out = []
+    for index, digests in sorted(by_index.items()):
+        if len(digests) > 1:
+            out.append(Anomaly(
+                "commit-divergence-across-configs",
+                f"index {index} was committed with {len(digests)} different entries: "
+                + "; ".join(f"{d} by {', '.join(sorted({w['node'] for w in ws}))} "
+                            f"(config {ws[0]['config']})" for d, ws in digests.items()),
+                {"index": index, "commits": {d: ws[:5] for d, ws in digests.items()}}))
+    return out
+
+
+# --------------------------------------------------------------------------- leader completeness
+
+
+def leader_completeness(test: Test, history: History, observations: Obs) -> Result:
+    """Raft's Leader Completeness, term by term: every entry committed in term T is in the log
+    of every leader of a later term, as that leader's ``leader-log`` event (its log on
+    election, as term runs) shows.
+
+    An entry's commit term is bounded by the term of the node that journaled its ``commit``
+    (the node's last ``role`` event before it; a follower learns a commit in the leader's
+    term or later), the lowest over all nodes. A leader holds the entry when the index is in
+    its snapshot or its log has the entry's term there (Log Matching, checked by
+    log-matching, makes the term enough). No leader-log event, or nothing committed: unknown.
+    """
+    logs, bad = events_of(observations, "leader-log", ("term", "last_index", "snapshot_index",
+                                                       "runs"))
+    gaps = evidence_gaps(observations, event_types=("leader-log", "commit", "role")) + bad
+    committed: dict[tuple[int, str], dict[str, Any]] = {}
+    for name, obs in sorted(node_observations(observations).items()):
+        term = None
+        for ev in obs.get("events") or []:
+            if not isinstance(ev, dict):
+                continue
+            if ev.get("type") == "role" and ev.get("term") is not None:
+                term = int(ev["term"])
+            elif (ev.get("type") == "commit" and term is not None
+                  and None not in (ev.get("index"), ev.get("term"), ev.get("digest"))):
+                key = (int(ev["index"]), ev["digest"])
+                c = committed.get(key)
+                if c is None or term < c["by_term"]:
+                    committed[key] = {"index": key[0], "term": int(ev["term"]),
+                                      "digest": ev["digest"], "by_term": term,
+                                      "witness": where(name, ev, node_term=term)}
+    entries = sorted(committed.values(), key=lambda c: c["index"])
+    anomalies: list[Anomaly] = []
+    checks = 0
+    for node, _, ev in logs:
+        held = _TermRuns(ev)
+        missing = []
+        for c in entries:
+            if c["by_term"] >= int(ev["term"]):
+                continue
+            checks += 1
+            if not held.holds(c["index"], c["term"]):
+                missing.append(c)
+        if missing:
+            first = missing[0]
+            anomalies.append(Anomaly(
+                "leader-missing-committed-entry",
+                f"{node} became leader of term {ev['term']} without {len(missing)} entries "
+                f"committed by term {first['by_term']}; first index {first['index']} (term "
+                f"{first['term']}, committed by {first['witness']['node']})",
+                {"leader": where(node, ev, term=ev["term"], last_index=ev["last_index"],
+                                 snapshot_index=ev["snapshot_index"]),
+                 "count": len(missing), "indexes": _ranges(c["index"] for c in missing),
+                 "first": {k: first[k] for k in ("index", "term", "digest", "by_term",
+                                                 "witness")}}))
+    stats = {"leaders": len(logs), "committed_entries": len(entries), "checks": checks}
+    examined = {"leaders": len(logs), "committed_entries": len(entries), "checks": checks}
+    return verdict("leader-completeness", anomalies, stats, gaps, examined=examined,
+                   needs=("leaders", "committed_entries"))
+
+
+class _TermRuns:
+    """A leader's log on election: ``[first index, term]`` runs above its snapshot."""
+
+    def __init__(self, ev: Event) -> None:
+        self.snapshot = int(ev["snapshot_index"])
+        self.last = int(ev["last_index"])
+        self.starts = [int(r[0]) for r in ev["runs"]]
+        self.terms = [int(r[1]) for r in ev["runs"]]
+
+    def holds(self, index: int, term: int) -> bool:
+        if index <= self.snapshot:
+            return True
+        if index > self.last:
+            return False
+        k = bisect.bisect_right(self.starts, index) - 1
+        return k >= 0 and self.terms[k] == term
+
+
 # --------------------------------------------------------------------------- composition
 
 RAFT_CHECKS: dict[str, Checker] = {
@@ -481,6 +662,8 @@ RAFT_CHECKS: dict[str, Checker] = {
     "state-machine-safety": state_machine_safety,
     "committed-not-lost": committed_not_lost,
     "metals-agreement": metals_agreement,
+    "membership-safety": membership_safety,
+    "leader-completeness": leader_completeness,
 }
 
 

@@ -465,12 +465,38 @@ class Raft:
         self.match_index = {p: 0 for p in self.voters}
         self.inflight.clear()
         self.snap_send.clear()
-        out = self._role_event()
+        out = self._role_event() + [self._leader_log()]
         out += self._append_local([LogEntry(self.term, ValueType.APPLICATION, noop_value(self.term))])
         out += self._advance_commit()
         for p in self._targets():
             out += self._replicate(p, now)
         out.append(SetTimer("heartbeat", now + self.opt.heartbeat))
+        return out
+
+    def _leader_log(self) -> Emit:
+        """The log a new leader starts from, as term runs ``[first index, term]``: with Log
+        Matching, enough for checkers.raft.leader_completeness to tell whether it holds an
+        entry committed in an earlier term."""
+        runs: list[list[int]] = []
+        for k, e in enumerate(self.log):
+            if not runs or runs[-1][1] != e.term:
+                runs.append([self.snap.last_index + k + 1, e.term])
+        return Emit("leader-log", {"term": self.term, "last_index": self.last_index,
+                                   "snapshot_index": self.snap.last_index, "runs": runs})
+
+    def _append_config(self, servers: dict[int, str], now: float) -> list[Effect]:
+        """Append (and start replicating) a configuration entry; journal what the leader knew
+        then, for checkers.raft.membership_safety."""
+        idx = self.last_index + 1
+        out: list[Effect] = [Emit("config-change", {
+            "index": idx, "term": self.term, "servers": sorted(servers),
+            "prev_config_index": self.config_index, "commit": self.commit,
+            "commit_term": self.term_at(self.commit) or 0})]
+        out += self._append_local([LogEntry(self.term, ValueType.CONFIGURATION, encode_config(self._make_config(servers, idx)))])
+        out += self._advance_commit()
+        for p in self._targets():
+            if p not in self.inflight:
+                out += self._replicate(p, now)
         return out
 
     # ------------------------------------------------------------ replication (leader)
@@ -543,13 +569,8 @@ class Raft:
         servers[j.id] = j.endpoint
         idx = self.last_index + 1
         out: list[Effect] = [Emit("join-complete", {"server": j.id, "index": idx})]
-        out += self._append_local([LogEntry(self.term, ValueType.CONFIGURATION, encode_config(self._make_config(servers, idx)))])
         self.match_index.setdefault(j.id, self.next_index[j.id] - 1)
-        out += self._advance_commit()
-        for p in self._targets():
-            if p not in self.inflight:
-                out += self._replicate(p, now)
-        return out
+        return out + self._append_config(servers, now)
 
     def _send_leave(self, sid: int, now: float) -> list[Effect]:
         self.leaving[sid] = (self.leaving[sid][0], now)
@@ -561,15 +582,9 @@ class Raft:
         del self.leaving[sid]
         servers = {k: v for k, v in self.servers.items() if k != sid}
         idx = self.last_index + 1
-        out: list[Effect] = [Emit("leave-complete", {"server": sid, "index": idx, "answered": answered})]
-        out += self._append_local([LogEntry(self.term, ValueType.CONFIGURATION, encode_config(self._make_config(servers, idx)))])
         self.next_index.pop(sid, None)
         self.match_index.pop(sid, None)
-        out += self._advance_commit()
-        for p in self._targets():
-            if p not in self.inflight:
-                out += self._replicate(p, now)
-        return out
+        return [Emit("leave-complete", {"server": sid, "index": idx, "answered": answered})] + self._append_config(servers, now)
 
     # ------------------------------------------------------------ responses
 

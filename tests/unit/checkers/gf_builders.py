@@ -64,14 +64,18 @@ def healthy_cluster(n: int = 3, length: int = 5) -> dict[str, Any]:
                        ev("role", role="follower", term=1, leader=None)]
         if k == 1:
             role_events += [ev("role", role="candidate", term=1, leader=None),
-                            ev("role", role="leader", term=1, leader=1)]
+                            ev("role", role="leader", term=1, leader=1),
+                            ev("leader-log", term=1, last_index=0, snapshot_index=0, runs=[])]
         else:
             role_events += [ev("vote", term=1, candidate=1, granted=True)]
         if k == 2:
             role_events += [ev("role", role="candidate", term=2, leader=None),
-                            ev("role", role="leader", term=2, leader=2)]
+                            ev("role", role="leader", term=2, leader=2),
+                            ev("leader-log", term=2, last_index=2, snapshot_index=0,
+                               runs=[[1, 1]])]
         else:
-            role_events += [ev("vote", term=2, candidate=2, granted=True)]
+            role_events += [ev("vote", term=2, candidate=2, granted=True),
+                            ev("role", role="follower", term=2, leader=2)]
         nodes[f"n{k}"] = node(role_events + commits_and_applies(log),
                               state(k, log, term=2, role="leader" if k == 2 else "follower",
                                     voted_for=2,

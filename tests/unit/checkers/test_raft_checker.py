@@ -42,7 +42,7 @@ def test_healthy_cluster_passes_every_check(golden: Golden) -> None:
     r = raft_check({}, [], healthy_cluster())
     golden(r)
     assert r.valid is True, r.explain()
-    assert len(r.children) == 6
+    assert len(r.children) == 8
 
 
 def test_no_observations_is_unknown_not_pass(golden: Golden) -> None:

@@ -103,9 +103,11 @@ def append_lost() -> tuple[list[dict[str, Any]], Obs]:
         role = "leader" if k == 1 else "follower"
         state = gf_state(k, log, role=role)
         state["metals"] = {"publisher": 1, "as_of_index": 1}
+        leading = [{"type": "leader-log", "term": 1, "last_index": 0, "snapshot_index": 0,
+                    "runs": []}] if k == 1 else []
         nodes[f"n{k}"] = {"events": [
             {"type": "start", "term": 0},
-            {"type": "role", "role": role, "term": 1, "leader": 1},
+            {"type": "role", "role": role, "term": 1, "leader": 1}, *leading,
             {"type": "vote", "term": 1, "candidate": 1, "granted": True},
             {"type": "commit", "index": 1, "term": 1, "digest": e["digest"]},
             {"type": "apply", "index": 1, "term": 1, "digest": e["digest"], "kind": "app",
