@@ -36,3 +36,28 @@ def test_the_vote_rule_goes_on_past_a_decision_that_was_no_commit() -> None:
     r = check({}, h, obs(evs, final))
     bad = [a for a in r.anomalies if a.kind == "commit-without-all-yes"]
     assert r.valid is False and [a.witness["op"]["uid"] for a in bad] == ["u2"], r.explain()
+
+
+def test_a_fresh_node_going_active_needs_no_sync() -> None:
+    # nothing to sync from a fresh start: active without a sync-done is the normal path
+    evs = {"n1": [{"type": "start", "fresh": True, "state": "inactive"},
+                  {"type": "state", "state": "active"}],
+           "n2": [{"type": "state", "state": "active"}]}
+    h = update(0, 0, "u1", "k", 1)
+    for n in NODES:
+        evs[n] += committed("u1", "k", 1, 1)
+    final = {"k": {"value": 1, "version": 1, "uid": "u1"}}
+    r = check({}, h, obs(evs, final))
+    assert r.valid is True, r.explain()
+
+
+def test_a_restart_straight_into_active_is_one_skipped_sync_not_two() -> None:
+    evs = {"n1": [{"type": "start", "fresh": False, "state": "active"},
+                  {"type": "state", "state": "active"}],
+           "n2": []}
+    h = update(0, 0, "u1", "k", 1)
+    for n in NODES:
+        evs[n] += committed("u1", "k", 1, 1)
+    final = {"k": {"value": 1, "version": 1, "uid": "u1"}}
+    r = check({}, h, obs(evs, final))
+    assert kinds(r) == ["sync-skipped"] and len(r.anomalies) == 1, r.explain()
