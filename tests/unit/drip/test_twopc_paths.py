@@ -61,3 +61,13 @@ def test_a_restart_straight_into_active_is_one_skipped_sync_not_two() -> None:
     final = {"k": {"value": 1, "version": 1, "uid": "u1"}}
     r = check({}, h, obs(evs, final))
     assert kinds(r) == ["sync-skipped"] and len(r.anomalies) == 1, r.explain()
+
+
+def test_validity_goes_on_past_an_unknown_update() -> None:
+    # "u0" was applied but never invoked; "u1" was applied with another value than asked
+    h = update(0, 0, "u1", "k", 1)
+    evs = {n: committed("u0", "j", 7, 1) + committed("u1", "k", 2, 1) for n in NODES}
+    final = {"j": {"value": 7, "version": 1, "uid": "u0"},
+             "k": {"value": 2, "version": 1, "uid": "u1"}}
+    r = check({}, h, obs(evs, final))
+    assert {"unknown-update", "wrong-value"} <= set(kinds(r)), r.explain()
