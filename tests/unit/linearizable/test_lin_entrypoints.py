@@ -135,3 +135,10 @@ def test_explanation_pages_are_named_after_their_part():
 
     assert [_slug(k) for k in (None, "x", "k/1 ü", "", "a" * 100)] == [
         "all", "x", "k_1_", "part", "a" * 80]
+
+
+def test_the_checker_reports_under_the_name_it_was_given():
+    # the same engine runs as several named checks (e.g. per workload); a verdict filed
+    # under the default name would be attributed to the wrong check
+    r = checker("kv", name="kv-linearizable")({}, BAD, {})
+    assert r.valid is False and r.checker == "kv-linearizable"
