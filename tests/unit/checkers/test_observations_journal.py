@@ -41,3 +41,11 @@ def test_a_node_without_a_journal_is_a_gap_for_journal_checks() -> None:
     obs = {"nodes": {"n1": {"events": None, "state": None, "missing": [state_gap]},
                      "n2": {"events": None, "state": {}}}}
     assert evidence_gaps(obs, event_types=("apply",)) == ["n1: no journal", "n2: no journal"]
+
+
+def test_a_blank_line_inside_a_journal_does_not_end_it(tmp_path: Path) -> None:
+    # a restart after a kill can leave an empty or whitespace-only line; the events after
+    # it are still evidence
+    events, gaps = read_journal(journal(tmp_path, '{"type":"start","seq":0}', '', '  ',
+                                        '{"type":"apply","seq":1}'))
+    assert [e["seq"] for e in events] == [0, 1] and gaps == []
