@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from checkers.observations import evidence_gaps, read_journal
+from checkers.observations import evidence_gaps, final_log, read_journal
 
 
 def journal(tmp_path: Path, *lines: str) -> Path:
@@ -49,3 +49,10 @@ def test_a_blank_line_inside_a_journal_does_not_end_it(tmp_path: Path) -> None:
     events, gaps = read_journal(journal(tmp_path, '{"type":"start","seq":0}', '', '  ',
                                         '{"type":"apply","seq":1}'))
     assert [e["seq"] for e in events] == [0, 1] and gaps == []
+
+
+def test_a_log_entry_without_an_index_is_skipped_not_the_end_of_the_log() -> None:
+    log = final_log("n1", {"term": 2, "log": [{"index": 1, "term": 1, "digest": "a"},
+                                              {"term": 1, "digest": "?"}, "junk",
+                                              {"index": 2, "term": 2, "digest": "b"}]})
+    assert sorted(log.entries) == [1, 2] and log.entries[2].digest == "b"
