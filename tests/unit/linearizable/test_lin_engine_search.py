@@ -46,6 +46,7 @@ def test_check_takes_a_raw_harness_history_and_a_list_of_operations():
     ops = from_ops(h).ops
     assert isinstance(ops[0], Operation)
     assert check(list(ops), "register").valid is False
+    assert check(list(ops), "register").timed is False  # bare positions are not times
     h[-1]["value"] = 1
     assert check(h, "register").valid is True
     assert check(list(from_ops(h).ops), "register").valid is True
