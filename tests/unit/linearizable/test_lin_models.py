@@ -126,3 +126,13 @@ def test_a_user_model_needs_no_engine_change():
     m = Counter()
     assert verdict(m, *seq(("add", 2, None), ("add", 3, None), ("read", None, 5))) is True
     assert verdict(m, *seq(("add", 2, None), ("read", None, 3))) is False
+
+
+def test_map_and_set_values_compare_by_content():
+    # values read back as JSON maps (or EDN sets) must compare by their items, not by shape
+    for written, same, other in (({"a": 1, "b": [1]}, {"b": [1], "a": 1}, {"a": 2, "b": [1]}),
+                                 (frozenset({1, 2}), {2, 1}, {1, 3})):
+        for got, ok in ((same, True), (other, False)):
+            h = hist((0, "invoke", "write", written), (0, "ok", "write", written),
+                     (1, "invoke", "read", None), (1, "ok", "read", got))
+            assert check(from_ops(h), "register").valid is ok, (written, got)
