@@ -136,3 +136,19 @@ def test_map_and_set_values_compare_by_content():
             h = hist((0, "invoke", "write", written), (0, "ok", "write", written),
                      (1, "invoke", "read", None), (1, "ok", "read", got))
             assert check(from_ops(h), "register").valid is ok, (written, got)
+
+
+def test_a_cas_whose_compare_failed_is_valid_only_where_the_value_differs():
+    assert verdict("cas-register", *seq(("write", 1, 1), ("cas", [2, 3], False),
+                                        ("read", None, 1))) is True
+    assert verdict("cas-register", *seq(("write", 2, 2), ("cas", [2, 3], False))) is False
+
+
+def test_a_cas_value_that_is_not_a_pair_is_a_model_error():
+    with pytest.raises(ModelError):
+        verdict("cas-register", *seq(("cas", [1, 2, 3], True)))
+
+
+def test_a_set_read_left_open_constrains_nothing():
+    assert verdict("set", (0, "invoke", "add", 1), (0, "ok", "add", 1),
+                   (1, "invoke", "read", None), (1, "info", "read", None)) is True
