@@ -152,3 +152,8 @@ def test_a_cas_value_that_is_not_a_pair_is_a_model_error():
 def test_a_set_read_left_open_constrains_nothing():
     assert verdict("set", (0, "invoke", "add", 1), (0, "ok", "add", 1),
                    (1, "invoke", "read", None), (1, "info", "read", None)) is True
+
+
+def test_an_append_to_the_initial_empty_register_starts_from_the_empty_string():
+    assert verdict("register", *seq(("append", "x", "x"), ("append", "y", "y"),
+                                    ("read", None, "xy"))) is True
