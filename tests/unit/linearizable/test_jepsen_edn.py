@@ -198,3 +198,19 @@ def test_command_line_exit_codes(capsys, tmp_path) -> None:
     cap = capsys.readouterr()
     assert json.loads(cap.out)["error"].startswith("line 3, column 1: not EDN")
     assert "line 3" in cap.err
+
+
+def test_map_values_keep_their_keys_and_values():
+    # maps written and read back must compare entry by entry, vector keys included
+    def edn(written: str, got: str) -> bool | str:
+        text = (f"{{:type :invoke :f :write :value {written} :process 0}}\n"
+                f"{{:type :ok :f :write :value {written} :process 0}}\n"
+                "{:type :invoke :f :read :value nil :process 1}\n"
+                f"{{:type :ok :f :read :value {got} :process 1}}\n")
+        return check(parse_jepsen_edn(text), "register").valid
+
+    assert edn("{:a 1 :b 2}", "{:b 2 :a 1}") is True
+    assert edn("{:a 1 :b 2}", "{:a 2 :b 2}") is False
+    assert edn("{:a 1 :b 2}", "{:a 1 :b 3}") is False
+    assert edn("{[1 2] :x}", "{[1 2] :x}") is True
+    assert edn("{[1 2] :x}", "{[1 3] :x}") is False
