@@ -214,3 +214,14 @@ def test_map_values_keep_their_keys_and_values():
     assert edn("{:a 1 :b 2}", "{:a 1 :b 3}") is False
     assert edn("{[1 2] :x}", "{[1 2] :x}") is True
     assert edn("{[1 2] :x}", "{[1 3] :x}") is False
+
+
+def test_unicode_escapes_in_characters_and_strings_and_signed_numbers():
+    assert loads(r"[\u0041 \u00E9 \uabcd \newline \x]") == ["A", "é", "\uabcd", "\n", "x"]
+    assert loads(r'"\u00E9-\u00e9-\u12AB"') == "é-é-\u12ab"
+    assert loads("\\\n") == "\n"  # a backslash then a newline is the newline character
+    for bad in (r"\foo", r"\abcde", r'"\q0041"'):
+        with pytest.raises(EdnError):
+            loads(bad)
+    assert loads("[-1.5 +2 -3]") == [-1.5, 2, -3]
+    assert loads("X1") == Symbol("X1")
