@@ -9,9 +9,7 @@ the JRaft behaviour each pins.
 from __future__ import annotations
 
 import json
-import os
 import struct
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,20 +26,14 @@ from nodes.garlicfarm.codec import (
     SnapshotSyncRequest,
     ValueType,
 )
+from tests.shared_data import shared_data, shared_path
 
-#: beside the project: <root>/../shared/data/jraft-golden (as tests/unit/linearizable finds its data)
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "jraft-golden"
-GOLDEN = DATA / "jraft_golden.jsonl"
+GOLDEN = shared_path("jraft-golden") / "jraft_golden.jsonl"
 
 
 def golden_frames() -> list[dict[str, Any]]:
     """The frames; a skip without the data, a failure without it under ``CI``."""
-    if not GOLDEN.is_file():
-        why = (f"JRaft golden frames are not at {GOLDEN}: check out the shared data beside the "
-               f"project (../shared/data/jraft-golden from its root)")
-        if os.environ.get("CI"):
-            pytest.fail(f"{why}; CI is set, so this is a failure, not a skip", pytrace=False)
-        pytest.skip(why)
+    shared_data("jraft-golden", "JRaft's golden frames")
     return [json.loads(line) for line in GOLDEN.read_text().splitlines() if line.strip()]
 
 

@@ -7,7 +7,6 @@ environment variable set): there a missing checkout step must not hide behind a 
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -15,21 +14,14 @@ import pytest
 
 from checkers.linearizable import Budget, check, read_file
 from checkers.linearizable.models import KV
+from tests.shared_data import shared_data, shared_path
 
-#: beside the project: <root>/../shared/data/porcupine-test-data
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "porcupine-test-data"
+DATA = shared_path("porcupine-test-data")
 
 
 @pytest.fixture(autouse=True)
 def porcupine_data() -> Path:
-    """The data directory; a skip without it, a failure without it under ``CI``."""
-    if not DATA.is_dir():
-        why = (f"Porcupine's test data is not at {DATA}: check out the shared data beside the "
-               f"project (../shared/data/porcupine-test-data from its root)")
-        if os.environ.get("CI"):
-            pytest.fail(f"{why}; CI is set, so this is a failure, not a skip", pytrace=False)
-        pytest.skip(why)
-    return DATA
+    return shared_data("porcupine-test-data", "Porcupine's test data")
 
 
 def expected_etcd() -> dict[str, bool | None]:
