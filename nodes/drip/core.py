@@ -89,6 +89,7 @@ from nodes.drip.records import (
     Queued,
     Record,
     Unlock,
+    newer,
 )
 from nodes.drip.seen import Seen
 
@@ -827,8 +828,14 @@ class DripCore:
             raise Unavailable(f"node {self.me} is inactive")
         self.seen.before(b.source, b.counter, b.reset)  # addressed to us alone: not propagated
         rec = Merged(b.items)
+        learned = [it for it in b.items if newer(it, self.d.kv.get(it.key))]
         changed = self.d.apply(rec)
         out: list[Effect] = [Persist(STORE, rec), self._p(Counters((self._row(b.source),)))]
+        # each commit learned here is journaled like one applied from an update, so the
+        # checkers see that this node holds it (liveness, 2PC agreement) and by which way
+        out += [Emit("apply", {"uid": it.uid, "key": it.key, "value": it.value,
+                               "version": it.version, "initiator": it.owner, "via": "sync",
+                               "from": hop, "changed": True}) for it in learned]
         s = self.sync
         if changed:
             out += self._learned_by_sync(hop)

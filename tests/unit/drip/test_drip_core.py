@@ -224,6 +224,11 @@ def test_commits_learned_by_sync_travel_on_down_a_line() -> None:
     settle(sim, 6)
     assert [sim.value(n, "k") for n in ("n1", "n2", "n3", "n4")] == [1, 1, 1, 1]
     assert any("learned commits by sync" in e["why"] for e in sim.events_of("n2", "owe-sync"))
+    # each node journals the commit it learned by sync, as the checkers need (liveness held
+    # a node that learned it this way to have never got it)
+    for n in ("n2", "n3", "n4"):
+        (ap,) = [e for e in sim.events_of(n, "apply") if e["uid"] == "u1"]
+        assert ap["via"] == "sync" and ap["version"] == 1 and ap["value"] == 1
 
 
 def test_restart_keeps_committed_data_and_syncs_before_going_active() -> None:
