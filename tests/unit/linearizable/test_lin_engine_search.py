@@ -104,3 +104,13 @@ def test_a_witness_failing_at_the_first_op_shows_the_initial_state():
     r = check(from_ops(h), "queue")
     assert r.valid is False and r.witness["state"] == "()"
     assert r.witness["failed_op"]["from_state"]["ok"] is False
+
+
+def test_lifting_a_return_that_is_last_leaves_the_last_ops_links_alone():
+    # the write of 2's return is the list's last entry when it is linearized first; relinking
+    # and lifting it must not touch the links of the last op's return (entry 2n, the write of
+    # 3), or a later lift of that op leaves it reachable and a valid order is missed:
+    # read None, write 3, write 2, write 2 is the only order, and it is valid
+    ops = [Operation(0, 0, "write", 2, None, 1, 10), Operation(1, 1, "read", None, None, 3, 12),
+           Operation(2, 2, "write", 2, None, 5, 13), Operation(3, 3, "write", 3, None, 6, 9)]
+    assert Search(ops, get_model("register")).run(10_000) is True
