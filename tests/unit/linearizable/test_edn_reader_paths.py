@@ -70,6 +70,8 @@ def test_unclosed_collections_are_edn_errors(text: str) -> None:
 def test_a_record_vector_right_after_its_bracket() -> None:
     assert read_records("[{:a 1}]") == [(1, {loads(":a"): 1})]
     assert read_records("[1 2]") == [(1, 1), (1, 2)]
+    with pytest.raises(EdnError, match="a form after the history's vector"):
+        read_records("[1]2")                         # right after the closing bracket
 
 
 # each path that reads a form counts its depth; a top-level form's outermost bracket is at
