@@ -4,8 +4,8 @@ agreed configurations one server apart are one ordinary step (mutation survivors
 
 from __future__ import annotations
 
-from checkers.raft import membership_safety
-from tests.unit.checkers.gf_builders import ev
+from checkers.raft import leader_completeness, membership_safety
+from tests.unit.checkers.gf_builders import digest, ev, healthy_cluster
 from tests.unit.checkers.test_raft_membership_checker import _add, with_change
 
 
@@ -22,3 +22,18 @@ def test_one_server_removed_after_one_added_is_two_ordinary_steps() -> None:
     r = membership_safety({}, [], obs)
     assert r.valid is True, r.explain()
     assert r.examined["committed_configs"] == 2
+
+
+def test_a_leader_missing_one_entry_committed_before_its_term_fails() -> None:
+    """n3 journals index 5 committed again in term 3 (a replay after a restart); the entry
+    was committed by term 2 on every node, so n3's term-3 log without it is a violation, and
+    one missing entry is reported like several."""
+    obs = healthy_cluster()
+    _add(obs, "n3", ev("role", role="follower", term=3, leader=None),
+         ev("commit", index=5, term=2, digest=digest(5, 2, "x5")),
+         ev("role", role="leader", term=3, leader=3),
+         ev("leader-log", term=3, last_index=4, snapshot_index=0, runs=[[1, 1], [3, 2]]))
+    r = leader_completeness({}, [], obs)
+    assert r.valid is False and {a.kind for a in r.anomalies} == {"leader-missing-committed-entry"}
+    w = r.anomalies[0].witness
+    assert w["count"] == 1 and w["indexes"] == [[5, 5]] and w["first"]["by_term"] == 2
