@@ -37,3 +37,15 @@ def test_a_leader_missing_one_entry_committed_before_its_term_fails() -> None:
     assert r.valid is False and {a.kind for a in r.anomalies} == {"leader-missing-committed-entry"}
     w = r.anomalies[0].witness
     assert w["count"] == 1 and w["indexes"] == [[5, 5]] and w["first"]["by_term"] == 2
+
+
+def test_an_entry_committed_but_never_applied_is_still_required() -> None:
+    """Index 6 is journaled committed in term 2 and applied nowhere (every node stopped
+    first): a term-3 leader without it misses a committed entry."""
+    obs = healthy_cluster()
+    for name in obs["nodes"]:
+        _add(obs, name, ev("commit", index=6, term=2, digest=digest(6, 2, "x6")))
+    _add(obs, "n3", ev("role", role="leader", term=3, leader=3),
+         ev("leader-log", term=3, last_index=5, snapshot_index=0, runs=[[1, 1], [3, 2]]))
+    r = leader_completeness({}, [], obs)
+    assert r.valid is False and r.anomalies[0].witness["indexes"] == [[6, 6]]
