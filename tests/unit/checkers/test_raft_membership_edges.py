@@ -49,3 +49,16 @@ def test_an_entry_committed_but_never_applied_is_still_required() -> None:
          ev("leader-log", term=3, last_index=5, snapshot_index=0, runs=[[1, 1], [3, 2]]))
     r = leader_completeness({}, [], obs)
     assert r.valid is False and r.anomalies[0].witness["indexes"] == [[6, 6]]
+
+
+def test_each_committed_entry_is_judged_on_its_own_commit_term() -> None:
+    """Index 6 is journaled committed only in term 3, index 7 already in term 2 (journals
+    need not show commits in index order): the term-3 leader is excused 6, not 7."""
+    obs = healthy_cluster()
+    _add(obs, "n1", ev("commit", index=7, term=2, digest=digest(7, 2, "x7")))
+    _add(obs, "n2", ev("role", role="follower", term=3, leader=3),
+         ev("commit", index=6, term=2, digest=digest(6, 2, "x6")))
+    _add(obs, "n3", ev("role", role="leader", term=3, leader=3),
+         ev("leader-log", term=3, last_index=5, snapshot_index=0, runs=[[1, 1], [3, 2]]))
+    r = leader_completeness({}, [], obs)
+    assert r.valid is False and r.anomalies[0].witness["indexes"] == [[7, 7]]
