@@ -11,7 +11,8 @@ Workloads:
 
 Bug modes and the checker that must catch each (tests/chaos/test_garlicfarm_chaos.py):
 ``commit-without-majority`` -> linearizable / append; ``local-reads`` -> linearizable;
-``forget-vote`` -> raft.vote-safety; ``ack-before-fsync`` -> append / raft.committed-not-lost.
+``forget-vote`` -> raft.vote-safety; ``ack-before-fsync`` -> append / raft.committed-not-lost;
+``unsafe-config-change`` -> raft.membership-safety.
 """
 
 from __future__ import annotations
