@@ -89,11 +89,15 @@ class Payload:
     m u8 | m * (id u32, gen u32)``. ``seq`` matches a ping response to its probe (0 where
     unused); ``updates`` are the disseminated events; ``sample`` lists alive members (the
     "welcome" details of a JoinAck). An empty payload (zero bytes) is `Payload()`.
+    Entries are fixed-size, so one of a kind we do not know (an extension such as a key-chain
+    update) is skipped, not the whole datagram; ``skipped`` lists their kinds (decoded only,
+    never encoded or compared).
     """
 
     seq: int = 0
     updates: tuple[Update, ...] = ()
     sample: tuple[NodeInfo, ...] = ()
+    skipped: tuple[int, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
@@ -288,18 +292,21 @@ def decode_payload(data: bytes) -> Payload:
     r = _Reader(data)
     (seq,) = r.unpack(U32)
     updates = []
+    skipped = []
     for _ in range(r.u8()):
         k = r.u8()
-        try:
-            kind = UpdateKind(k)
-        except ValueError:
-            raise MalformedMessage(f"unknown gossip entry kind {k}") from None
         node = r.info()
         (origin,) = r.unpack(U32)
-        updates.append(Update(kind, node, origin))
+        if k in _KINDS:
+            updates.append(Update(UpdateKind(k), node, origin))
+        else:
+            skipped.append(k)
     sample = tuple(r.info() for _ in range(r.u8()))
     r.end()
-    return Payload(seq, tuple(updates), sample)
+    return Payload(seq, tuple(updates), sample, tuple(skipped))
+
+
+_KINDS = frozenset(k.value for k in UpdateKind)
 
 
 def _read_address(r: _Reader) -> Address:

@@ -191,6 +191,7 @@ class Counters:
     confirmations: int = 0  # independent suspicions counted toward a timer we run
     stalls: int = 0
     refused_generations: int = 0  # updates naming an implausible generation (_plausible)
+    unknown_gossip: int = 0  # gossip entries of a kind we do not know, skipped
 
 
 class SwimCore:
@@ -788,6 +789,7 @@ class SwimCore:
     def _take(self, p: c.Payload, sender: int) -> None:
         """Merge a payload: its updates, then its sample as alive members (a JoinAck's
         view; on pings, the sender itself)."""
+        self.counters.unknown_gossip += len(p.skipped)
         for u in p.updates:
             self._apply(u)
         for info in p.sample:

@@ -144,6 +144,7 @@ class SwimNode(JournalingHost):
                       "confirmations": core.counters.confirmations,
                       "stalls": core.counters.stalls,
                       "refused_generations": core.counters.refused_generations,
+                      "unknown_gossip": core.counters.unknown_gossip,
                       "cpu_s": round(time.process_time() - self._cpu0, 4),
                       "uptime_s": round(elapsed, 3)},
             "mono": self.clock.monotonic(), "t": self.clock.wall(),

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from nodes.swim import codec as c
+from nodes.swim.core import Options, SwimCore
 
 u32 = st.integers(0, c.MAX_U32)
 u64 = st.integers(0, c.MAX_U64)
@@ -85,7 +88,25 @@ def test_unknown_first_byte(first: int) -> None:
 
 def test_malformed_examples() -> None:
     for raw in (b"", bytes([68, 1, 2]), bytes([69]) + bytes(9),
-                bytes([67]) + c.PING_HEAD.pack(1, 2, 0) + c.U32.pack(0) + bytes([1, 9]) + bytes(12) + b"\0",
+                bytes([67]) + c.PING_HEAD.pack(1, 2, 0) + c.U32.pack(0) + bytes([1, 9]) + bytes(10),  # a truncated entry
                 bytes([65]) + c.U16.pack(99) + bytes(30)):
         with pytest.raises(c.MalformedMessage):
             c.decode(raw)
+
+
+def test_a_gossip_entry_of_an_unknown_kind_is_skipped_not_the_datagram() -> None:
+    """Issue 25 item 5: payload extensions (key-chain updates, say) must not make every
+    ping that carries one be dropped whole."""
+    known = c.Update(c.UpdateKind.DEAD, c.NodeInfo(4, 2), 1)
+    ping = c.PingRequest(1, 2, 0, c.Payload(seq=5, updates=(known,), sample=(c.NodeInfo(1, 0),)))
+    raw = bytearray(c.encode(ping))
+    at = raw.index(c.encode_payload(ping.payload)) + 4  # the payload's entry count
+    assert raw[at] == 1
+    raw[at] = 2
+    raw[at + 1:at + 1] = bytes([42]) + bytes(12)  # kind 42, then id, gen, origin
+    got = c.decode(bytes(raw))
+    assert got == ping and got.payload.skipped == (42,)
+    core = SwimCore(2, 0, {1: ("h", 1)}, [], Options(), random.Random(0))
+    core.start(0.0)
+    core.on_message(1, got, 0.1)
+    assert core.counters.unknown_gossip == 1
