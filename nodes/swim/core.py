@@ -192,6 +192,7 @@ class Counters:
     stalls: int = 0
     refused_generations: int = 0  # updates naming an implausible generation (_plausible)
     unknown_gossip: int = 0  # gossip entries of a kind we do not know, skipped
+    refused_strangers: int = 0  # JoinReqs from ids outside the address book
 
 
 class SwimCore:
@@ -690,6 +691,11 @@ class SwimCore:
         if not self.joined or not self.opts.accept_joins or src.id == self.me:
             return  # ignore: not a member (yet), or told to ignore
         if not self._plausible(src, src.id):
+            return
+        if src.id not in self.addresses:
+            # not in the address book: its gossip is not applied, nobody is redirected or
+            # evicted for it, and `_redirected` holds only ids the book bounds
+            self.counters.refused_strangers += 1
             return
         if self.opts.refuse_joins:
             self._send(src.id, c.JoinNak(DOMAIN, NAK_REFUSED, "refused"))

@@ -145,6 +145,7 @@ class SwimNode(JournalingHost):
                       "stalls": core.counters.stalls,
                       "refused_generations": core.counters.refused_generations,
                       "unknown_gossip": core.counters.unknown_gossip,
+                      "refused_strangers": core.counters.refused_strangers,
                       "cpu_s": round(time.process_time() - self._cpu0, 4),
                       "uptime_s": round(elapsed, 3)},
             "mono": self.clock.monotonic(), "t": self.clock.wall(),

@@ -78,3 +78,15 @@ def test_an_unknown_member_far_up_the_range_is_refused() -> None:
     assert 2 not in core.members
     core.on_message(2, c.JoinReq(c.NodeInfo(2, 5)), 0.2)
     assert core.members[2].gen == 5
+
+
+def test_a_join_from_outside_the_address_book_applies_nothing() -> None:
+    """Issue 25 item 4 (in part): a stranger's JoinReq used to have its gossip applied (a
+    forged DEAD of a live member, say) and its id remembered in `_redirected`."""
+    core = member()
+    forged = c.JoinReq(c.NodeInfo(99, 0), payload=c.Payload(
+        updates=(c.Update(K.DEAD, c.NodeInfo(3, 0), 99),)))
+    fx = core.on_message(None, forged, 1.0)
+    assert not [e for e in fx if isinstance(e, Send)]
+    assert core.members[3].state.value == "alive" and 99 not in core.members
+    assert core.counters.refused_strangers == 1
