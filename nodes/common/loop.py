@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("loop")
 
+#: what a core may return (nodes.common.effects)
+_EFFECTS = (Persist, Send, Reply, Emit, SetTimer)
+
 #: a timer firing this close before its time counts as due (clock granularity)
 _EARLY_S = 0.0005
 
@@ -126,25 +129,20 @@ class CoreLoop:
         self._dirty = False
         unsafe = False
         for e in effects:
+            if not isinstance(e, _EFFECTS):  # a bug of the core's author, not a peer's doing
+                raise TypeError(f"not an effect of nodes.common.effects: {e!r}")
             if unsafe and isinstance(e, Persist | Send | Reply):
                 continue
             try:
                 self._perform_one(e)
-            except TypeError as err:
-                if str(err).startswith("not an effect"):
-                    raise  # a bug of the core's author, not something a peer caused
-                unsafe |= self._effect_failed(e, err)
             except Exception as err:
-                unsafe |= self._effect_failed(e, err)
+                said = f"performing {type(e).__name__}"
+                log.exception("%s failed", said)
+                self.host.failed(said, err)
+                # durability failed: the Persist itself, or the fsync a Send/Reply waits on
+                unsafe |= isinstance(e, Persist) or (isinstance(e, Send | Reply) and self._dirty)
         if self._dirty and not unsafe:
             self._sync()
-
-    def _effect_failed(self, e: Effect, err: Exception) -> bool:
-        """Report; True when what failed was making something durable."""
-        said = f"performing {type(e).__name__}"
-        log.exception("%s failed", said)
-        self.host.failed(said, err)
-        return isinstance(e, Persist) or self._dirty
 
     def _sync(self) -> None:
         self.host.sync()
@@ -163,10 +161,8 @@ class CoreLoop:
                 self.host.reply(e.token, e.value)
         elif isinstance(e, Emit):
             self.host.emit(e.type, e.fields)
-        elif isinstance(e, SetTimer):
-            self._arm(e.name, e.at)
         else:
-            raise TypeError(f"not an effect of nodes.common.effects: {e!r}")
+            self._arm(e.name, e.at)
 
     def _arm(self, name: Hashable, at: float) -> None:
         """A timer pushed back (an election timer reset by every heartbeat) keeps its armed

@@ -130,6 +130,21 @@ def test_after_a_failed_persist_nothing_leaves_that_could_promise_it() -> None:
     assert host.calls == [("persist", "log", 1), ("sync",), ("send", "b", "ack")]
 
 
+class BadEmit(Recorder):
+    def emit(self, type_: str, fields: dict[str, Any]) -> None:
+        raise ValueError("journal line too long")
+
+
+def test_a_failed_emit_between_a_persist_and_its_send_does_not_hold_the_send() -> None:
+    """Only a failure to make something durable stops the rest of a batch's sends."""
+    host = BadEmit()
+    loop = CoreLoop(Scripted(), host, lambda: 0.0)
+    loop.perform([Persist("log", 1), Emit("e", {}), Send("b", "ack"), Persist("log", 2)])
+    assert host.calls == [("persist", "log", 1), ("failed", "performing Emit",
+                                                  "journal line too long"),
+                          ("sync",), ("send", "b", "ack"), ("persist", "log", 2), ("sync",)]
+
+
 def test_not_an_effect_is_a_type_error() -> None:
     loop = CoreLoop(Scripted(), Recorder(), lambda: 0.0)
     with pytest.raises(TypeError, match="not an effect"):
