@@ -289,15 +289,14 @@ class SwimCore:
     def _poll(self, now: float) -> None:
         self._now = now
         self._check_stall(now)
-        p = self._probe
-        if self.left:
-            pass  # no probes, no suspicions of our own: only the period's Leaves
-        elif p is not None and not p.acked and not p.indirect and now >= p.direct_deadline:
-            self._indirect(p)
-        for m in [] if self.left else list(self.members.values()):
-            if (m.state is State.SUSPECT and m.suspect_deadline is not None
-                    and now >= m.suspect_deadline):
-                self._declare_dead(m)
+        if not self.left:  # a left node runs no probes or suspicions: only its Leaves
+            p = self._probe
+            if p is not None and not p.acked and not p.indirect and now >= p.direct_deadline:
+                self._indirect(p)
+            for m in list(self.members.values()):
+                if (m.state is State.SUSPECT and m.suspect_deadline is not None
+                        and now >= m.suspect_deadline):
+                    self._declare_dead(m)
         while now >= self._next_period:
             self._period()
             self._next_period += self.opts.period_s
@@ -349,10 +348,14 @@ class SwimCore:
         self._probe = None
         self._send_leaves()
 
+    def _leaving(self) -> bool:
+        """Left, with Leaves still owed: a member has not acknowledged and rounds are left."""
+        return bool(self._leave_unacked) and self._leave_sends < self.opts.leave_retries
+
     def _send_leaves(self) -> None:
         """One round of Leaves to the members that have not acknowledged one, while rounds
         are left: a lost Leave would otherwise make them find us dead."""
-        if self._leave_sends >= self.opts.leave_retries:
+        if not self._leaving():
             return
         self._leave_sends += 1
         for to in sorted(self._leave_unacked):
@@ -958,8 +961,7 @@ class SwimCore:
     def _flush(self) -> list[Effect]:
         """The effects so far, and the wake-up re-armed when it moved (one timer, ``TICK``;
         a member that left has none once its Leaves are acknowledged or given up)."""
-        if not self.left or (self._leave_unacked
-                             and self._leave_sends < self.opts.leave_retries):
+        if not self.left or self._leaving():
             at = self.next_wakeup()
             if at != self._armed:
                 self._armed = at
