@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import json
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from checkers.observations import (
@@ -274,11 +275,17 @@ def state_machine_safety(test: Test, history: History, observations: Obs) -> Res
                    needs=("applied_indexes",))
 
 
+def _sides(groups: dict[Any, list[dict[str, Any]]], name: Callable[[Any], str] = str,
+           after: Callable[[list[dict[str, Any]]], str] = lambda ws: "") -> str:
+    """``<value> by <nodes>`` for each side of a split (one index, several values), the text
+    of every divergence anomaly."""
+    return "; ".join(f"{name(g)} by {', '.join(sorted({w['node'] for w in ws}))}{after(ws)}"
+                     for g, ws in groups.items())
+
+
 def _apply_divergence(index: int, digests: dict[str, list[dict[str, Any]]]) -> Anomaly:
-    summary = "; ".join(f"{d} by {', '.join(sorted({w['node'] for w in ws}))}"
-                        for d, ws in digests.items())
     return Anomaly("apply-divergence", f"index {index} was applied with different digests: "
-                   f"{summary}", {"index": index, "applies": {d: ws[:5] for d, ws in
+                   f"{_sides(digests)}", {"index": index, "applies": {d: ws[:5] for d, ws in
                                                                digests.items()}})
 
 
@@ -336,10 +343,8 @@ def _to_judge(digests: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[s
 
 
 def _commit_divergence(index: int, digests: dict[str, list[dict[str, Any]]]) -> Anomaly:
-    summary = "; ".join(f"{d} by {', '.join(sorted({w['node'] for w in ws}))}"
-                        for d, ws in digests.items())
     return Anomaly("commit-divergence", f"index {index} was committed with different digests: "
-                   f"{summary}", {"index": index, "commits": {d: ws[:5] for d, ws in
+                   f"{_sides(digests)}", {"index": index, "commits": {d: ws[:5] for d, ws in
                                                              digests.items()}})
 
 
@@ -522,8 +527,7 @@ def membership_safety(test: Test, history: History, observations: Obs) -> Result
             anomalies.append(Anomaly(
                 "config-history-divergence",
                 f"index {index} was applied as {len(sets)} different configurations: "
-                + "; ".join(f"{list(k)} by {', '.join(sorted({w['node'] for w in ws}))}"
-                            for k, ws in sets.items()),
+                + _sides(sets, name=lambda k: str(list(k))),
                 {"index": index, "configs": {str(list(k)): ws[:5] for k, ws in sets.items()}}))
     agreed = [(i, next(iter(sets))) for i, sets in sorted(sequence.items()) if len(sets) == 1]
     for (i, a), (j, b) in zip(agreed, agreed[1:], strict=False):
@@ -566,8 +570,7 @@ def _commits_across_configs(observations: Obs, commits: list[tuple[str, int, Eve
             out.append(Anomaly(
                 "commit-divergence-across-configs",
                 f"index {index} was committed with {len(digests)} different entries: "
-                + "; ".join(f"{d} by {', '.join(sorted({w['node'] for w in ws}))} "
-                            f"(config {ws[0]['config']})" for d, ws in digests.items()),
+                + _sides(digests, after=lambda ws: f" (config {ws[0]['config']})"),
                 {"index": index, "commits": {d: ws[:5] for d, ws in digests.items()}}))
     return out
 
