@@ -20,16 +20,16 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 
-def _key() -> ec.EllipticCurvePrivateKey:
+def new_key() -> ec.EllipticCurvePrivateKey:
     return ec.generate_private_key(ec.SECP256R1())
 
 
-def _pem_key(k: ec.EllipticCurvePrivateKey) -> bytes:
+def pem_key(k: ec.EllipticCurvePrivateKey) -> bytes:
     return k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                            serialization.NoEncryption())
 
 
-def _write(path: Path, data: bytes, private: bool = False) -> None:
+def write_file(path: Path, data: bytes, private: bool = False) -> None:
     path.write_bytes(data)
     if private:
         path.chmod(0o600)
@@ -48,7 +48,7 @@ def ensure_ca(tls_dir: Path, name: str = "test-run-ca") -> tuple[Path, Path]:
     cert_p, key_p = tls_dir / "ca.pem", tls_dir / "ca.key"
     if cert_p.exists() and key_p.exists():
         return cert_p, key_p
-    key = _key()
+    key = new_key()
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     now = dt.datetime.now(dt.UTC)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
@@ -60,8 +60,8 @@ def ensure_ca(tls_dir: Path, name: str = "test-run-ca") -> tuple[Path, Path]:
                                          data_encipherment=False, key_agreement=False,
                                          encipher_only=False, decipher_only=False), critical=True)
             .sign(key, hashes.SHA256()))
-    _write(key_p, _pem_key(key), private=True)
-    _write(cert_p, cert.public_bytes(serialization.Encoding.PEM))
+    write_file(key_p, pem_key(key), private=True)
+    write_file(cert_p, cert.public_bytes(serialization.Encoding.PEM))
     return cert_p, key_p
 
 
@@ -70,7 +70,7 @@ def issue_node_cert(tls_dir: Path, node_id: str, ca: tuple[Path, Path] | None = 
     ca_cert_p, ca_key_p = ca or ensure_ca(tls_dir)
     ca_cert = x509.load_pem_x509_certificate(ca_cert_p.read_bytes())
     ca_key = serialization.load_pem_private_key(ca_key_p.read_bytes(), None)
-    key = _key()
+    key = new_key()
     now = dt.datetime.now(dt.UTC)
     cert = (x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, node_id)]))
@@ -85,6 +85,6 @@ def issue_node_cert(tls_dir: Path, node_id: str, ca: tuple[Path, Path] | None = 
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .sign(ca_key, hashes.SHA256()))  # type: ignore[arg-type]
     cert_p, key_p = tls_dir / f"{node_id}.pem", tls_dir / f"{node_id}.key"
-    _write(key_p, _pem_key(key), private=True)
-    _write(cert_p, cert.public_bytes(serialization.Encoding.PEM))
+    write_file(key_p, pem_key(key), private=True)
+    write_file(cert_p, cert.public_bytes(serialization.Encoding.PEM))
     return NodeFiles(ca_cert_p, cert_p, key_p)

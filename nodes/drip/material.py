@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 
-from nodes.common.pki import NodeFiles, _key, _pem_key, _write
+from nodes.common.pki import NodeFiles, new_key, pem_key, write_file
 from nodes.common.pki import ensure_ca as _ensure_ca
 from nodes.common.pki import issue_node_cert as _issue_node_cert
 
@@ -37,7 +37,7 @@ def ensure_shared_secret(tls_dir: Path) -> Path:
     tls_dir.mkdir(parents=True, exist_ok=True)
     p = tls_dir / "jwt-shared.key"
     if not p.exists():
-        _write(p, secrets.token_hex(32).encode(), private=True)
+        write_file(p, secrets.token_hex(32).encode(), private=True)
     return p
 
 
@@ -46,9 +46,9 @@ def ensure_jwt_keypair(tls_dir: Path, node_id: str) -> tuple[Path, Path]:
     tls_dir.mkdir(parents=True, exist_ok=True)
     priv_p, pub_p = tls_dir / f"jwt-{node_id}.key", tls_dir / f"jwt-{node_id}.pub"
     if not priv_p.exists():
-        key = _key()
-        _write(priv_p, _pem_key(key), private=True)
-        _write(pub_p, key.public_key().public_bytes(serialization.Encoding.PEM,
+        key = new_key()
+        write_file(priv_p, pem_key(key), private=True)
+        write_file(pub_p, key.public_key().public_bytes(serialization.Encoding.PEM,
                                                     serialization.PublicFormat.SubjectPublicKeyInfo))
     return priv_p, pub_p
 
