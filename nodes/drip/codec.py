@@ -9,11 +9,14 @@ Header rules (spec section 4.3):
 * ``DRiP-Node-Counter``: an unsigned 64-bit decimal (``0 .. 2**64-1``), no sign, no spaces.
 * ``DRiP-Node-Counter-reset``: ``true`` or ``false`` (case-insensitive), required wherever the
   counter is.
-* ``DRiP-Transaction-Type``: ``update`` or ``sync``.
+* ``DRiP-Transaction-Type``: ``update`` or ``sync``. The spec says an initiator MUST set it, but
+  its own ``/voting`` and ``/commit`` examples omit it: a receiver takes a missing one as
+  ``update`` (we always send it).
 * ``DRiP-Sync-Complete``: ``true`` or ``false``; required on sync transactions.
 
 Paths (ours where the spec is silent are marked): ``POST /node/{id}/active|inactive``,
-``GET /state``, ``POST /voting``, ``POST /voting/peernode/{id}/response/{yes|no}``,
+``GET /state``, ``POST /voting``, ``POST /voting/peernode/{id}/response/{yes|no}`` (also taken
+as ``POST /node/{id}/response/{yes|no}``, the form of the spec's 4.5.1.2 example),
 ``POST /commit`` (update and sync), ``PUT|POST /sync/node/{id}``, ``POST /heartbeat/node/{id}``,
 and ``POST /abort`` (ours: the spec has no abort message).
 """
@@ -86,7 +89,7 @@ def fmt_bool(b: bool) -> str:
 
 def parse_ttype(v: str | None) -> str:
     if v is None:
-        raise CodecError(f"missing {H_TTYPE} header (update or sync)")
+        return "update"  # the spec's examples send none; see the module docstring
     if v not in ("update", "sync"):
         raise CodecError(f"{H_TTYPE}: {v!r} must be update or sync")
     return v
@@ -199,13 +202,17 @@ class VoteResponse:
     Ours (the spec leaves it open): the body aggregates the responder's whole forwarding
     subtree: ``voters`` (every node that voted yes in it), the highest stored ``version`` of the
     key there, and ``duplicate`` when the responder had already seen the request.
+
+    The spec's example has no body at all: then ``uid`` is None, the vote is the responder's
+    alone, and the core applies it only where it is unambiguous (one open vote waits on that
+    responder).
     """
 
     responder: str
     yes: bool
-    initiator: str
-    counter: int
-    uid: str
+    initiator: str | None
+    counter: int | None
+    uid: str | None
     voters: tuple[str, ...] = ()
     no_voters: tuple[str, ...] = ()
     version: int = 0
@@ -310,9 +317,11 @@ def encode(msg: Message) -> HttpRequest:
             h[H_BUDGET] = str(msg.budget_ms)
         return HttpRequest("POST", "/voting", h, msg.update.to_json())
     if isinstance(msg, VoteResponse):
+        path = f"/voting/peernode/{msg.responder}/response/{'yes' if msg.yes else 'no'}"
+        if msg.uid is None:
+            return HttpRequest("POST", path, {H_NODE: msg.responder})
         return HttpRequest(
-            "POST", f"/voting/peernode/{msg.responder}/response/{'yes' if msg.yes else 'no'}",
-            {H_NODE: msg.responder},
+            "POST", path, {H_NODE: msg.responder},
             {"initiator": msg.initiator, "counter": msg.counter, "id": msg.uid,
              "voters": list(msg.voters), "no_voters": list(msg.no_voters),
              "version": msg.version, "duplicate": msg.duplicate})
@@ -370,12 +379,15 @@ def decode(method: str, path: str, headers: Any, body: bytes,
                       parse_bool(headers.get(H_RESET), H_RESET),
                       Update.from_json(decode_json(body)), auth,
                       int(budget) if budget is not None else None)
-    if method == "POST" and len(parts) == 5 and parts[:2] == ["voting", "peernode"] \
-            and parts[3] == "response":
-        _path_id(parts[2], sender)
-        if parts[4] not in ("yes", "no"):
-            raise CodecError(f"vote response must be yes or no, got {parts[4]!r}")
+    if method == "POST" and parts[-2:-1] == ["response"] and (
+            (len(parts) == 5 and parts[:2] == ["voting", "peernode"])
+            or (len(parts) == 4 and parts[0] == "node")):
+        _path_id(parts[-3], sender)
+        if parts[-1] not in ("yes", "no"):
+            raise CodecError(f"vote response must be yes or no, got {parts[-1]!r}")
         d = decode_json(body)
+        if d is None:  # the spec's example: the vote alone
+            return VoteResponse(sender, parts[-1] == "yes", None, None, None)
         if not isinstance(d, dict):
             raise CodecError("vote response body: expected a JSON object")
         uid = d.get("id")
@@ -384,7 +396,7 @@ def decode(method: str, path: str, headers: Any, body: bytes,
         dup = d.get("duplicate", False)
         if not isinstance(dup, bool):
             raise CodecError("vote response body.duplicate: expected a boolean")
-        return VoteResponse(sender, parts[4] == "yes", parse_node_id(d.get("initiator"),
+        return VoteResponse(sender, parts[-1] == "yes", parse_node_id(d.get("initiator"),
                             "body.initiator"), _int(d, "counter"), uid, _ids(d, "voters"),
                             _ids(d, "no_voters"), _int(d, "version") if "version" in d else 0,
                             dup)

@@ -507,6 +507,8 @@ class DripCore:
                                              tuple(sorted(t.no_voters)), t.version))
 
     def _on_vote_response(self, hop: str, r: VoteResponse, now: float) -> list[Effect]:
+        if r.uid is None:
+            return self._on_bare_vote(hop, r, now)
         t = self.tallies.get(r.uid)
         if t is None or t.decided or hop not in t.pending:
             # spec 4.5.1: no action for responses after the timeout (or never asked for)
@@ -517,6 +519,20 @@ class DripCore:
         if not r.yes and not r.no_voters:
             t.no_voters.add(hop)
         t.version = max(t.version, r.version)
+        return self._progress(t, now)
+
+    def _on_bare_vote(self, hop: str, r: VoteResponse, now: float) -> list[Effect]:
+        """A vote response without a body (the spec's example): it names no update, so it
+        counts only where one open vote waits on ``hop``, and only as ``hop``'s own vote (it
+        vouches for nobody beyond it, so a subtree behind it stays missing)."""
+        open_ = [t for t in self.tallies.values() if not t.decided and hop in t.pending]
+        vote = "yes" if r.yes else "no"
+        if len(open_) != 1:
+            return [Emit("late-vote", {"uid": None, "from": hop, "vote": vote,
+                                       "why": f"no body and {len(open_)} open votes wait on it"})]
+        t = open_[0]
+        t.pending.discard(hop)
+        (t.voters if r.yes else t.no_voters).add(hop)
         return self._progress(t, now)
 
     def _voting_failed(self, to: str, msg: Voting, now: float) -> list[Effect]:

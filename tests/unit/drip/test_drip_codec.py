@@ -74,7 +74,6 @@ def _voting_headers() -> dict[str, str]:
     (codec.H_NODE, "missing DRiP-Node-ID"),
     (codec.H_COUNTER, "missing DRiP-Node-Counter"),
     (codec.H_RESET, "DRiP-Node-Counter-reset"),
-    (codec.H_TTYPE, "DRiP-Transaction-Type"),
 ])
 def test_voting_without_a_required_header_is_rejected(drop: str, match: str) -> None:
     h = _voting_headers()
@@ -93,6 +92,35 @@ def test_voting_without_a_required_header_is_rejected(drop: str, match: str) -> 
 def test_malformed_bodies_are_rejected(body: bytes, match: str) -> None:
     with pytest.raises(CodecError, match=match):
         codec.decode("POST", "/voting", _voting_headers(), body)
+
+
+def test_a_missing_transaction_type_means_update_as_in_the_spec_examples() -> None:
+    """Sections 4.5.1.1 and 4.5.2.1 send /voting and /commit without DRiP-Transaction-Type."""
+    h = _voting_headers()
+    del h[codec.H_TTYPE]
+    got = codec.decode("POST", "/voting", h, b'{"id":"u","key":"k","value":1}')
+    assert isinstance(got, codec.Voting) and got.update == Update("u", "k", 1)
+    c = codec.decode("POST", "/commit", h, b'{"id":"u","key":"k","value":1,"version":2}')
+    assert isinstance(c, codec.Commit) and c.version == 2
+    h[codec.H_TTYPE] = "bulk"
+    with pytest.raises(CodecError, match="must be update or sync"):
+        codec.decode("POST", "/voting", h, b'{"id":"u","key":"k","value":1}')
+
+
+@pytest.mark.parametrize("path", ["/voting/peernode/nodeA/response/yes",
+                                  "/node/nodeA/response/yes"])
+def test_a_vote_response_may_have_no_body_and_the_spec_example_path(path: str) -> None:
+    """Section 4.5.1.2: the heading's path and the example's path, with no body at all."""
+    got = codec.decode("POST", path, {codec.H_NODE: "nodeA"}, b"")
+    assert got == codec.VoteResponse("nodeA", True, None, None, None)
+    assert codec.decode("POST", path.replace("yes", "no"), {codec.H_NODE: "nodeA"}, b"").yes \
+        is False
+    bare = codec.encode(got)
+    assert bare.body is None and codec.decode(bare.method, bare.path, bare.headers, b"") == got
+    with pytest.raises(CodecError, match="yes or no"):
+        codec.decode("POST", "/node/nodeA/response/maybe", {codec.H_NODE: "nodeA"}, b"")
+    with pytest.raises(CodecError, match="path names node"):
+        codec.decode("POST", "/node/nodeB/response/yes", {codec.H_NODE: "nodeA"}, b"")
 
 
 def test_sync_needs_the_sync_complete_header() -> None:

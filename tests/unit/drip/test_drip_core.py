@@ -4,7 +4,7 @@ the core alone where one input says enough."""
 from __future__ import annotations
 
 from harness.sim.drip import DripSim
-from nodes.common.effects import Emit, Persist, Send
+from nodes.common.effects import Effect, Emit, Persist, Send
 from nodes.drip import codec
 from nodes.drip.codec import Item, Update
 from nodes.drip.core import Answer, ClientUpdate, CoreConfig, DripCore, Inbound
@@ -140,6 +140,56 @@ def test_timeout_aborts_and_late_responses_change_nothing() -> None:
     settle(sim, 1)
     assert sim.events_of("n1", "late-vote")
     assert sim.value("n1", "k") is None and sim.value("n2", "k") is None
+
+
+def _asking_n2_and_n3(bugs: frozenset[str] = frozenset()) -> tuple[DripCore, list[Effect]]:
+    c = DripCore("n1", ["n2", "n3"])
+    c.start(0)
+    c.peer_up.update({"n2": True, "n3": True})
+    return c, c.on_command(ClientUpdate(Update("u1", "k", 1)), 7, 0)
+
+
+def test_a_bare_vote_counts_only_as_its_senders_own_vote() -> None:
+    """The spec's vote response has no body: it names no update and vouches for nobody else."""
+    c, _ = _asking_n2_and_n3()
+    assert c.on_message(Inbound("n2", 1), codec.VoteResponse("n2", True, None, None, None), 0)\
+        [-1] == Send(Inbound("n2", 1), Answer(200, {"ok": True}))
+    assert c.tallies["u1"].voters == {"n1", "n2"} and c.tallies["u1"].pending == {"n3"}
+    out = c.on_message(Inbound("n3", 2), codec.VoteResponse("n3", True, None, None, None), 0)
+    (dec,) = [e for e in out if isinstance(e, Emit) and e.type == "decide"]
+    assert dec.fields["outcome"] == "commit"
+
+
+def test_a_bare_no_aborts_and_an_ambiguous_bare_vote_is_ignored() -> None:
+    c, _ = _asking_n2_and_n3()
+    out = c.on_message(Inbound("n2", 1), codec.VoteResponse("n2", False, None, None, None), 0)
+    (dec,) = [e for e in out if isinstance(e, Emit) and e.type == "decide"]
+    assert dec.fields["outcome"] == "abort" and dec.fields["no_voters"] == ["n2"]
+    c.peer_up.update({"n2": True, "n3": True})
+    c.on_command(ClientUpdate(Update("u2", "a", 1)), 8, 0)
+    c.on_command(ClientUpdate(Update("u3", "b", 1)), 9, 0)
+    out = c.on_message(Inbound("n2", 3), codec.VoteResponse("n2", True, None, None, None), 0)
+    (late,) = [e for e in out if isinstance(e, Emit)]
+    assert late.type == "late-vote" and "2 open votes" in late.fields["why"]
+    assert all("n2" in c.tallies[u].pending for u in ("u2", "u3"))
+
+
+def test_the_abort_counter_survives_a_restart() -> None:
+    """An abort takes a counter; were it not durable, the next update after a restart would
+    reuse it and every peer would take the vote request for a duplicate."""
+    sim = DripSim(RING4)
+    sim.crash("n3")
+    settle(sim, 1)
+    sim.update("n1", "k", 1, "u1")
+    settle(sim, 5)
+    assert not sim.committed("u1") and sim.core("n1").counter == 2  # vote, then abort
+    sim.restart("n1")
+    sim.restart("n3")
+    settle(sim, 3)
+    assert sim.core("n1").counter == 2
+    sim.update("n1", "k", 2, "u2")
+    settle(sim, 3)
+    assert sim.committed("u2"), sim.outcome("u2")
 
 
 def test_seen_counters_stop_propagation_and_reset_starts_a_new_epoch() -> None:
