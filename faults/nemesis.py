@@ -14,9 +14,12 @@ goes to every backend that supports its kind. All randomness comes from the ``rn
 
 Ops (value fields; ``links`` is a list of ``[src, dst]`` pairs, default every node-node pair):
 
-* ``start-partition`` ``{shape: halves|random-halves|isolate|majorities-ring|bridge|explicit,
-  one_way?, node? (isolate: a name, "random" or "leader"), shuffle? (bridge), groups? | cut? (explicit)}``;
-  ``stop-partition``. Clients are never cut by a partition.
+* ``start-partition`` ``{shape: halves|random-halves|isolate|majorities-ring|bridge|min-edge-cut|
+  articulation|explicit, one_way?, node? (isolate: a name, "random" or "leader"), shuffle? (bridge),
+  groups? | cut? (explicit)}``; ``stop-partition``. Clients are never cut by a partition. On a
+  sparse topology (DRiP's ring, line, figure 1) a drawn shape that severs no path of it is
+  replaced by a minimum edge cut, recorded as ``asked`` and ``why``; ``min-edge-cut`` and
+  ``articulation`` are chosen from the topology's graph (from the full mesh when there is none).
 * ``start-latency`` ``{ms, jitter_ms?, links?, one_way?}``; ``stop-latency``
 * ``start-loss`` ``{p, links?, one_way?}`` (UDP only); ``stop-loss``
 * ``start-duplicate`` ``{p, links?, one_way?}`` (UDP only: each datagram twice with probability p);
@@ -79,12 +82,16 @@ class Nemesis:
 
     def __init__(self, rng: random.Random, nodes: NodeControl | None = None,
                  links: LinkFaults | Sequence[LinkFaults] = (),
-                 node_names: Sequence[str] | None = None) -> None:
+                 node_names: Sequence[str] | None = None,
+                 topology: Sequence[Flow] | None = None) -> None:
         self.rng = rng
         self.control = nodes
         self.backends: list[LinkFaults] = [links] if hasattr(links, "apply") else list(links)  # type: ignore[arg-type]
         names = node_names if node_names is not None else (nodes.nodes if nodes else [])
         self.nodes: list[str] = list(names)
+        #: the peer edges when not every pair of nodes talks (DRiP's mesh shapes); None = all
+        self.topology: list[Flow] | None = None if topology is None else [
+            (str(a), str(b)) for a, b in topology]
         self.partition: frozenset[Flow] | None = None
         self.killed: set[str] = set()
         self.paused: set[str] = set()
@@ -201,6 +208,15 @@ class Nemesis:
                 self.rng.shuffle(order)
             bridge_node, grudge = partitions.bridge(order)
             info["bridge"] = bridge_node
+        elif shape == "min-edge-cut":
+            grudge = partitions.min_edge_cut(nodes, self._edges(), self.rng)
+        elif shape == "articulation":
+            try:
+                point, grudge = partitions.articulation_cut(nodes, self._edges(), self.rng)
+                info["node"] = point
+            except ValueError as e:  # no single node holds this mesh together
+                grudge = partitions.min_edge_cut(nodes, self._edges(), self.rng)
+                info.update(asked=shape, shape="min-edge-cut", why=str(e))
         elif shape == "explicit":
             if "groups" in value:
                 grudge = partitions.from_components(value["groups"], one_way)
@@ -208,7 +224,21 @@ class Nemesis:
                 grudge = frozenset((str(a), str(b)) for a, b in value["cut"])
         else:
             raise NemesisError(f"unknown partition shape {shape!r}")
+        if self.topology is not None and shape != "explicit" \
+                and not partitions.severs(nodes, self.topology, grudge):
+            # on a sparse mesh a shape drawn for a full one may cut only pairs that never
+            # talk: not a partition. Take the cheapest real one instead, and say so.
+            info.update(asked=shape, shape="min-edge-cut", one_way=False,
+                        why=f"{shape} severs no path of the topology")
+            info.pop("bridge", None)
+            info.pop("node", None)
+            grudge = partitions.min_edge_cut(nodes, self.topology, self.rng)
         return grudge, info
+
+    def _edges(self) -> list[Flow]:
+        if self.topology is not None:
+            return self.topology
+        return [(a, b) for i, a in enumerate(self.nodes) for b in self.nodes[i + 1:]]
 
     async def _start_partition(self, value: dict[str, Any]) -> dict[str, Any]:
         grudge, info = await self._grudge(value)
@@ -217,7 +247,9 @@ class Nemesis:
             replaced = _enc(await self._heal(Kind.CUT))
         self.partition = grudge
         await self._apply(Kind.CUT, grudge)
-        out = {**value, **info, "components": partitions.components(self.nodes, grudge),
+        comps = (partitions.components(self.nodes, grudge) if self.topology is None else
+                 partitions.topology_components(self.nodes, self.topology, grudge))
+        out = {**value, **info, "components": comps,
                "cut": partitions.encode(grudge)}
         if replaced is not None:
             out["replaced"] = replaced

@@ -164,6 +164,65 @@ def all_flows(nodes: Iterable[str], include_client: bool = False) -> Grudge:
     return frozenset(flows)
 
 
+# ---- shapes against a topology (a mesh where not every pair of nodes talks) --------------
+
+
+def _topology(nodes: Iterable[str], edges: Iterable[Flow]) -> nx.Graph:
+    g = nx.Graph()
+    g.add_nodes_from(nodes)
+    g.add_edges_from(edges)
+    return g
+
+
+def severs(nodes: Iterable[str], edges: Iterable[Flow], grudge: Iterable[Flow]) -> bool:
+    """Does ``grudge`` split the topology, leaving some node unable to reach another over the
+    edges that are left (either way, for one-way cuts)? A cut that severs no path is no
+    partition: every message still gets through, only by another route."""
+    g = _topology(nodes, edges).to_directed()
+    before = nx.number_strongly_connected_components(g)
+    g.remove_edges_from(grudge)
+    return nx.number_strongly_connected_components(g) > before
+
+
+def _cut_between(g: nx.Graph, groups: list[list[str]]) -> Grudge:
+    return from_components(sorted(sorted(c) for c in groups))
+
+
+def min_edge_cut(nodes: Sequence[str], edges: Iterable[Flow], rng: random.Random) -> Grudge:
+    """Cut a minimum edge cut between two nodes picked by ``rng``: the cheapest partition of
+    the topology (one link of a line, two of a ring, a whole node of a full mesh)."""
+    g = _topology(nodes, edges)
+    if not nx.is_connected(g) or len(g) < 2:
+        raise ValueError("a minimum edge cut needs a connected topology of 2 nodes or more")
+    s, t = rng.sample(sorted(g.nodes), 2)
+    g.remove_edges_from(nx.minimum_edge_cut(g, s, t))
+    return _cut_between(g, [list(c) for c in nx.connected_components(g)])
+
+
+def articulation_cut(nodes: Sequence[str], edges: Iterable[Flow],
+                     rng: random.Random) -> tuple[str, Grudge]:
+    """Isolate an articulation point picked by ``rng`` (a node whose loss splits the rest):
+    returns it and a grudge that also cuts the pieces it held together from each other."""
+    g = _topology(nodes, edges)
+    points = sorted(nx.articulation_points(g))
+    if not points:
+        raise ValueError("the topology has no articulation point (no single node holds it "
+                         "together); use min-edge-cut")
+    node = rng.choice(points)
+    g.remove_node(node)
+    return node, _cut_between(g, [[node], *(list(c) for c in nx.connected_components(g))])
+
+
+def topology_components(nodes: Iterable[str], edges: Iterable[Flow],
+                        grudge: Iterable[Flow]) -> list[list[str]]:
+    """`components` over the topology's edges instead of the full mesh."""
+    g = _topology(nodes, edges).to_directed()
+    g.remove_edges_from(grudge)
+    both = nx.Graph((a, b) for a, b in g.edges if g.has_edge(b, a))
+    both.add_nodes_from(g.nodes)
+    return sorted(sorted(c) for c in nx.connected_components(both))
+
+
 def encode(grudge: Iterable[Flow]) -> list[list[str]]:
     """JSON-friendly, sorted form of a grudge for history values."""
     return [list(f) for f in sorted(grudge)]

@@ -127,6 +127,9 @@ def named_kinds(nodes: Sequence[str]) -> dict[str, FaultKind]:
     for shape in shapes:
         out[f"partition-{shape}"] = FaultKind(
             f"partition-{shape}", lambda rng, shape=shape: op("start-partition", {"shape": shape}))
+    for shape in ("min-edge-cut", "articulation"):  # drawn from the topology's graph
+        out[f"partition-{shape}"] = FaultKind(
+            f"partition-{shape}", lambda rng, shape=shape: op("start-partition", {"shape": shape}))
     out["partition-isolate-leader"] = FaultKind(  # resolved by the nemesis, like kill-leader
         "partition-isolate-leader",
         lambda rng: op("start-partition", {"shape": "isolate", "node": "leader"}))

@@ -276,6 +276,9 @@ def run_spec(a: argparse.Namespace) -> Any:
             raise UsageError(f"give PROTOCOL ({a.protocol}) or --from, not both: --from "
                              "replays the stored run's protocol")
         path, record = read_record(a.from_, a.store)
+        if a.topology is not None:
+            raise UsageError("--topology cannot change a replayed run: --from keeps the stored "
+                             "run's topology")
         overrides = {"nodes": a.nodes, "time_limit": a.time_limit, "nemesis": a.nemesis,
                      "nemesis_interval": a.nemesis_interval, "backend": a.backend,
                      "seed": a.seed, "workload": a.workload, "concurrency": a.concurrency,
@@ -296,13 +299,19 @@ def run_spec(a: argparse.Namespace) -> Any:
     opt = {k: CLI_DEFAULTS[k] if getattr(a, k) is None else getattr(a, k)
            for k in ("nodes", "time_limit", "nemesis", "nemesis_interval", "backend")}
     proto = validate_names(a.protocol, a.workload, a.bug, opt["nemesis"])
+    topology = None
+    if a.topology not in (None, "full"):
+        if a.topology not in proto.topologies:
+            raise UsageError(f"protocol {proto.name} has no topology {a.topology!r}; choose "
+                             f"one of: {', '.join(['full', *sorted(proto.topologies)])}")
+        topology = proto.topologies[a.topology]
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1, 2**31)
     return TestSpec(
         name=a.name or f"{a.protocol}-{a.workload or proto.default_workload}",
         protocol=proto, workload=a.workload or "", nodes=opt["nodes"],
         faults=Faults(opt["nemesis"], opt["nemesis_interval"]), time_limit=opt["time_limit"],
         concurrency=a.concurrency or opt["nodes"], backend=opt["backend"], bugs=a.bug,
-        store=a.store, seed=seed, node_command=a.node_command,
+        store=a.store, seed=seed, node_command=a.node_command, topology=topology,
     )
 
 
@@ -601,6 +610,10 @@ def parser() -> argparse.ArgumentParser:
                         "same schedule (default: a random one, printed)")
     r.add_argument("--workload", help="one of the protocol's workloads (default: the one marked "
                                       "default below)")
+    r.add_argument("--topology", metavar="SHAPE",
+                   help="which nodes peer with which: full (the default), or a shape the "
+                        "protocol offers (DRiP: figure1, ring, line); partitions are then drawn "
+                        "against it")
     r.add_argument("--concurrency", type=positive_int, help="client threads (default: --nodes)")
     r.add_argument("--bug", action="append", default=[], metavar="MODE",
                    help="switch on one of the protocol's bug modes (listed below); repeatable")

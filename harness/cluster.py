@@ -78,7 +78,8 @@ class Cluster:
         from faults.nemesis import Nemesis
 
         self._faults = Nemesis(random.Random(f"{self.spec.seed}:faults"), nodes=self,
-                               links=self._links, node_names=self.nodes)
+                               links=self._links, node_names=self.nodes,
+                               topology=None if self.spec.topology is None else self.spec.edges())
 
     async def _start_links(self) -> None:
         from faults.links import TcpLinks

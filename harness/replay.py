@@ -176,6 +176,20 @@ def command_line(record: dict[str, Any]) -> CommandLine:
     missing = [f"{k} {m[k]!r}" for k in ("options", "op_timeout", "quiesce_s")
                if m[k] != CLI_DEFAULTS[k]]
     ids = [f"n{i + 1}" for i in range(m["nodes"])]
-    if m["topology"] is not None and [tuple(e) for e in m["topology"]] != _full_mesh(ids):
-        missing.append(f"topology {m['topology']!r}")
+    edges = None if m["topology"] is None else [tuple(e) for e in m["topology"]]
+    if edges is not None and edges != _full_mesh(ids):
+        named = [n for n, t in _topologies(m["protocol"]).items() if t(ids) == edges]
+        if named:
+            argv[-2:-2] = ["--topology", named[0]]
+        else:
+            missing.append(f"topology {m['topology']!r}")
     return CommandLine(argv, missing)
+
+
+def _topologies(protocol: str) -> dict[str, Any]:
+    from harness.protocols import get_protocol
+
+    try:
+        return get_protocol(protocol).topologies
+    except ValueError:  # a protocol this install lacks: its shapes are unknown here
+        return {}

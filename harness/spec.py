@@ -84,6 +84,10 @@ class ProtocolDef:
     #: which node leads, from the nodes' /admin/state dumps (None: no leader notion)
     leader_of: Callable[[dict[str, dict[str, Any] | None]], str | None] | None = None
     default_workload: str = ""
+    #: mesh shapes ``harness run --topology`` offers (node ids -> undirected edges), besides
+    #: ``full``, the default everyone has
+    topologies: dict[str, Callable[[list[str]], list[tuple[str, str]]]] = field(
+        default_factory=dict)
 
 
 def _seed() -> int:

@@ -16,6 +16,7 @@ from harness.spec import DefiniteFailure, NodeAddr, ProtocolDef, TestSpec, Workl
 from nodes.drip.client import DripClient, DripRefused, DripUnsure
 from nodes.drip.core import BUGS
 from nodes.drip.material import ensure_ca, ensure_jwt_keypair, ensure_shared_secret, issue_node_cert
+from nodes.drip.topology import TOPOLOGIES
 
 
 def node_extra(spec: TestSpec, index: int, run_path: Path) -> dict[str, Any]:
@@ -135,4 +136,5 @@ PROTOCOL = ProtocolDef(
     default_workload="registry",
     node_extra=node_extra,
     leader_of=None,
+    topologies={n: t for n, t in TOPOLOGIES.items() if n != "full"},
 )

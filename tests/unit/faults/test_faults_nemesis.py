@@ -217,3 +217,28 @@ def test_every_named_fault_runs_through_the_nemesis() -> None:
             done = run(nem.invoke(o))
             assert "error" not in done, (name, done)
     assert links.active == {} and not (nem.killed or nem.paused or nem.skewed)
+
+
+def test_on_a_sparse_topology_a_shape_that_severs_nothing_becomes_a_min_edge_cut() -> None:
+    line = [("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n4", "n5")]
+    links = FakeLinks([Kind.CUT])
+    nem = Nemesis(random.Random(1), FakeNodes(), [links], topology=line)
+    done = run(nem.invoke({"f": "start-partition", "value": {"shape": "bridge"}}))["value"]
+    assert done["asked"] == "bridge" and done["shape"] == "min-edge-cut", done
+    assert "severs no path" in done["why"] and "bridge" not in done
+    assert len(done["components"]) == 2 and P.severs(NODES, line, links.active[Kind.CUT])
+    run(nem.invoke({"f": "stop-partition", "value": None}))
+    kept = run(nem.invoke({"f": "start-partition", "value": {"shape": "isolate",
+                                                              "node": "n3"}}))["value"]
+    assert "asked" not in kept and kept["components"] == [["n1", "n2"], ["n3"], ["n4", "n5"]]
+    run(nem.invoke({"f": "stop-partition", "value": None}))
+    art = run(nem.invoke({"f": "start-partition", "value": {"shape": "articulation"}}))["value"]
+    assert art["node"] in {"n2", "n3", "n4"} and [art["node"]] in art["components"]
+
+
+def test_articulation_on_a_full_mesh_falls_back_to_a_min_edge_cut_and_says_why() -> None:
+    nem, _, _ = make()
+    done = run(nem.invoke({"f": "start-partition", "value": {"shape": "articulation"}}))
+    assert "error" not in done and done["value"]["shape"] == "min-edge-cut"
+    assert "no articulation point" in done["value"]["why"]
+    assert len(done["value"]["components"]) == 2

@@ -125,3 +125,39 @@ def test_all_flows_and_encode() -> None:
     flows = P.all_flows(names(3), include_client=True)
     assert len(flows) == 6 + 6
     assert P.encode({("b", "a"), ("a", "b")}) == [["a", "b"], ["b", "a"]]
+
+
+# ---- shapes against a topology ---------------------------------------------------------------
+
+LINE5 = [("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n4", "n5")]
+RING5 = [*LINE5, ("n1", "n5")]
+N5 = ["n1", "n2", "n3", "n4", "n5"]
+
+
+def test_a_cut_between_nodes_that_never_talk_severs_nothing() -> None:
+    full = [(a, b) for a, b in P.all_flows(N5) if a < b]
+    assert P.severs(N5, full, P.halves(N5)) and P.severs(N5, LINE5, P.halves(N5))
+    _, g = P.bridge(N5)  # {n1,n2} | {n4,n5}, n3 between: on a line there is no such link
+    assert not P.severs(N5, LINE5, g)
+    assert not P.severs(N5, full, g)  # a relaying mesh routes through the bridge node
+    assert P.severs(N5, LINE5, P.isolate(N5, "n3"))
+    assert P.severs(N5, LINE5, frozenset({("n2", "n3")}))  # one way is enough
+
+
+def test_min_edge_cut_is_one_link_of_a_line_and_two_of_a_ring() -> None:
+    for edges, links in ((LINE5, 1), (RING5, 2)):
+        for seed in range(10):
+            g = P.min_edge_cut(N5, edges, random.Random(seed))
+            assert P.severs(N5, edges, g)
+            cut_links = {tuple(sorted(f)) for f in g} & set(edges)
+            assert len(cut_links) == links, (edges, seed, g)
+            assert len(P.topology_components(N5, edges, g)) == 2
+
+
+def test_articulation_cut_isolates_a_cut_vertex_and_keeps_its_pieces_apart() -> None:
+    node, g = P.articulation_cut(N5, LINE5, random.Random(3))
+    assert node in {"n2", "n3", "n4"}
+    comps = P.topology_components(N5, LINE5, g)
+    assert [node] in comps and len(comps) == 3
+    with pytest.raises(ValueError, match="no articulation point"):
+        P.articulation_cut(N5, RING5, random.Random(3))

@@ -118,3 +118,24 @@ def test_a_record_from_before_the_fault_interval_was_stored_uses_the_cli_default
     old = {k: v for k, v in stored(spec).items() if k not in ("faults", "quiesce_s", "store")}
     back = spec_from_record(old)
     assert back.faults == Faults("kill", 5.0) and back.quiesce_s == 3.0 and back.seed == 4
+
+
+def test_a_named_topology_runs_replays_and_is_written_back_as_its_name():
+    from nodes.drip.topology import ring
+
+    spec = spec_of("drip", "--topology", "ring", "--nodes", "5", "--seed", "3")
+    assert spec.edges() == ring(spec.node_ids) != spec_of("drip").edges()
+    back = spec_from_record(stored(spec))
+    assert back.describe() == spec.describe()
+    cmd = command_line(stored(spec))
+    assert cmd.argv[cmd.argv.index("--topology") + 1] == "ring" and not cmd.not_expressible
+    assert spec_of(*cmd.argv[2:]).describe() == {**spec.describe()}
+
+
+@pytest.mark.parametrize("argv,match", [
+    (("drip", "--topology", "star"), "no topology 'star'; choose one of: full, figure1"),
+    (("swim", "--topology", "ring"), "no topology 'ring'; choose one of: full$"),
+])
+def test_an_unknown_topology_is_refused_with_the_choices(argv, match):
+    with pytest.raises(cli.UsageError, match=match):
+        spec_of(*argv)
