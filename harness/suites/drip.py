@@ -2,7 +2,8 @@
 
 ``node_extra`` writes the run's TLS CA, each node's certificate and the JWT keys under
 ``<run dir>/tls/`` (once per run) and returns the extra config keys ``tls``, ``jwt`` and
-``mesh_members``. ``spec.options["jwt_mode"]`` picks ``shared`` (default) or ``public``.
+``mesh_members``. ``spec.options["jwt_mode"]`` picks ``public`` (default: each node signs with
+its own key, so no node can sign as another) or ``shared`` (one HMAC secret for the mesh).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def node_extra(spec: TestSpec, index: int, run_path: Path) -> dict[str, Any]:
     ids = spec.node_ids
     me = ids[index]
     files = issue_node_cert(tls_dir, me, ensure_ca(tls_dir))
-    mode = str(spec.options.get("jwt_mode", "shared"))
+    mode = str(spec.options.get("jwt_mode", "public"))
     if mode == "shared":
         jwt_cfg: dict[str, Any] = {"mode": "shared",
                                    "shared_key_file": str(ensure_shared_secret(tls_dir))}

@@ -7,13 +7,25 @@ Two modes, chosen per mesh:
   public keys of every mesh node (forwarded requests keep the initiator's token, so a node
   must verify tokens of nodes that are not its direct peers).
 
-Claims: ``iss`` (the node that initiated the request), ``iat``, and ``exp`` (``iat + ttl``).
+Claims: ``iss`` (the node that initiated the request), ``iat``, ``exp`` (``iat + ttl``), and
+two of ours that make the token sign one request rather than vouch for an issuer:
+
+* ``req``: :func:`nodes.drip.codec.signed_digest` of the request (method, path, propagation
+  headers, body): the same token on another path, with another body or other counters fails;
+* ``jti``: a random id. A receiver remembers the ids it took until they expire; a request made
+  on the sender's own behalf (heartbeat, vote response, notices, sync) is refused when its id
+  comes again. A flooded request (``/voting``, ``/commit``, ``/abort``) keeps the initiator's
+  token on every path, so it legitimately arrives once per path: its repeats go to the core,
+  which answers them as duplicates by the initiator's counter (spec 4.4) and changes nothing.
+
 A token is rejected (:class:`AuthError`, answered 401) when missing, malformed, badly signed,
-expired, issued too far in the future, or when ``iss`` differs from ``DRiP-Node-ID``.
+expired, issued too far in the future, when ``iss`` differs from ``DRiP-Node-ID``, when it
+binds another request, or when it is replayed.
 """
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,14 +49,16 @@ class Signer:
     key: Any  # bytes secret (shared) or PEM private key bytes (public)
     ttl_s: float = 600.0
 
-    def token(self, now: float) -> str:
+    def token(self, now: float, digest: str, **extra: Any) -> str:
+        """A token for the one request whose :func:`signed_digest` is ``digest``."""
         iat = int(now)
-        claims = {"iss": self.node_id, "iat": iat, "exp": iat + int(self.ttl_s)}
+        claims = {"iss": self.node_id, "iat": iat, "exp": iat + int(self.ttl_s),
+                  "jti": secrets.token_hex(12), "req": digest, **extra}
         alg = SHARED_ALG if self.mode == "shared" else PUBLIC_ALG
         return jwt.encode(claims, self.key, algorithm=alg)
 
-    def header(self, now: float) -> str:
-        return "Bearer " + self.token(now)
+    def header(self, now: float, digest: str) -> str:
+        return "Bearer " + self.token(now, digest)
 
 
 @dataclass
@@ -55,6 +69,11 @@ class Verifier:
     shared_key: bytes | None = None
     public_keys: dict[str, bytes] = field(default_factory=dict)
     leeway_s: float = 30.0
+    #: token ids taken, with when they stop mattering (their exp + leeway)
+    seen: dict[str, float] = field(default_factory=dict)
+    #: at most this many remembered ids: a peer signing faster than that is refused, not
+    #: allowed to grow the table (10 requests/s per peer for a 600 s token is 6,000)
+    max_seen: int = 200_000
 
     def verify(self, header: str | None, expected_iss: str, now: float) -> dict[str, Any]:
         """The token's claims, or AuthError naming what is wrong."""
@@ -90,7 +109,28 @@ class Verifier:
             raise AuthError(f"token expired {now - exp:.0f}s ago (iat {iat}, exp {exp})")
         if iat > now + self.leeway_s:
             raise AuthError(f"token issued {iat - now:.0f}s in the future")
+        for k in ("jti", "req"):
+            if not isinstance(claims.get(k), str) or not claims[k]:
+                raise AuthError(f"token has no {k!r} claim: DRiP tokens sign one request "
+                                "(docs/drip.md, Authorization)")
         return claims
+
+    def bind(self, claims: dict[str, Any], digest: str, once: bool, now: float) -> None:
+        """The token must sign this very request; ``once``: its id must be new (then it is
+        remembered until it expires)."""
+        if claims["req"] != digest:
+            raise AuthError("token signs another request (method, path, headers or body "
+                            "differ from what the issuer signed)")
+        if not once:
+            return
+        jti = claims["jti"]
+        if jti in self.seen:
+            raise AuthError(f"token replayed (jti {jti[:32]!r} was already taken)")
+        if len(self.seen) >= self.max_seen:
+            self.seen = {j: t for j, t in self.seen.items() if t > now}
+            if len(self.seen) >= self.max_seen:
+                raise AuthError("too many live tokens to remember; retry later")
+        self.seen[jti] = float(claims["exp"]) + self.leeway_s
 
 
 def load_auth(node_id: str, cfg: dict[str, Any]) -> tuple[Signer, Verifier]:

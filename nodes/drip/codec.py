@@ -23,6 +23,7 @@ and ``POST /abort`` (ours: the spec has no abort message).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -350,6 +351,24 @@ def encode(msg: Message) -> HttpRequest:
     if isinstance(msg, StateQuery):
         return HttpRequest("GET", "/state", {H_NODE: msg.sender})
     raise TypeError(f"not a DRiP message: {msg!r}")
+
+
+#: messages whose initiator's token travels unchanged through forwarders (spec 4.4): a node
+#: may see one token once per path, so their replays are the core's duplicates, not refusals
+FLOODED = (Voting, Commit, Abort)
+
+
+def signed_digest(msg: Message) -> str:
+    """SHA-256 (hex) of what a request's JWT vouches for: method, path, the propagation headers
+    (node id, counter, reset, transaction type) and the body, in a canonical form computed from the
+    decoded message, so that forwarders that re-encode it (or encode JSON another way) keep
+    the digest. The vote budget header is left out: forwarders lower it on purpose."""
+    req = encode(msg)
+    headers = sorted((k.lower(), v) for k, v in req.headers.items()
+                     if k not in (H_BUDGET, H_AUTH))
+    view = [req.method, req.path, headers, req.body]
+    raw = json.dumps(view, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(raw.encode()).hexdigest()
 
 
 def _path_id(path_id: str, sender: str) -> None:

@@ -15,8 +15,13 @@ Request checks on the peer port, in order (each failure changes nothing):
 2. ``DRiP-Node-ID`` well formed, else 400.
 3. JWT in ``Authorization`` valid, unexpired, ``iss`` == ``DRiP-Node-ID``, else 401.
 4. Headers and body per the codec, else 400 (404 for an unknown endpoint).
-5. For requests a node makes on its own behalf (everything but forwarded ``/voting`` and
-   ``/commit``) ``DRiP-Node-ID`` must also be the TLS identity, else 403.
+5. The JWT signs this very request (its ``req`` digest), and a token of a request made on the
+   sender's own behalf is not a replay (its ``jti``), else 401 (`nodes.drip.auth`).
+6. For requests a node makes on its own behalf (everything but forwarded ``/voting``,
+   ``/commit`` and ``/abort``) ``DRiP-Node-ID`` must also be the TLS identity, else 403.
+
+Every refusal is counted by reason (``refused`` in ``/admin/state``) and journaled as a
+``refused`` event, at most one per reason per 10 s (`nodes.common.refusals`).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from nodes.common.clock import Clock
 from nodes.common.config import ConfigError, NodeConfig
 from nodes.common.journal import Journal
 from nodes.common.loop import Answers, CoreLoop, JournalingHost
+from nodes.common.refusals import Refusals
 from nodes.drip import codec
 from nodes.drip.auth import AuthError, Signer, Verifier, load_auth
 from nodes.drip.codec import CodecError, Message, Update
@@ -131,7 +137,8 @@ class DripNode(JournalingHost):
                        heartbeat_s=o.heartbeat_s, peer_timeout_s=o.peer_timeout_s),
             get_policy(o.entitlement), extra.mesh_members)
         self.loop = CoreLoop(self.core, self, self.clock.monotonic)
-        self.admin = AdminServer(self.me, self.core.snapshot, self.journal, self.clock, cfg.host,
+        self.refusals = Refusals()
+        self.admin = AdminServer(self.me, self._snapshot, self.journal, self.clock, cfg.host,
                                  cfg.ports.admin)
         self.answers = Answers()
         self._ids = itertools.count()
@@ -204,9 +211,20 @@ class DripNode(JournalingHost):
         return key, self.answers.wait(key)
 
     # ---- outgoing ---------------------------------------------------------------------------
+    def _snapshot(self) -> dict[str, Any]:
+        return {**self.core.snapshot(), "refused": self.refusals.snapshot()}
+
+    def _refuse(self, status: int, reason: str, msg: str, ident: str | None) -> web.Response:
+        ev = self.refusals.note(reason, self.clock.monotonic(), peer=ident, status=status,
+                                error=msg)
+        if ev is not None:
+            self.journal.emit("refused", **ev)
+        return _err(status, msg)
+
     def _auth_for(self, msg: Message) -> str:
         forwarded = getattr(msg, "auth", None)
-        return forwarded if forwarded else self.signer.header(self.clock.wall())
+        return forwarded if forwarded else self.signer.header(self.clock.wall(),
+                                                              codec.signed_digest(msg))
 
     async def _request(self, to: str, msg: Message) -> None:
         """One HTTPS request to a peer; how it ended goes back to the core."""
@@ -241,25 +259,35 @@ class DripNode(JournalingHost):
     async def handle_peer(self, req: web.Request) -> web.Response:
         ident = peer_identity(req.transport.get_extra_info("peercert") if req.transport else None)
         if ident is None:
-            return _err(403, "no TLS client certificate: DRiP peers authenticate with mutual TLS")
+            return self._refuse(403, "no-client-cert", "no TLS client certificate: DRiP peers "
+                                "authenticate with mutual TLS", None)
         if ident not in self.cfg.peers:
-            return _err(403, f"{ident!r} is not a configured peer of {self.me}; request ignored")
+            return self._refuse(403, "not-a-peer", f"{ident!r} is not a configured peer of "
+                                f"{self.me}; request ignored", ident)
         try:
             sender = codec.parse_node_id(req.headers.get(codec.H_NODE))
         except CodecError as e:
-            return _err(e.status, str(e))
+            return self._refuse(e.status, "malformed", str(e), ident)
         auth = req.headers.get(codec.H_AUTH)
+        now = self.clock.wall()
         try:
-            self.verifier.verify(auth, sender, self.clock.wall())
+            claims = self.verifier.verify(auth, sender, now)
         except AuthError as e:
-            return _err(401, str(e))
+            return self._refuse(401, "bad-token", str(e), ident)
         body = await req.read()
         try:
             msg = codec.decode(req.method, req.path, req.headers, body, auth)
         except CodecError as e:
-            return _err(e.status, str(e))
+            return self._refuse(e.status, "malformed", str(e), ident)
+        try:
+            self.verifier.bind(claims, codec.signed_digest(msg),
+                               once=not isinstance(msg, codec.FLOODED), now=now)
+        except AuthError as e:
+            return self._refuse(401, "replayed" if "replayed" in str(e) else "retargeted",
+                                str(e), ident)
         if isinstance(msg, _OWN_BEHALF) and sender != ident:
-            return _err(403, f"{codec.H_NODE} {sender!r} is not the TLS peer {ident!r}")
+            return self._refuse(403, "not-own-behalf", f"{codec.H_NODE} {sender!r} is not the "
+                                f"TLS peer {ident!r}", ident)
         key, fut = self._waiter()
         self.loop.message(Inbound(ident, key), msg)
         self.answers.drop(key)

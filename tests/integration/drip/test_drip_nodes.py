@@ -71,15 +71,25 @@ def _ssl_for(m: Mesh, name: str) -> ssl.SSLContext:
     return ctx
 
 
-def test_bad_requests_get_clear_errors_and_change_nothing(mesh_factory) -> None:
-    m = mesh_factory(3, [("n1", "n2"), ("n2", "n3")])
+@pytest.mark.parametrize("jwt_mode", ["public", "shared"])
+def test_bad_requests_get_clear_errors_and_change_nothing(mesh_factory, jwt_mode: str) -> None:
+    m = mesh_factory(3, [("n1", "n2"), ("n2", "n3")], options={"jwt_mode": jwt_mode})
     signer, _ = load_auth("n1", m.extra["n1"]["jwt"])
+    signer3, _ = load_auth("n3", m.extra["n3"]["jwt"])
     now = time.time()
-    good = codec.encode(codec.Voting("n1", 99, False, codec.Update("bad1", "k", 1)))
+    vote = codec.Voting("n1", 99, False, codec.Update("bad1", "k", 1))
+    good = codec.encode(vote)
     body = good.body_bytes()
+    digest = codec.signed_digest(vote)
+    other_body = codec.encode(codec.Voting("n1", 99, False, codec.Update("bad1", "k", 2)))
+    heartbeat = codec.encode(codec.Heartbeat("n1", "active", ("n1", "n2", "n3")))
+    hb_token = signer.header(now, codec.signed_digest(codec.Heartbeat(
+        "n1", "active", ("n1", "n2", "n3"))))
+    cross = signer3.header(now, digest)  # n3's own token, for a request n1 initiates
 
     def headers(**over: Any) -> dict[str, str]:
-        h = {**good.headers, codec.H_AUTH: signer.header(now), "Content-Type": "application/json"}
+        h = {**good.headers, codec.H_AUTH: signer.header(now, digest),
+             "Content-Type": "application/json"}
         for k, v in over.items():
             k = {"node": codec.H_NODE, "counter": codec.H_COUNTER, "reset": codec.H_RESET,
                  "auth": codec.H_AUTH, "ttype": codec.H_TTYPE}[k]
@@ -93,15 +103,25 @@ def test_bad_requests_get_clear_errors_and_change_nothing(mesh_factory) -> None:
                         "x" * 40, algorithm="HS256")
     cases: list[tuple[str, str, dict[str, str], bytes, int, str]] = [
         ("n1", "/voting", headers(auth=None), body, 401, "missing Authorization"),
-        ("n1", "/voting", headers(auth=signer.header(now - 7200)), body, 401, "expired"),
-        ("n1", "/voting", headers(auth="Bearer " + forged), body, 401, "Signature"),
+        ("n1", "/voting", headers(auth=signer.header(now - 7200, digest)), body, 401,
+         "expired"),
+        # re-targeted: n1's token for this vote, on another body, path or counter
+        ("n1", "/voting", headers(), other_body.body_bytes(), 401, "signs another request"),
+        ("n1", "/commit", headers(), body, 400, "body.version"),
+        ("n1", "/commit", headers(), b'{"id":"bad1","key":"k","value":1,"version":1}', 401,
+         "signs another request"),
+        ("n1", "/voting", headers(counter="100"), body, 401, "signs another request"),
+        # cross-issuer: n3's token presented for n1, or as n1
+        ("n1", "/voting", headers(auth=cross), body, 401, "does not match DRiP-Node-ID"),
+        ("n1", "/voting", headers(auth=cross, node="n3"), body, 401, "signs another request"),
+        ("n1", "/voting", headers(auth="Bearer " + forged), body, 401, "token rejected"),
         ("n1", "/voting", headers(auth=jwt.encode({"iss": "n1", "iat": int(now)}, None,
                                                    algorithm="none")), body, 401, "token"),
         ("n1", "/voting", headers(node="n3"), body, 401, "does not match DRiP-Node-ID"),
         ("n1", "/voting", headers(counter="-5"), body, 400, "unsigned"),
         ("n1", "/voting", headers(counter="18446744073709551616"), body, 400, "64-bit"),
         ("n1", "/voting", headers(reset="maybe"), body, 400, "true or false"),
-        ("n1", "/voting", headers(ttype=None), body, 400, "DRiP-Transaction-Type"),
+        ("n1", "/voting", headers(ttype="bulk"), body, 400, "DRiP-Transaction-Type"),
         ("n1", "/voting", headers(), b"{oops", 400, "not valid JSON"),
         ("n1", "/voting", headers(), b'{"id": "x"}', 400, "body.key"),
     ]
@@ -136,6 +156,19 @@ def test_bad_requests_get_clear_errors_and_change_nothing(mesh_factory) -> None:
             async with s.post(url + "/voting", headers=headers(), data=body,
                               ssl=_ssl_for(m, "n1")) as r:
                 assert r.status == 200, await r.text()
+            # a token made on the sender's own behalf is taken once: its replay is refused
+            hb = {**heartbeat.headers, codec.H_AUTH: hb_token}
+            for status in (200, 401):
+                async with s.post(url + heartbeat.path, headers=hb, data=heartbeat.body_bytes(),
+                                  ssl=_ssl_for(m, "n1")) as r:
+                    assert r.status == status, await r.text()
+            refused = (await m.state(s, "n2"))["refused"]
+            assert refused.get("replayed") == 1 and refused.get("retargeted") == 4, refused
+            assert refused.get("bad-token", 0) >= 6 and refused.get("malformed", 0) >= 6
+            async with s.get(m.admin("n2") + "/admin/events?since=0") as r:
+                kinds = {e["reason"] for e in (await r.json())["events"]
+                         if e["type"] == "refused"}
+            assert {"replayed", "retargeted", "bad-token", "malformed"} <= kinds, kinds
     run(go())
 
 

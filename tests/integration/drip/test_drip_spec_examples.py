@@ -39,13 +39,15 @@ def test_every_curl_example_of_the_spec_is_accepted(mesh: Mesh) -> None:
     url = f"https://127.0.0.1:{m.ports['n2']['peer']}"
 
     def h(**extra: str) -> dict[str, str]:
-        # the examples' headers: DRiP-Node-ID and Authorization, plus what each one adds
-        return {codec.H_NODE: "n1", codec.H_AUTH: signer.header(time.time()), **extra}
+        # the examples' headers: DRiP-Node-ID, plus what each one adds; send() signs
+        return {codec.H_NODE: "n1", **extra}
 
     prop = {"Content-Type": "application/json", codec.H_COUNTER: "1234", codec.H_RESET: "false"}
 
     async def send(s: aiohttp.ClientSession, method: str, path: str, headers: dict[str, str],
                    data: bytes = b"") -> Any:
+        msg = codec.decode(method, path, headers, data)  # the token signs this request
+        headers = {**headers, codec.H_AUTH: signer.header(time.time(), codec.signed_digest(msg))}
         async with s.request(method, url + path, headers=headers, data=data, ssl=ctx) as r:
             body = await r.text()
             assert r.status == 200, (method, path, r.status, body)

@@ -7,10 +7,13 @@ from pathlib import Path
 import jwt
 import pytest
 
+from nodes.drip import codec
 from nodes.drip.auth import AuthError, Signer, Verifier, load_auth
 from nodes.drip.material import ensure_jwt_keypair, ensure_shared_secret
 
 NOW = 1_800_000_000.0
+VOTE = codec.Voting("n1", 7, False, codec.Update("u1", "k", 1, "n1"))
+D = codec.signed_digest(VOTE)
 
 
 @pytest.fixture(params=["shared", "public"])
@@ -27,7 +30,7 @@ def pair(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Signer, Verifi
 
 def test_a_fresh_token_from_the_right_issuer_passes(pair) -> None:
     s, v, _ = pair
-    claims = v.verify(s.header(NOW), "n1", NOW + 5)
+    claims = v.verify(s.header(NOW, D), "n1", NOW + 5)
     assert claims["iss"] == "n1" and claims["iat"] == int(NOW)
 
 
@@ -40,13 +43,13 @@ def test_missing_token(pair) -> None:
 def test_expired_token(pair) -> None:
     s, v, _ = pair
     with pytest.raises(AuthError, match="expired"):
-        v.verify(s.header(NOW - 3600), "n1", NOW)
+        v.verify(s.header(NOW - 3600, D), "n1", NOW)
 
 
 def test_iss_must_match_the_node_id_header(pair) -> None:
     s, v, _ = pair
     with pytest.raises(AuthError, match="does not match DRiP-Node-ID"):
-        v.verify(s.header(NOW), "n2", NOW)
+        v.verify(s.header(NOW, D), "n2", NOW)
 
 
 def test_forged_signature(pair, tmp_path: Path) -> None:
@@ -74,3 +77,70 @@ def test_garbage_is_not_a_jwt(pair) -> None:
     _, v, _ = pair
     with pytest.raises(AuthError, match="not a JWT"):
         v.verify("Bearer eyJ0e...", "n1", NOW)
+
+
+def _heartbeat(n: int) -> codec.Heartbeat:
+    return codec.Heartbeat("n1", "active", tuple(f"n{i}" for i in range(1, n + 1)))
+
+
+def test_a_token_signs_one_request_not_its_issuer(pair) -> None:
+    """Re-targeted: the same token with another path, body or counter is refused."""
+    s, v, _ = pair
+    hb = _heartbeat(3)
+    claims = v.verify(s.header(NOW, codec.signed_digest(hb)), "n1", NOW)
+    v.bind(claims, codec.signed_digest(hb), once=True, now=NOW)
+    others = [_heartbeat(4),  # another body
+              codec.NodeNotice("n1", False),  # another path
+              codec.Voting("n1", 8, False, VOTE.update),  # another counter
+              codec.Voting("n1", 7, True, VOTE.update),  # another reset flag
+              codec.Commit("n1", 7, False, VOTE.update, 1)]  # another endpoint, same counter
+    for other in others:
+        claims = v.verify(s.header(NOW, codec.signed_digest(hb)), "n1", NOW)
+        with pytest.raises(AuthError, match="signs another request"):
+            v.bind(claims, codec.signed_digest(other), once=True, now=NOW)
+
+
+def test_the_digest_ignores_only_what_forwarders_may_change() -> None:
+    base = codec.signed_digest(VOTE)
+    assert codec.signed_digest(codec.Voting("n1", 7, False, VOTE.update, "Bearer x", 250)) == base
+    bare = codec.VoteResponse("n2", True, None, None, None)
+    assert codec.signed_digest(bare) != codec.signed_digest(
+        codec.VoteResponse("n2", False, None, None, None))
+    sync_put = codec.decode("PUT", "/sync/node/n1", {codec.H_NODE: "n1"}, b"")
+    sync_post = codec.decode("POST", "/sync/node/n1", {codec.H_NODE: "n1"}, b"")
+    assert codec.signed_digest(sync_put) == codec.signed_digest(sync_post)  # one meaning
+
+
+def test_an_own_behalf_token_is_taken_once_a_flooded_one_once_per_path(pair) -> None:
+    s, v, _ = pair
+    d = codec.signed_digest(_heartbeat(2))
+    token = s.header(NOW, d)
+    v.bind(v.verify(token, "n1", NOW), d, once=True, now=NOW)
+    with pytest.raises(AuthError, match="replayed"):
+        v.bind(v.verify(token, "n1", NOW + 1), d, once=True, now=NOW + 1)
+    flood = s.header(NOW, D)
+    for _ in range(3):  # the initiator's token reaching a node by three paths
+        v.bind(v.verify(flood, "n1", NOW), D, once=False, now=NOW)
+
+
+def test_the_replay_table_is_bounded_and_forgets_expired_ids(pair) -> None:
+    s, v, _ = pair
+    v.max_seen = 3
+    d = codec.signed_digest(_heartbeat(2))
+    for _ in range(3):
+        v.bind(v.verify(s.header(NOW, d), "n1", NOW), d, once=True, now=NOW)
+    with pytest.raises(AuthError, match="too many live tokens"):
+        v.bind(v.verify(s.header(NOW, d), "n1", NOW), d, once=True, now=NOW)
+    later = NOW + s.ttl_s + v.leeway_s + 1  # the three have expired
+    v.bind(v.verify(s.header(later, d), "n1", later), d, once=True, now=later)
+    assert len(v.seen) == 1
+
+
+def test_a_token_without_the_request_claims_is_refused(pair) -> None:
+    s, v, _ = pair
+    if s.mode != "shared":
+        pytest.skip("one mode is enough: the claim check is before the key matters")
+    bare = jwt.encode({"iss": "n1", "iat": int(NOW), "exp": int(NOW) + 60}, s.key,
+                      algorithm="HS256")
+    with pytest.raises(AuthError, match="no 'jti' claim"):
+        v.verify(bare, "n1", NOW)
