@@ -193,6 +193,19 @@ class Counters:
     refused_generations: int = 0  # updates naming an implausible generation (_plausible)
     unknown_gossip: int = 0  # gossip entries of a kind we do not know, skipped
     refused_strangers: int = 0  # JoinReqs from ids outside the address book
+    refused: dict[str, int] = field(default_factory=dict)  # datagrams refused, by reason
+
+
+#: journaled ``refused`` events per reason per protocol period; the rest are only counted
+REFUSED_EVENTS_PER_PERIOD = 5
+#: JoinReqs answered per sender per period, and from everyone per period: a JoinAck carries
+#: the full view, so unbounded answers make every member a reflector
+JOINS_PER_SENDER_PER_PERIOD = 2
+JOINS_PER_PERIOD = 16
+#: the longest peer-supplied string the journal keeps (a Nak's etag)
+MAX_LOGGED = 64
+#: periods a seed's join answer (Nak) is expected after our JoinReq to it
+JOIN_ANSWER_PERIODS = 3
 
 
 class SwimCore:
@@ -220,7 +233,9 @@ class SwimCore:
         self._probe: _Probe | None = None
         self._order: list[int] = []
         self._priority: list[int] = []  # hearsay suspects to probe first (confirmation)
-        self._seq = 0
+        self._refused_logged: dict[str, tuple[int, int]] = {}  # reason -> (period, events)
+        self._joins_seen: tuple[int, dict[int, int]] = (0, {})  # (period, sender -> count)
+        self._join_asked: dict[int, int] = {}  # seed -> period of our last JoinReq to it
         self._gossip: dict[int, _Gossip] = {}
         self._seed_i = 0
         self._join_target: int | None = None
@@ -307,6 +322,10 @@ class SwimCore:
         now = self._now
         name = type(msg).__name__
         self.counters.received[name] = self.counters.received.get(name, 0) + 1
+        why = self._untrusted(msg, from_id)
+        if why is not None:
+            self._refuse(why, msg, from_id)
+            return
         if self.left:
             self._leave_acked(msg)
             return  # a left node is silent
@@ -328,13 +347,66 @@ class SwimCore:
             case c.JoinAck():
                 self._on_join_ack(msg)
             case c.JoinNak():
-                self._on_join_nak(msg, from_id)
+                if from_id is not None and self._join_asked.get(from_id, -JOIN_ANSWER_PERIODS) \
+                        >= self.period - JOIN_ANSWER_PERIODS:
+                    self._on_join_nak(msg, from_id)  # else unsolicited: ignored
             case c.JoinRedirect():
                 self._on_redirect(msg, from_id)
             case c.Leave():
                 self._on_leave(msg)
             case c.Broadcast():
                 self._on_broadcast(msg)
+
+    def _untrusted(self, msg: c.Message, from_id: int | None) -> str | None:
+        """Why a datagram is refused before anything in it is applied, or None (docs/swim.md,
+        "Trust boundaries"). Only a Broadcast may come from an address outside the book (it
+        leaves from the broadcast socket, and only names a seed to ask); every other message
+        must come from a configured address, and one that names its sender must name the
+        member at that address: a Leave its leaver, a PingResponse the probed member, a
+        JoinReq or JoinAck its joiner or seed. A PingRequest may be relayed (ttl), so its
+        ``src`` is not checked; the relayer is a configured member."""
+        if isinstance(msg, c.Broadcast):
+            return None
+        if from_id is None:
+            return "unknown-address"
+        claimed: int | None = None
+        match msg:
+            case c.Leave():
+                claimed = msg.src.id
+            case c.PingResponse():
+                claimed = msg.target
+            case c.JoinReq():
+                claimed = msg.src.id
+            case c.JoinAck():
+                claimed = msg.desc.id
+        if claimed is not None and claimed != from_id:
+            return "origin-mismatch"
+        return None
+
+    def _refuse(self, why: str, msg: c.Message, from_id: int | None) -> None:
+        """Count a refused datagram; journal it at most REFUSED_EVENTS_PER_PERIOD times per
+        reason per period, so that a flood grows a counter, not the journal."""
+        self.counters.refused[why] = self.counters.refused.get(why, 0) + 1
+        period, n = self._refused_logged.get(why, (self.period, 0))
+        if period != self.period:
+            period, n = self.period, 0
+        if n < REFUSED_EVENTS_PER_PERIOD:
+            self._emit("refused", reason=why, kind=type(msg).__name__, sender=from_id,
+                       total=self.counters.refused[why])
+        self._refused_logged[why] = (period, n + 1)
+
+    def _join_allowed(self, sender: int) -> bool:
+        """Answer at most JOINS_PER_SENDER_PER_PERIOD JoinReqs per sender and
+        JOINS_PER_PERIOD in all per period (a JoinAck reflects the whole view)."""
+        period, seen = self._joins_seen
+        if period != self.period:
+            seen = {}
+            self._joins_seen = (self.period, seen)
+        if seen.get(sender, 0) >= JOINS_PER_SENDER_PER_PERIOD or \
+                sum(seen.values()) >= JOINS_PER_PERIOD:
+            return False
+        seen[sender] = seen.get(sender, 0) + 1
+        return True
 
     def _leave(self) -> None:
         if self.left:
@@ -362,7 +434,8 @@ class SwimCore:
             self._send(to, c.Leave(NodeInfo(self.me, self.gen)))
 
     def _leave_acked(self, msg: c.Message) -> None:
-        """While left: a PingResponse to us carrying our leave is a member's acknowledgement."""
+        """While left: a PingResponse to us carrying our leave is a member's acknowledgement
+        (its sender was checked to be ``msg.target`` by _untrusted)."""
         if isinstance(msg, c.PingResponse) and msg.src == self.me and any(
                 u.kind is UpdateKind.LEFT and u.node.id == self.me and u.node.gen >= self.gen
                 for u in msg.payload.updates):
@@ -489,13 +562,18 @@ class SwimCore:
         target = self._next_target()
         if target is None:
             return
-        self._seq = (self._seq + 1) & c.MAX_U32 or 1
-        self._probe = _Probe(target, self._seq, self._now + self.opts.probe_timeout_s)
+        seq = self._new_seq()
+        self._probe = _Probe(target, seq, self._now + self.opts.probe_timeout_s)
         m = self.members.get(target)
         if m is not None:
             m.heard = max(m.heard, self._now)
         self.counters.probes += 1
-        self._send(target, c.PingRequest(self.me, target, 0, self._payload(target, self._seq)))
+        self._send(target, c.PingRequest(self.me, target, 0, self._payload(target, seq)))
+
+    def _new_seq(self) -> int:
+        """A random non-zero 32-bit probe sequence number: an ack must name it, so a forger
+        cannot answer a probe it did not see (an incrementing counter is guessed at once)."""
+        return self.rng.getrandbits(32) or 1
 
     def _nudge_suspects(self) -> None:
         """Ping each member whose suspicion we are timing, every period: the ping carries the
@@ -503,8 +581,8 @@ class SwimCore:
         chances to clear itself before we declare it dead (a lossy link's false positive)."""
         for m in self.members.values():
             if m.state is State.SUSPECT and m.suspect_deadline is not None:
-                self._seq = (self._seq + 1) & c.MAX_U32 or 1  # non-zero: answer with gossip
-                self._send(m.id, c.PingRequest(self.me, m.id, 0, self._payload(m.id, self._seq)))
+                seq = self._new_seq()  # non-zero: answer with gossip
+                self._send(m.id, c.PingRequest(self.me, m.id, 0, self._payload(m.id, seq)))
 
     def _next_target(self) -> int | None:
         """The member to probe this period: first a member we heard suspected and have not
@@ -665,7 +743,7 @@ class SwimCore:
         self._take(msg.payload, msg.target)
         p = self._probe
         if p is not None and p.target == msg.target and p.seq == msg.payload.seq:
-            p.acked = True
+            p.acked = True  # msg.target is its sender (_untrusted): the probed member answered
 
     # ---------------------------------------------------------------- joining
 
@@ -687,6 +765,7 @@ class SwimCore:
         """Every JoinReq we send (first join, a knock when alone, a redirect, a reconnect
         across a healed partition) carries the token's proof when one is configured."""
         req = c.JoinReq(NodeInfo(self.me, self.gen), payload=self._payload(to, 0))
+        self._join_asked[to] = self.period
         self._send(to, join_token.signed(self.opts.join_token, req))
 
     def _on_join_req(self, msg: c.JoinReq, from_id: int | None) -> None:
@@ -707,6 +786,10 @@ class SwimCore:
             # the hint says which token, never the token itself
             self._send(src.id, c.JoinNak(DOMAIN, NAK_TOKEN_EXPECTED,
                                          join_token.hint(self.opts.join_token)))
+            return
+        if not self._join_allowed(src.id):
+            # admitted JoinReqs only: their answers (JoinAck: the whole view) amplify
+            self._refuse("join-rate", msg, from_id)
             return
         self._take(msg.payload, src.id)
         cur = self.members.get(src.id)
@@ -751,7 +834,7 @@ class SwimCore:
         self._take(msg.payload, msg.desc.id)
 
     def _on_join_nak(self, msg: c.JoinNak, from_id: int | None) -> None:
-        self._emit("join-refused", seed=from_id, code=msg.code, etag=msg.etag)
+        self._emit("join-refused", seed=from_id, code=msg.code, etag=msg.etag[:MAX_LOGGED])
         # a token refusal is not retried at once: our JoinReqs already carry the token we
         # have, and a hint is not a token (the next period asks again, a seed may have
         # been misconfigured)

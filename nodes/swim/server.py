@@ -146,6 +146,7 @@ class SwimNode(JournalingHost):
                       "refused_generations": core.counters.refused_generations,
                       "unknown_gossip": core.counters.unknown_gossip,
                       "refused_strangers": core.counters.refused_strangers,
+                      "refused": core.counters.refused,
                       "cpu_s": round(time.process_time() - self._cpu0, 4),
                       "uptime_s": round(elapsed, 3)},
             "mono": self.clock.monotonic(), "t": self.clock.wall(),
@@ -215,7 +216,9 @@ class SwimNode(JournalingHost):
             sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
-            sock.bind(("", bport))
+            # the broadcast address only (loopback's), never every interface: a datagram to
+            # this port from elsewhere cannot reach it (docs/swim.md, "Trust boundaries")
+            sock.bind((BROADCAST_HOST, bport))
             self._bcast, _ = await loop.create_datagram_endpoint(lambda: _Endpoint(self),
                                                                  sock=sock)
         await self.admin.start()

@@ -89,4 +89,8 @@ def test_a_join_from_outside_the_address_book_applies_nothing() -> None:
     fx = core.on_message(None, forged, 1.0)
     assert not [e for e in fx if isinstance(e, Send)]
     assert core.members[3].state.value == "alive" and 99 not in core.members
-    assert core.counters.refused_strangers == 1
+    assert core.counters.refused == {"unknown-address": 1}
+    # from a member's address, claiming another id: refused as a forged origin
+    core.on_message(2, forged, 1.1)
+    assert core.members[3].state.value == "alive" and 99 not in core.members
+    assert core.counters.refused["origin-mismatch"] == 1
