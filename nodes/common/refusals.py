@@ -1,10 +1,10 @@
 """Counting what a node refused from its peers, and journaling it without letting a flood of
-refusals grow the journal: every refusal is counted; per reason, the first one of each window
-is journaled with its detail, and the next journaled one says how many went unjournaled."""
+refusals grow the journal: every refusal is counted; per reason, the first ``per_window`` of
+each window are journaled with their detail (peer-supplied text cut short), and the next
+journaled one says how many went unjournaled. DRiP's server and SWIM's core both use it."""
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,23 +18,30 @@ def clip(text: str, limit: int = MAX_DETAIL) -> str:
 
 @dataclass
 class Refusals:
-    """``note`` returns the event fields to journal now, or None (counted only)."""
+    """``note`` returns the event fields to journal now, or None (counted only).
 
-    window_s: float = 10.0
-    counts: Counter[str] = field(default_factory=Counter)
-    _last: dict[str, float] = field(default_factory=dict)
-    _quiet: Counter[str] = field(default_factory=Counter)
+    ``now`` is any clock that grows: seconds (DRiP), protocol periods (SWIM, with
+    ``window=1``). ``counts`` may be a dict the node already reports as its stats."""
+
+    window: float = 10.0
+    per_window: int = 1
+    counts: dict[str, int] = field(default_factory=dict)
+    _win: dict[str, tuple[float, int]] = field(default_factory=dict)
+    _quiet: dict[str, int] = field(default_factory=dict)
 
     def note(self, reason: str, now: float, **detail: Any) -> dict[str, Any] | None:
-        self.counts[reason] += 1
-        last = self._last.get(reason)
-        if last is not None and now - last < self.window_s:
-            self._quiet[reason] += 1
+        self.counts[reason] = self.counts.get(reason, 0) + 1
+        start, n = self._win.get(reason, (now, 0))
+        if now - start >= self.window:
+            start, n = now, 0
+        self._win[reason] = (start, n + 1)
+        if n >= self.per_window:
+            self._quiet[reason] = self._quiet.get(reason, 0) + 1
             return None
-        self._last[reason] = now
         fields = {"reason": reason, **{k: clip(v) if isinstance(v, str) else v
-                                       for k, v in detail.items()}}
-        if self._quiet[reason]:
+                                       for k, v in detail.items()},
+                  "total": self.counts[reason]}
+        if self._quiet.get(reason):
             fields["unjournaled_before"] = self._quiet.pop(reason)
         return fields
 

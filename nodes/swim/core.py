@@ -67,6 +67,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from nodes.common.effects import EVERYONE, Effect, Emit, Persist, Reply, Send, SetTimer
+from nodes.common.refusals import Refusals
 from nodes.swim import codec as c
 from nodes.swim import join_token
 from nodes.swim.codec import NodeInfo, Update, UpdateKind
@@ -233,7 +234,8 @@ class SwimCore:
         self._probe: _Probe | None = None
         self._order: list[int] = []
         self._priority: list[int] = []  # hearsay suspects to probe first (confirmation)
-        self._refused_logged: dict[str, tuple[int, int]] = {}  # reason -> (period, events)
+        self._refusals = Refusals(window=1, per_window=REFUSED_EVENTS_PER_PERIOD,
+                                  counts=self.counters.refused)
         self._joins_seen: tuple[int, dict[int, int]] = (0, {})  # (period, sender -> count)
         self._join_asked: dict[int, int] = {}  # seed -> period of our last JoinReq to it
         self._gossip: dict[int, _Gossip] = {}
@@ -386,14 +388,9 @@ class SwimCore:
     def _refuse(self, why: str, msg: c.Message, from_id: int | None) -> None:
         """Count a refused datagram; journal it at most REFUSED_EVENTS_PER_PERIOD times per
         reason per period, so that a flood grows a counter, not the journal."""
-        self.counters.refused[why] = self.counters.refused.get(why, 0) + 1
-        period, n = self._refused_logged.get(why, (self.period, 0))
-        if period != self.period:
-            period, n = self.period, 0
-        if n < REFUSED_EVENTS_PER_PERIOD:
-            self._emit("refused", reason=why, kind=type(msg).__name__, sender=from_id,
-                       total=self.counters.refused[why])
-        self._refused_logged[why] = (period, n + 1)
+        ev = self._refusals.note(why, self.period, kind=type(msg).__name__, sender=from_id)
+        if ev is not None:
+            self._emit("refused", **ev)
 
     def _join_allowed(self, sender: int) -> bool:
         """Answer at most JOINS_PER_SENDER_PER_PERIOD JoinReqs per sender and
