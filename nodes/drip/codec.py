@@ -172,6 +172,21 @@ def _ids(d: dict[str, Any], k: str) -> tuple[str, ...]:
     return tuple(sorted({parse_node_id(x, f"body.{k}") for x in v}))
 
 
+def _statements(d: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    raw = d.get("statements", {})
+    if not isinstance(raw, dict) or not all(isinstance(v, str) and len(v) <= 4096
+                                            for v in raw.values()):
+        raise CodecError("vote response body.statements: expected {node id: signed statement}")
+    return tuple(sorted((parse_node_id(k, "body.statements key"), v) for k, v in raw.items()))
+
+
+def vote_digest(uid: str, initiator: str, counter: int) -> str:
+    """What a voter's statement signs: "I vote yes on update ``uid`` of ``initiator`` at
+    ``counter``"."""
+    raw = json.dumps(["vote-yes", uid, initiator, counter], separators=(",", ":"))
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
 def decode_json(raw: bytes) -> Any:
     try:
         return json.loads(raw) if raw else None
@@ -218,6 +233,9 @@ class VoteResponse:
     no_voters: tuple[str, ...] = ()
     version: int = 0
     duplicate: bool = False
+    #: ours: each yes voter's own signed statement, ``(voter, jwt)`` sorted, so that a relay
+    #: cannot invent a yes; a voter without a valid one is not counted (docs/drip.md)
+    statements: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -325,6 +343,7 @@ def encode(msg: Message) -> HttpRequest:
             "POST", path, {H_NODE: msg.responder},
             {"initiator": msg.initiator, "counter": msg.counter, "id": msg.uid,
              "voters": list(msg.voters), "no_voters": list(msg.no_voters),
+             "statements": dict(msg.statements),
              "version": msg.version, "duplicate": msg.duplicate})
     if isinstance(msg, Commit):
         return HttpRequest("POST", "/commit",
@@ -418,7 +437,7 @@ def decode(method: str, path: str, headers: Any, body: bytes,
         return VoteResponse(sender, parts[-1] == "yes", parse_node_id(d.get("initiator"),
                             "body.initiator"), _int(d, "counter"), uid, _ids(d, "voters"),
                             _ids(d, "no_voters"), _int(d, "version") if "version" in d else 0,
-                            dup)
+                            dup, _statements(d))
     if method == "POST" and parts == ["abort"]:
         d = decode_json(body)
         if not isinstance(d, dict):

@@ -186,6 +186,8 @@ class Tally:
     started: float
     decided: bool = False
     token: Any = None  # the client command waiting for the decision (initiator)
+    #: the yes voters' signed statements gathered from below, passed up with our answer
+    statements: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -504,7 +506,8 @@ class DripCore:
         self.tallies.pop(t.update.uid, None)
         return Send(t.upstream, VoteResponse(self.me, not t.no_voters, t.initiator, t.counter,
                                              t.update.uid, tuple(sorted(t.voters)),
-                                             tuple(sorted(t.no_voters)), t.version))
+                                             tuple(sorted(t.no_voters)), t.version,
+                                             statements=tuple(sorted(t.statements.items()))))
 
     def _on_vote_response(self, hop: str, r: VoteResponse, now: float) -> list[Effect]:
         if r.uid is None:
@@ -515,6 +518,7 @@ class DripCore:
             return [Emit("late-vote", {"uid": r.uid, "from": hop, "vote": "yes" if r.yes else "no"})]
         t.pending.discard(hop)
         t.voters |= set(r.voters)
+        t.statements.update(r.statements)
         t.no_voters |= set(r.no_voters)
         if not r.yes and not r.no_voters:
             t.no_voters.add(hop)

@@ -30,7 +30,7 @@ import asyncio
 import itertools
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -221,6 +221,41 @@ class DripNode(JournalingHost):
             self.journal.emit("refused", **ev)
         return _err(status, msg)
 
+    def _with_statement(self, msg: Message) -> Message:
+        """Our answer to a vote carries our own signed yes, for whoever relays it upward."""
+        if not isinstance(msg, codec.VoteResponse) or msg.uid is None or self.me not in \
+                msg.voters or any(v == self.me for v, _ in msg.statements):
+            return msg
+        assert msg.initiator is not None and msg.counter is not None
+        mine = self.signer.token(self.clock.wall(), codec.vote_digest(
+            msg.uid, msg.initiator, msg.counter))
+        return replace(msg, statements=tuple(sorted((*msg.statements, (self.me, mine)))))
+
+    def _proven(self, msg: codec.VoteResponse, hop: str, now: float) -> codec.VoteResponse:
+        """Only voters whose own signed statement checks out count: a relay cannot invent a
+        yes. The responder's own yes is proven by the request's token itself."""
+        if msg.uid is None or msg.initiator is None or msg.counter is None:
+            return msg
+        digest = codec.vote_digest(msg.uid, msg.initiator, msg.counter)
+        given = dict(msg.statements)
+        proven: list[str] = []
+        for voter in msg.voters:
+            if voter == hop and voter not in given:
+                proven.append(voter)
+                continue
+            try:
+                claims = self.verifier.verify(given.get(voter), voter, now)
+                if claims["req"] != digest:
+                    raise AuthError("the statement is about another vote")
+                proven.append(voter)
+            except AuthError as e:
+                ev = self.refusals.note("unproven-vote", self.clock.monotonic(), peer=hop,
+                                        voter=voter, uid=msg.uid, error=str(e))
+                if ev is not None:
+                    self.journal.emit("refused", **ev)
+        return replace(msg, voters=tuple(proven), statements=tuple(
+            (v, t) for v, t in msg.statements if v in proven))
+
     def _auth_for(self, msg: Message) -> str:
         forwarded = getattr(msg, "auth", None)
         return forwarded if forwarded else self.signer.header(self.clock.wall(),
@@ -229,8 +264,9 @@ class DripNode(JournalingHost):
     async def _request(self, to: str, msg: Message) -> None:
         """One HTTPS request to a peer; how it ended goes back to the core."""
         assert self.session is not None
-        req = codec.encode(msg)
-        headers = {**req.headers, codec.H_AUTH: self._auth_for(msg)}
+        sent = self._with_statement(msg)
+        req = codec.encode(sent)
+        headers = {**req.headers, codec.H_AUTH: self._auth_for(sent)}
         if req.body is not None:
             headers["Content-Type"] = "application/json"
         timeout = self.opts.peer_timeout_s
@@ -288,6 +324,8 @@ class DripNode(JournalingHost):
         if isinstance(msg, _OWN_BEHALF) and sender != ident:
             return self._refuse(403, "not-own-behalf", f"{codec.H_NODE} {sender!r} is not the "
                                 f"TLS peer {ident!r}", ident)
+        if isinstance(msg, codec.VoteResponse):
+            msg = self._proven(msg, ident, now)
         key, fut = self._waiter()
         self.loop.message(Inbound(ident, key), msg)
         self.answers.drop(key)
