@@ -39,6 +39,7 @@ the result notes it.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -498,12 +499,34 @@ def check_dissemination(al: Aligned, tl: Timeline, nodes: list[str], window: flo
                     "spreads": "no join or death was seen spreading: dissemination not measured"})
 
 
+def _natural(name: str) -> tuple[str, int, str]:
+    """``n2`` before ``n10``: the order nodes are numbered in, not the order of their names."""
+    m = re.fullmatch(r"(\D*)(\d+)(.*)", name)
+    return (m.group(1), int(m.group(2)), m.group(3)) if m else (name, 0, "")
+
+
+def member_names(nodes: list[str], obs_nodes: dict[str, Any]) -> dict[int, str]:
+    """Member id -> node name: what the nodes themselves say (each final state's ``num_id``
+    and the names in its view) first, else the test's node list in its order (ids 1..n)."""
+    names = {i + 1: n for i, n in enumerate(nodes)}
+    for name, n in obs_nodes.items():
+        st = n.get("state") if isinstance(n.get("state"), dict) else {}
+        if st.get("num_id") is not None:
+            names[int(st["num_id"])] = str(name)
+        for m in st.get("members", []):
+            if m.get("id") is not None and m.get("name"):
+                names[int(m["id"])] = str(m["name"])
+    return names
+
+
 def check(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
                      ) -> Result:
     """The composed SWIM membership verdict (see the module docstring)."""
-    nodes = [str(n) for n in (test.get("nodes") or sorted(observations.get("nodes", {})))]
-    names = {i + 1: n for i, n in enumerate(nodes)}
+    from checkers import membership_lifecycle as lc  # its leaves build on this module's
+
     obs_nodes = observations.get("nodes", {})
+    nodes = [str(n) for n in (test.get("nodes") or sorted(obs_nodes, key=_natural))]
+    names = member_names(nodes, obs_nodes)
     node_opts = next((e.get("options") or {} for n in obs_nodes.values()
                       for e in n.get("events", []) if e.get("type") == "start"), {})
     period = float(_opt(test, "period_s", node_opts.get("period_s", 1.0)))
@@ -527,10 +550,17 @@ def check(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
                            _opt(test, "swim_max_all_dead_s"), capacity),
         check_dissemination(al, tl, nodes, window, period,
                             _opt(test, "swim_max_dissemination_periods"), capacity),
+        lc.check_gossip_accuracy(al, tl, nodes, grace),
+        lc.check_leave(al, tl, nodes, grace, window),
+        lc.check_detection(al, tl, nodes, susp, period),
+        lc.check_refutation(al, tl, nodes, grace, window),
+        lc.check_connectivity(states, nodes),
+        lc.check_cost(states, nodes, _opt(test, "swim_max_msgs_per_member_period"),
+                      _opt(test, "swim_max_bytes_per_member_period")),
     ]
     gaps = evidence_gaps(observations, event_types=JOURNAL_TYPES)
     if gaps:
-        for r in results[1:]:  # the journal-based checks: no silent pass on torn evidence
+        for r in results[1:-2]:  # the journal-based checks: no silent pass on torn evidence
             if r.valid is True:
                 r.valid, r.note = "unknown", "journal gaps: " + "; ".join(gaps[:5])
     top = compose("membership", results)

@@ -45,7 +45,9 @@ def state(name: str, alive: list[str], dead: list[str] = (), capacity: int = 0,
     ids = {n: i + 1 for i, n in enumerate(NODES)}
     members = [{"id": ids[n], "name": n, "gen": 0, "state": "alive"} for n in alive]
     members += [{"id": ids[n], "name": n, "gen": 0, "state": "dead"} for n in dead]
-    return {"id": name, "members": members, "capacity": capacity, "left": left}
+    # 60 periods at 2 datagrams (a probe and an ack) of 40 bytes each: a quiet member's cost
+    return {"id": name, "members": members, "capacity": capacity, "left": left, "period": 60,
+            "stats": {"datagrams_out": 120, "bytes_out": 4800}}
 
 
 def obs(events: dict[str, list[dict[str, Any]]] | None = None,

@@ -79,4 +79,12 @@ def test_examined_counts_of_a_judged_crash(golden: Golden) -> None:
         "completeness": {"journals": 4, "crashes": 1, "judged": 1, "detected": 1},
         # three joins reached n1; n4's death spread to n1 and n3
         "dissemination": {"journals": 4, "joins": 3, "deaths": 1, "spreads": 4},
+        # n1's and n3's hearsay deaths; the 20 s crash; n2's suspicion of the crashed n4
+        # (not a live member: refutation not judged)
+        "gossip-accuracy": {"journals": 4, "gossip_deaths": 2},
+        "leave": {"journals": 4, "leaves": 0},
+        "detection": {"journals": 4, "outages": 1},
+        "refutation": {"journals": 4, "suspicions": 0},
+        "connectivity": {"final_views": 4, "live": 4},
+        "cost": {"members_with_counters": 4},
     }
