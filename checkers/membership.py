@@ -1,16 +1,18 @@
 """The SWIM membership checker: convergence, accuracy, completeness, detection and
 dissemination figures, from node journals, final views and the history's nemesis ops.
 
-``check(test, history, observations) -> Result`` with four children:
+``check(test, history, observations) -> Result`` with the four children below and the six
+of ``checkers.membership_lifecycle`` (gossip-accuracy, leave, detection, refutation,
+connectivity, cost):
 
 * ``convergence``: in the final views (taken after heal + quiet period), every live member's
   view holds exactly the live members as ``alive`` (with a peer capacity: only live members,
   at most ``capacity`` of them, and every live member is in some other live member's view).
 * ``accuracy``: no live, reachable member declared dead. A death a node declared itself
   (journal ``dead`` with ``local: true``) is a false positive unless, within the
-  ``grace`` window before it, the member was crashed, paused, had left, or was cut off by a
-  partition or slowed by a latency fault, or the declaring node itself was paused, crashed
-  or cut. Loss is *not* an excuse: surviving loss is what indirect probes are for. Reported
+  ``grace`` window before it, the member or the declaring node was crashed, paused or gone,
+  or a partition separated the two, or a latency fault slowed the link between them (per
+  pair: a cut or a slow link elsewhere excuses nothing). Loss is *not* an excuse: surviving loss is what indirect probes are for. Reported
   as false positives per member-hour, and false suspicions likewise.
 * ``completeness``: every member crashed long enough (``window``) is declared dead (or
   left) by every survivor that was healthy throughout; the time each took.
@@ -67,6 +69,11 @@ class Timeline:
     cut: dict[str, list[Interval]] = field(default_factory=dict)
     slowed: list[Interval] = field(default_factory=list)
     kills: list[tuple[str, float, float]] = field(default_factory=list)  # node, down, up
+    #: the node pairs a partition separated, and when
+    cut_pairs: list[tuple[frozenset[str], float, float]] = field(default_factory=list)
+    #: each latency fault's span and the node pairs it slowed (None: every pair)
+    slow_links: list[tuple[float, float, frozenset[frozenset[str]] | None]] = field(
+        default_factory=list)
 
     def troubled(self, node: str, a: float, b: float) -> bool:
         """Was ``node`` crashed, paused, gone or cut at any time in [a, b]?"""
@@ -77,6 +84,22 @@ class Timeline:
 
     def slowed_in(self, a: float, b: float) -> bool:
         return any(s <= b and e >= a for s, e in self.slowed)
+
+    def down(self, node: str, a: float, b: float) -> bool:
+        """Was ``node`` crashed, paused or gone (not merely cut) at any time in [a, b]?"""
+        return any(s <= b and e >= a for d in (self.crashed, self.paused, self.left)
+                   for s, e in d.get(node, []))
+
+    def separated(self, x: str, y: str, a: float, b: float) -> bool:
+        """Did a partition put ``x`` and ``y`` on different sides at any time in [a, b]?"""
+        pair = frozenset((x, y))
+        return any(p == pair and s <= b and e >= a for p, s, e in self.cut_pairs)
+
+    def slowed_between(self, x: str, y: str, a: float, b: float) -> bool:
+        """Was a latency fault on the link between ``x`` and ``y`` at any time in [a, b]?"""
+        pair = frozenset((x, y))
+        return any(s <= b and e >= a and (links is None or pair in links)
+                   for s, e, links in self.slow_links)
 
 
 def _names(v: Any) -> list[str]:
@@ -93,7 +116,9 @@ def build_timeline(history: list[Op], nodes: list[str]) -> Timeline:
     tl = Timeline(end=end)
     open_: dict[tuple[str, str], float] = {}
     cut_since: dict[str, float] = {}
+    pairs_since: dict[frozenset[str], float] = {}
     slow_since: float | None = None
+    slow_pairs: frozenset[frozenset[str]] | None = None
 
     def close(kind: str, node: str, t: float, into: dict[str, list[Interval]]) -> None:
         s = open_.pop((kind, node), None)
@@ -106,6 +131,15 @@ def build_timeline(history: list[Op], nodes: list[str]) -> Timeline:
         for n, s in list(cut_since.items()):
             tl.cut.setdefault(n, []).append((s, t))
         cut_since.clear()
+        tl.cut_pairs.extend((p, s, t) for p, s in pairs_since.items())
+        pairs_since.clear()
+
+    def close_slow(t: float) -> None:
+        nonlocal slow_since
+        if slow_since is not None:
+            tl.slowed.append((slow_since, t))
+            tl.slow_links.append((slow_since, t, slow_pairs))
+            slow_since = None
 
     done = sorted((p for p in pairs(history) if p.complete is not None),
                   key=attrgetter("done_at"))
@@ -140,18 +174,20 @@ def build_timeline(history: list[Op], nodes: list[str]) -> Timeline:
             for a, b in v.get("cut", []):
                 cut_since.setdefault(str(a), start)
                 cut_since.setdefault(str(b), start)
+                pairs_since.setdefault(frozenset((str(a), str(b))), start)
         elif f == "stop-partition":
             close_cuts(t)
         elif f == "start-latency":
+            close_slow(start)
             slow_since = start
-        elif f == "stop-latency" and slow_since is not None:
-            tl.slowed.append((slow_since, t))
-            slow_since = None
+            links = v.get("flows", v.get("links"))  # the applied links, else the asked ones
+            slow_pairs = None if links is None else frozenset(
+                frozenset((str(a), str(b))) for a, b in links)
+        elif f == "stop-latency":
+            close_slow(t)
         elif f == "heal-all":
             close_cuts(t)
-            if slow_since is not None:
-                tl.slowed.append((slow_since, t))
-                slow_since = None
+            close_slow(t)
             for n in _names(v.get("resumed", [])):
                 close("paused", n, t, tl.paused)
             for n in _names(v.get("restarted", [])):
@@ -160,8 +196,7 @@ def build_timeline(history: list[Op], nodes: list[str]) -> Timeline:
         into = {"crashed": tl.crashed, "paused": tl.paused, "left": tl.left}[kind]
         close(kind, n, math.inf, into)
     close_cuts(math.inf)
-    if slow_since is not None:
-        tl.slowed.append((slow_since, math.inf))
+    close_slow(math.inf)
     return tl
 
 
@@ -307,14 +342,16 @@ def check_accuracy(al: Aligned, tl: Timeline, nodes: list[str], grace: float,
                 continue
             suspicions += int(e["type"] == "suspect")
             m, t = e.get("member_name"), e["ht"]
-            excused = (tl.troubled(m, t - grace, t) or tl.troubled(o, t - grace, t)
-                       or tl.slowed_in(t - grace, t))
+            # per pair: a cut or a slow link excuses only verdicts across it
+            excused = (tl.down(m, t - grace, t) or tl.down(o, t - grace, t)
+                       or tl.separated(o, m, t - grace, t)
+                       or tl.slowed_between(o, m, t - grace, t))
             if e["type"] == "dead":
                 deaths += 1
                 if not excused:
                     fps.append(Anomaly("false-positive", (
                         f"{o} declared live, reachable {m} dead at {t:.3f}s (gen {e.get('gen')}); "
-                        f"no crash, pause, leave, cut or latency on either within {grace:.1f}s"),
+                        f"no crash, pause or leave of either, nor cut or latency between them, within {grace:.1f}s"),
                         {"node": o, "member": m, "time_s": round(t, 3), "event": e}))
             elif not excused:
                 false_suspicions += 1

@@ -142,3 +142,35 @@ def test_ids_follow_the_node_numbering_not_the_sorted_names() -> None:
     acc = child(res, "accuracy")
     assert acc.valid is True and acc.stats["false_positives"] == 0, acc.explain()
     assert child(res, "detection").valid is True
+
+
+def test_latency_on_one_link_excuses_only_deaths_across_it() -> None:
+    """n1 declares n2 dead while only the n3-n4 link is slow: not excused."""
+    e = {"n1": [ev(10, "suspect", member=2, gen=0, by=1, local=True),
+                ev(14, "dead", member=2, gen=0, by=1, local=True)]}
+    far = hist((9, "start-latency", {"ms": 500, "flows": [["n3", "n4"], ["n4", "n3"]]}),
+               (20, "stop-latency", {}))
+    acc = child(check_membership(test_desc(), far, obs(with_events(e))), "accuracy")
+    assert acc.valid is False and acc.stats["false_positives"] == 1
+    near = hist((9, "start-latency", {"ms": 500, "flows": [["n1", "n2"], ["n2", "n1"]]}),
+                (20, "stop-latency", {}))
+    assert child(check_membership(test_desc(), near, obs(with_events(e))),
+                 "accuracy").valid is True
+    # no links named: every link was slow
+    every = hist((9, "start-latency", {"ms": 500}), (20, "stop-latency", {}))
+    assert child(check_membership(test_desc(), every, obs(with_events(e))),
+                 "accuracy").valid is True
+
+
+def test_a_cut_excuses_only_pairs_on_different_sides() -> None:
+    """n4 is cut off; n1 (on the majority side, with n2) declaring n2 dead is not excused."""
+    iso = [[a, "n4"] for a in NODES[:3]] + [["n4", a] for a in NODES[:3]]
+    cut = hist((9, "start-partition", {"cut": iso}), (20, "stop-partition", {}))
+    e = {"n1": [ev(10, "suspect", member=2, gen=0, by=1, local=True),
+                ev(14, "dead", member=2, gen=0, by=1, local=True)]}
+    acc = child(check_membership(test_desc(), cut, obs(with_events(e))), "accuracy")
+    assert acc.valid is False and acc.anomalies[0].witness["member"] == "n2"
+    across = {"n1": [ev(10, "suspect", member=4, gen=0, by=1, local=True),
+                     ev(14, "dead", member=4, gen=0, by=1, local=True)]}
+    assert child(check_membership(test_desc(), cut, obs(with_events(across))),
+                 "accuracy").valid is True
