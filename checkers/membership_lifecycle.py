@@ -33,7 +33,8 @@ def _down(tl: Timeline, node: str, a: float, b: float) -> bool:
 def check_gossip_accuracy(al: Aligned, tl: Timeline, nodes: list[str], grace: float) -> Result:
     """A death heard by gossip is only as good as the local verdict it came from: one about a
     member healthy within ``grace`` before it, with no member's own verdict at that generation
-    behind it, is a forged or stale death (``accuracy`` judges local verdicts only)."""
+    behind it, is a forged death, and one below a generation the hearer already held is a
+    stale one, whatever the faults (``accuracy`` judges local verdicts only)."""
     local: dict[tuple[str, int], float] = {}
     for o in nodes:
         for e in al.events.get(o, []):
@@ -48,6 +49,15 @@ def check_gossip_accuracy(al: Aligned, tl: Timeline, nodes: list[str], grace: fl
                 continue
             heard += 1
             m, t, g = e.get("member_name"), e["ht"], int(e.get("gen") or 0)
+            newer = max((int(v.get("gen") or 0) for v in al.events.get(o, [])
+                         if v["ht"] < t and v.get("member_name") == m), default=-1)
+            if newer > g:  # whatever the faults, a death below a generation it held is stale
+                anomalies.append(Anomaly("stale-gossip-death", (
+                    f"{o} took {m} as dead at {t:.3f}s from gossip by {e.get('by')} at gen {g}, "
+                    f"below the gen {newer} it already held: a stale or forged death"),
+                    {"node": o, "member": m, "time_s": round(t, 3), "gen": g, "held": newer,
+                     "by": e.get("by")}))
+                continue
             if tl.troubled(m, t - grace, t) or tl.troubled(o, t - grace, t):
                 continue
             if local.get((m, g), math.inf) <= t + 0.1:
@@ -58,7 +68,7 @@ def check_gossip_accuracy(al: Aligned, tl: Timeline, nodes: list[str], grace: fl
                 f"was not crashed, paused, gone or cut within {grace:.1f}s"),
                 {"node": o, "member": m, "time_s": round(t, 3), "gen": g, "by": e.get("by")}))
     r = Result("gossip-accuracy", not anomalies, anomalies[:20],
-               {"gossip_deaths": heard, "unfounded": len(anomalies), "grace_s": grace},
+               {"gossip_deaths": heard, "violations": len(anomalies), "grace_s": grace},
                note="" if heard else "no death was heard by gossip: nothing spread to judge")
     return _judged(r, {"journals": _journals(al), "gossip_deaths": heard},
                    {"journals": "no node journal on the run's time axis"})

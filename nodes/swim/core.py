@@ -73,7 +73,8 @@ from nodes.swim import join_token
 from nodes.swim.codec import NodeInfo, Update, UpdateKind
 
 #: named bug modes (docs/swim.md): off unless listed in the node config's ``bugs``
-BUGS = ("no-indirect-probes", "no-refutation", "no-gossip-retransmit", "ignore-capacity")
+BUGS = ("no-indirect-probes", "no-refutation", "no-gossip-retransmit", "ignore-capacity",
+        "ignore-leave", "accept-forged-dead", "never-suspect-paused", "unbounded-gossip")
 
 DOMAIN = c.domain_tag("swim")
 NAK_TOKEN_EXPECTED = 7115  # the spec's example session
@@ -441,6 +442,8 @@ class SwimCore:
     def _on_leave(self, msg: c.Leave) -> None:
         """Apply a member's leave and acknowledge it (again, for a retry whose first
         acknowledgement was lost), so that it stops re-sending."""
+        if "ignore-leave" in self.bugs:
+            return
         self._apply(Update(UpdateKind.LEFT, msg.src, msg.src.id))
         cur = self.members.get(msg.src.id)
         if cur is not None and cur.state is State.LEFT and cur.gen >= msg.src.gen:
@@ -498,6 +501,8 @@ class SwimCore:
             m.suspect_deadline = m.suspect_start + self.suspicion_timeout(len(m.suspecters))
 
     def retransmit_limit(self) -> int:
+        if "unbounded-gossip" in self.bugs:
+            return 1 << 30  # every update piggybacked every time, for good
         if "no-gossip-retransmit" in self.bugs:
             return 1
         if self.opts.retransmits > 0:
@@ -625,7 +630,7 @@ class SwimCore:
     def _probe_failed(self, p: _Probe) -> None:
         self.counters.probes_failed += 1
         m = self.members.get(p.target)
-        if m is None:
+        if m is None or "never-suspect-paused" in self.bugs:
             return
         u = Update(UpdateKind.SUSPECT, m.info(), self.me)
         if m.state is State.ALIVE:
@@ -924,12 +929,13 @@ class SwimCore:
             elif cur.state is State.SUSPECT and g == cur.gen:
                 self._confirm(cur, u.origin)
         elif k is UpdateKind.DEAD:
-            if (cur.state in LIVE_STATES and g >= cur.gen) or (
+            stale_ok = "accept-forged-dead" in self.bugs
+            if (cur.state in LIVE_STATES and (g >= cur.gen or stale_ok)) or (
                     cur.state in (State.DEAD, State.LEFT) and g > cur.gen):
                 self._settle(cur, State.DEAD, g)
                 self._emit("dead", member=x, gen=g, by=u.origin, local=False)
                 changed = True
-        elif k is UpdateKind.LEFT:
+        elif k is UpdateKind.LEFT and "ignore-leave" not in self.bugs:
             if (cur.state is not State.LEFT and g >= cur.gen) or g > cur.gen:
                 self._settle(cur, State.LEFT, g)
                 self._emit("left", member=x, gen=g)
@@ -999,7 +1005,7 @@ class SwimCore:
             updates.append(Update(kind, m.info(), m.suspected_by or self.me))
         picks = sorted(self._gossip.values(), key=lambda gsp: gsp.sent) if gossip else []
         for gsp in picks:
-            if len(updates) >= self.opts.max_piggyback:
+            if len(updates) >= self.opts.max_piggyback and "unbounded-gossip" not in self.bugs:
                 break
             if gsp.update.node.id == to and updates:
                 continue
