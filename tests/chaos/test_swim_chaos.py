@@ -196,3 +196,31 @@ def test_swim_fault_free_ten_minutes_no_false_positive(chaos_run: Any) -> None:
                               "swim_max_false_suspicions_per_member_hour": 0})
     res = chaos_run(spec, min_ok=CLOCK_SYNC)
     assert figures(res)["accuracy"]["member_hours"] > 1.6
+
+
+@pytest.mark.chaos
+def test_swim_bug_ignore_leave_caught(chaos_run: Any) -> None:
+    """Members that drop Leave (and LEFT gossip) keep probing the leaver, suspect it and
+    declare it dead: the leave leaf wants it recorded ``left``."""
+    build = partial(swim_spec, "swim-bug-ignore-leave", 5, [], time_limit=8,
+                    bugs=["ignore-leave"], options={"swim_plan": [[2.0, "leave", "n5"]]})
+    chaos_run(build, expect="membership.leave", anomaly="dead-not-left", min_ok=2)
+
+
+@pytest.mark.chaos
+def test_swim_bug_never_suspect_paused_caught(chaos_run: Any) -> None:
+    """A 3 s pause (several suspicion timeouts at 0.2 s periods) nobody suspects."""
+    build = partial(swim_spec, "swim-bug-never-suspect", 5, [
+        (2.0, op("pause", {"node": "n3"})), (3.0, op("resume", {"node": "n3"})),
+    ], time_limit=8, bugs=["never-suspect-paused"])
+    chaos_run(build, expect="membership.detection", anomaly="undetected-pause")
+
+
+@pytest.mark.chaos
+def test_swim_bug_unbounded_gossip_caught(chaos_run: Any) -> None:
+    """Every update on every message: a member of 10 sends several times the bytes per
+    period that correct members send (about 73 vs 280 bytes on the simulator)."""
+    build = partial(swim_spec, "swim-bug-unbounded-gossip", 10, [], time_limit=10,
+                    bugs=["unbounded-gossip"],
+                    options={"swim_max_bytes_per_member_period": 150})
+    chaos_run(build, expect="membership.cost", anomaly="dissemination-cost")
