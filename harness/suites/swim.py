@@ -7,7 +7,12 @@ SWIM has no client operations in the KV sense. The ``membership`` workload's cli
   journal events (stamped with the node's ``mono``, the same system-wide CLOCK_MONOTONIC) on
   the history's time axis, immune to clock-skew faults (docs/swim.md, "Time alignment");
 * ``leave`` / ``join`` on one node, planned by ``test.options["swim_plan"]`` as
-  ``[[at_s, "leave"|"join", "n3"], ...]``: the op goes to the node's own ``/swim/*`` route.
+  ``[[at_s, "leave"|"join", "n3"], ...]``: the op goes to the node's own ``/swim/*`` route;
+* ``key-install`` / ``key-use`` / ``key-remove`` (key rotation, encryption on), planned as
+  ``[at_s, "key-use", "n3", "<hex key>"]``: ``POST /swim/keys`` on that node.
+
+Encryption (docs/swim.md, "Encryption"): ``options.keyring`` (hex keys, primary first) goes
+to every node; ``options.node_keyrings`` ``{"n4": [...]}`` overrides it per node.
 
 Thread ``i`` serves node ``node_ids[i % n]`` (use ``concurrency >= nodes`` to plan ops on every
 node). After its plan a thread idles until the time limit, so the nemesis has the whole run.
@@ -27,6 +32,7 @@ from harness.spec import NodeAddr, ProtocolDef, TestSpec, Workload
 from nodes.swim.core import BUGS
 
 Op = dict[str, Any]
+KEY_OPS = ("key-install", "key-use", "key-remove")
 
 
 class SwimClient:
@@ -41,9 +47,16 @@ class SwimClient:
         f = op["f"]
         if f == "clock-sync":
             return {"type": "ok", "value": {"wall": time.time(), "mono": time.monotonic()}}
+        if self._s is None:
+            self._s = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3))
+        if f in KEY_OPS:
+            body = {"op": f.removeprefix("key-"), "key": op["value"]["key"]}
+            async with self._s.post(f"{self.url}/swim/keys", json=body) as r:
+                got = await r.json()
+                if r.status != 200:
+                    return {"type": "fail", "error": got.get("error", r.status)}
+            return {"type": "ok", "value": {"node": self.node, "keys": got["keys"]}}
         if f in ("leave", "join"):
-            if self._s is None:
-                self._s = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3))
             async with self._s.post(f"{self.url}/swim/{f}") as r:
                 r.raise_for_status()
                 body = await r.json()
@@ -61,7 +74,7 @@ class MembershipGen:
     """clock-sync once, then each thread's planned leave/join ops, then idle."""
 
     nodes: list[str]
-    plan: list[tuple[float, str, str]]
+    plan: list[tuple[float, str, str, str | None]]
     _synced: bool = False
     _done: set[int] = field(default_factory=set)
 
@@ -71,20 +84,30 @@ class MembershipGen:
             return {"f": "clock-sync", "value": None}
         thread = int(ctx.thread)
         node = self.nodes[thread % len(self.nodes)] if self.nodes else None
-        for i, (at, f, n) in enumerate(self.plan):
+        for i, (at, f, n, key) in enumerate(self.plan):
             if i in self._done or n != node:
                 continue
             if ctx.time >= at:
                 self._done.add(i)
-                return {"f": f, "value": n}
+                return {"f": f, "value": {"node": n, "key": key} if f in KEY_OPS else n}
             return Pending(at)
         return Pending(1e12)  # idle: the time limit ends us
 
 
 def membership_generator(spec: TestSpec) -> MembershipGen:
     raw = spec.options.get("swim_plan", [])
-    plan = sorted((float(a), str(f), str(n)) for a, f, n in raw)
+    plan = sorted((float(a), str(f), str(n), str(rest[0]) if rest else None)
+                  for a, f, n, *rest in raw)
+    for _, f, n, key in plan:
+        if f in KEY_OPS and key is None:
+            raise ValueError(f"swim_plan: {f} on {n} needs a key: [at_s, {f!r}, {n!r}, hex]")
     return MembershipGen(spec.node_ids, plan)
+
+
+def node_extra(spec: TestSpec, index: int, _run_path: Any) -> dict[str, Any]:
+    """A node's own keyring from ``options.node_keyrings`` (a wrong-key node, say)."""
+    own = spec.options.get("node_keyrings", {}).get(spec.node_ids[index])
+    return {"options": {"keyring": own}} if own is not None else {}
 
 
 def membership_workload() -> Workload:
@@ -102,4 +125,5 @@ PROTOCOL = ProtocolDef(
     default_options={"period_s": 0.5, "probe_timeout_s": 0.25, "indirect_k": 3,
                      "suspicion_mult": 4},
     default_workload="membership",
+    node_extra=node_extra,
 )

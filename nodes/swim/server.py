@@ -8,18 +8,27 @@ this server: datagrams to a NodeID's configured address (or the broadcast port),
 events, the generation file. Undecodable datagrams are dropped and counted, never fatal.
 
 Extra HTTP routes (admin port, and the same on ``ports.client``): ``POST /swim/leave`` and
-``POST /swim/join`` (rejoin after leaving) -> ``{"ok": true, "gen": g, "left": bool}``.
+``POST /swim/join`` (rejoin after leaving) -> ``{"ok": true, "gen": g, "left": bool}``;
+``GET /swim/keys`` and ``POST /swim/keys`` ``{"op": "install"|"use"|"remove", "key": hex}``
+(key rotation, see ``nodes.swim.crypto``).
+
+With ``options.keyring`` (hex keys, primary first) every datagram is sealed on send and
+opened on receive, here at the datagram boundary only; one that no key opens is dropped,
+counted (``stats.refused_decrypt``) and journaled at most once per ``REFUSAL_LOG_S``. Key
+operations are saved to ``keyring.json`` in the data dir, which a restart prefers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import random
 import socket
 import time
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -31,11 +40,34 @@ from nodes.common.effects import EVERYONE
 from nodes.common.journal import Journal
 from nodes.common.loop import CoreLoop, JournalingHost
 from nodes.swim import codec as c
+from nodes.swim import crypto
 from nodes.swim.core import BUGS, Options, SwimCore
 
 log = logging.getLogger("swim")
 
 BROADCAST_HOST = "127.255.255.255"
+#: authenticated with every sealed datagram: a sealed datagram of another protocol is refused
+AAD = b"swim"
+#: refused-decrypt journal events: the first at once, then one per this many seconds (a count)
+REFUSAL_LOG_S = 5.0
+KEYS_BODY = '{"op": "install"|"use"|"remove", "key": "<32, 48 or 64 hex digits>"}'
+
+
+def _keyring(cfg: NodeConfig, saved: Path) -> crypto.Keyring | None:
+    """``options.keyring``: hex keys, primary first; absent or null: encryption off. With
+    encryption on, the ring a rotation left in ``saved`` wins (serf's keyring file), so a node
+    restarted after a rotation still speaks the group's key."""
+    raw = cfg.options.get("keyring")
+    if raw is None:
+        return None
+    with contextlib.suppress(OSError, ValueError):
+        raw = json.loads(saved.read_text())
+    if not isinstance(raw, list):
+        raise ConfigError(f"options.keyring: expected a list of hex keys, got {raw!r}")
+    try:
+        return crypto.Keyring(raw)
+    except crypto.KeyringError as e:
+        raise ConfigError(f"options.keyring: {e}") from e
 
 
 def _seeds(cfg: NodeConfig, gen: int) -> list[int]:
@@ -91,7 +123,11 @@ class SwimNode(JournalingHost):
         self.core = SwimCore(cfg.num_id, self.gen, self.addresses, _seeds(cfg, self.gen),
                              self.opts, random.Random(cfg.seed), cfg.bugs)
         self.stats = {"datagrams_in": 0, "datagrams_out": 0, "bytes_in": 0, "bytes_out": 0,
-                      "malformed": 0, "unknown": 0, "unknown_sender": 0}
+                      "malformed": 0, "unknown": 0, "unknown_sender": 0, "refused_decrypt": 0}
+        self.keyring_path = cfg.data_dir / "keyring.json"
+        self.keyring = _keyring(cfg, self.keyring_path)
+        self._refusal_logged = -REFUSAL_LOG_S  # monotonic time of the last journaled refusal
+        self._refusals_unlogged = 0
         self.admin = AdminServer(cfg.id, self.state, self.journal, self.clock, cfg.host,
                                  cfg.ports.admin)
         self._add_routes(self.admin.app)
@@ -113,12 +149,46 @@ class SwimNode(JournalingHost):
     def _add_routes(self, app: web.Application) -> None:
         app.router.add_post("/swim/leave", self._leave_h)
         app.router.add_post("/swim/join", self._join_h)
+        app.router.add_get("/swim/keys", self._keys_h)
+        app.router.add_post("/swim/keys", self._keys_h)
 
     async def _leave_h(self, _req: web.Request) -> web.Response:
         return web.json_response(await self._command("leave"))
 
     async def _join_h(self, _req: web.Request) -> web.Response:
         return web.json_response(await self._command("rejoin"))
+
+    async def _keys_h(self, req: web.Request) -> web.Response:
+        """Key rotation: install a key, make it primary (use), remove one. Keys are shown by
+        fingerprint only."""
+        if self.keyring is None:
+            return web.json_response({"error": "encryption is off (no options.keyring); it "
+                                      "cannot be turned on at run time"}, status=409)
+        if req.method == "POST":
+            try:
+                body = await req.json()
+                op, key = body["op"], body["key"]
+                if op not in ("install", "use", "remove"):
+                    raise KeyError(op)
+                getattr(self.keyring, op)(key)
+            except (ValueError, KeyError, TypeError) as e:  # KeyringError is a ValueError
+                return web.json_response({"error": f"{e!s}; expected JSON body {KEYS_BODY}"},
+                                         status=400)
+            self._save_keyring()
+            self.emit("keyring", {"op": op, "key": crypto.fingerprint(crypto.parse_key(key)),
+                                  "keys": self.keyring.fingerprints()})
+        return web.json_response({"ok": True, "keys": self.keyring.fingerprints()})
+
+    def _save_keyring(self) -> None:
+        """The ring after a key operation, durable and readable by this user only."""
+        assert self.keyring is not None
+        tmp = self.keyring_path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump([k.hex() for k in self.keyring.keys], f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.keyring_path)
 
     async def _command(self, cmd: str) -> Any:
         answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -135,6 +205,7 @@ class SwimNode(JournalingHost):
             "capacity": self.opts.capacity, "members": members,
             "alive": sorted(m["name"] for m in members if m["state"] == "alive"),
             "bugs": sorted(self.cfg.bugs), "options": self.opts.__dict__,
+            "keys": self.keyring.fingerprints() if self.keyring else None,
             "stats": {**self.stats, "sent": core.counters.sent,
                       "received": core.counters.received, "probes": core.counters.probes,
                       "probes_failed": core.counters.probes_failed,
@@ -156,6 +227,12 @@ class SwimNode(JournalingHost):
     def on_datagram(self, data: bytes, addr: tuple[str, int]) -> None:
         self.stats["datagrams_in"] += 1
         self.stats["bytes_in"] += len(data)
+        if self.keyring is not None:
+            try:
+                data = crypto.open_(self.keyring, data, AAD)
+            except crypto.DecryptError as e:
+                self._refused_decrypt(addr, e)
+                return
         try:
             msg = c.decode(data)
         except c.UnknownMessage:
@@ -170,9 +247,21 @@ class SwimNode(JournalingHost):
             self.stats["unknown_sender"] += 1
         self.loop.message(from_id, msg)
 
+    def _refused_decrypt(self, addr: tuple[str, int], e: crypto.DecryptError) -> None:
+        """Count every refusal; journal the first, then one per REFUSAL_LOG_S with a count."""
+        self.stats["refused_decrypt"] += 1
+        self._refusals_unlogged += 1
+        now = self.clock.monotonic()
+        if now - self._refusal_logged >= REFUSAL_LOG_S:
+            self.emit("refused-decrypt", {"count": self._refusals_unlogged,
+                                          "from": f"{addr[0]}:{addr[1]}", "error": str(e)})
+            self._refusal_logged, self._refusals_unlogged = now, 0
+
     # ---- effects (the Host of nodes.common.loop)
     def send(self, to: int | str, msg: c.Message) -> None:
         raw = c.encode(msg)
+        if self.keyring is not None:
+            raw = crypto.seal(self.keyring, raw, AAD)
         if to == EVERYONE:
             port = int(self.cfg.options.get("broadcast_port", 0))
             if self._bcast is not None and port:

@@ -13,15 +13,22 @@ and schedule with correct nodes (the thresholds unchanged), where that leaf must
 
 from __future__ import annotations
 
+import asyncio
+import json
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from faults import schedules as sch
+from harness.cluster import open_cluster
 from harness.nemesis_generator import from_schedule
 from harness.spec import TestSpec
+from harness.store import new_run
 from harness.suites.swim import PROTOCOL
+from nodes.swim.crypto import fingerprint, parse_key
+from tests.waiting import eventually
 
 FAST = {"period_s": 0.2, "probe_timeout_s": 0.1, "suspicion_mult": 4}
 #: ok client ops of a run without planned leaves/joins: the clock-sync (SWIM has no others)
@@ -224,3 +231,79 @@ def test_swim_bug_unbounded_gossip_caught(chaos_run: Any) -> None:
                     bugs=["unbounded-gossip"],
                     options={"swim_max_bytes_per_member_period": 150})
     chaos_run(build, expect="membership.cost", anomaly="dissemination-cost")
+
+
+# ----------------------------------------------------------------------------- encryption
+
+OLD_KEY, NEW_KEY = "0f" * 32, "a5" * 16  # AES-256 then AES-128: the ring takes both
+
+
+def rotation(nodes: list[str], at: float, step_s: float) -> list[list[Any]]:
+    """memberlist's rotation on every node: install the new key, make it primary once every
+    node holds it, remove the old one once every node seals with the new."""
+    return [[at + i * step_s, f, n, key] for i, (f, key) in enumerate(
+        [("key-install", NEW_KEY), ("key-use", NEW_KEY), ("key-remove", OLD_KEY)])
+        for n in nodes]
+
+
+def refused(res: Any, nodes: list[str]) -> dict[str, int]:
+    return {n: json.loads((res.run_dir.node_dir(n) / "state.json").read_text())
+            ["stats"]["refused_decrypt"] for n in nodes}
+
+
+@pytest.mark.chaos
+def test_swim_encrypted_with_rotation_mid_run(chaos_run: Any) -> None:
+    """Every datagram sealed; a kill before the rotation, a partition across it, a kill (the
+    restarted node keeps the rotated ring) and a pause after it. Correct nodes never refuse a
+    datagram: each step reaches every node before the next. (``swim_plan`` times count from
+    the cluster's start, the nemesis's from the workload's, a few seconds later: the margins
+    keep every node up while its key operations run.)"""
+    nodes = [f"n{i}" for i in range(1, 6)]
+    spec = swim_spec("swim-encrypted", 5, [
+        (1.0, op("kill", {"node": "n3"})), (1.0, op("restart", {"node": "n3"})),
+        (2.0, op("start-partition", {"shape": "halves"})), (5.0, op("stop-partition")),
+        (2.0, op("kill", {"node": "n2"})), (1.5, op("restart", {"node": "n2"})),
+        (1.0, op("pause", {"node": "n5"})), (0.6, op("resume", {"node": "n5"})),
+    ], time_limit=24, quiesce_s=4,
+        options={"keyring": [OLD_KEY], "swim_plan": rotation(nodes, 12.0, 2.0)})
+    res = chaos_run(spec, min_ok=CLOCK_SYNC + 3 * len(nodes))
+    assert len(figures(res)["convergence"]["live"]) == 5
+    for n in nodes:
+        st = json.loads((res.run_dir.node_dir(n) / "state.json").read_text())
+        assert st["keys"] == [fingerprint(parse_key(NEW_KEY))], (n, st["keys"])
+    assert refused(res, nodes) == dict.fromkeys(nodes, 0)
+
+
+@pytest.mark.chaos
+def test_swim_wrong_key_node_is_refused(tmp_path: Path) -> None:
+    """n4 holds another key: its seed n1 refuses (and counts) its JoinReqs, and it never
+    becomes a member anywhere while n1-n3 converge among themselves."""
+    spec = TestSpec(name="swim-wrong-key", protocol=PROTOCOL, nodes=4, seed=5,
+                    store=str(tmp_path),
+                    options={**FAST, "keyring": [OLD_KEY],
+                             "node_keyrings": {"n4": [NEW_KEY]}})
+
+    async def body() -> None:
+        async with open_cluster(spec, new_run(spec.name, tmp_path)) as cl:
+            async def states() -> dict[str, Any]:
+                return {n: await cl.admin(n, "GET", "/admin/state") for n in cl.nodes}
+
+            async def settled() -> bool:
+                st = await states()
+                good = ["n1", "n2", "n3"]
+                return (all(st[n]["alive"] == sorted(set(good) - {n}) for n in good)
+                        and st["n1"]["stats"]["refused_decrypt"] > 0)
+
+            assert await eventually(settled, 20), {n: (s["alive"], s["joined"], s["stats"]) for n, s in (await states()).items()}
+            await asyncio.sleep(2.0)  # and it stays out
+            st = await states()
+            assert st["n4"]["alive"] == [] and not st["n4"]["joined"], st["n4"]
+            for n in ("n1", "n2", "n3"):
+                assert "n4" not in [m["name"] for m in st[n]["members"]], st[n]["members"]
+            # n1, n4's seed, refused every JoinReq; journaled once per period, not per datagram
+            events = (await cl.admin("n1", "GET", "/admin/events"))["events"]
+            logged = [e for e in events if e["type"] == "refused-decrypt"]
+            assert 1 <= len(logged) < st["n1"]["stats"]["refused_decrypt"], logged
+            assert sum(e["count"] for e in logged) <= st["n1"]["stats"]["refused_decrypt"]
+
+    asyncio.run(body())
