@@ -16,7 +16,12 @@ the crash (partial period included) is reported too, as ``..._since_crash_period
 * ``sim``: the same sans-IO cores on the unit tests' simulated network, for large samples of
   the detection-time distribution quickly.
 
+``--encrypt on`` runs the real nodes with a keyring (every datagram AES-GCM sealed, 29 bytes
+more); ``--encrypt both`` runs each size without, then with, and prints the figures side by
+side: encryption must leave detection and dissemination unchanged within noise.
+
     .venv/bin/python -m bench.bench_swim --sizes 5,10,30,60 --kills 4
+    .venv/bin/python -m bench.bench_swim --sizes 5,10 --kills 4 --encrypt both
     .venv/bin/python -m bench.bench_swim --mode sim --sizes 5,10,30,60 --kills 50
 """
 
@@ -36,6 +41,11 @@ from typing import Any
 
 MEMBERLIST_ALL_DEAD_S = {5: 7.1, 10: 6.0}  # measured on this machine, same settings
 SETTINGS = {"period_s": 1.0, "probe_timeout_s": 0.5, "suspicion_mult": 4}
+BENCH_KEY = "42" * 32  # AES-256; a bench-only key
+#: the figures printed side by side by ``--encrypt both`` (a dict's "mean" where it has one)
+COMPARED = ("converge_s", "msgs_per_member_per_period", "bytes_per_member_per_period",
+            "cpu_pct_per_node", "first_detection_periods", "first_detection_since_crash_periods",
+            "all_survivors_dead_s", "per_survivor_dead_s", "restart_known_everywhere_periods")
 
 
 def summary(xs: list[float]) -> dict[str, Any]:
@@ -79,7 +89,8 @@ async def _wait(pred: Any, timeout: float) -> bool:
     return False
 
 
-async def bench_real_size(n: int, kills: int, steady_s: float, seed: int) -> dict[str, Any]:
+async def bench_real_size(n: int, kills: int, steady_s: float, seed: int,
+                          encrypt: bool = False) -> dict[str, Any]:
     from harness.cluster import Cluster
     from harness.spec import TestSpec
     from harness.store import new_run
@@ -87,10 +98,11 @@ async def bench_real_size(n: int, kills: int, steady_s: float, seed: int) -> dic
 
     period = SETTINGS["period_s"]
     store = Path(tempfile.mkdtemp(prefix="bench-swim-"))
+    options: dict[str, Any] = {**SETTINGS, **({"keyring": [BENCH_KEY]} if encrypt else {})}
     spec = TestSpec(name=f"bench-swim-{n}", protocol=PROTOCOL, nodes=n, seed=seed,
-                    store=str(store), options=dict(SETTINGS))
+                    store=str(store), options=options)
     rng = random.Random(seed)
-    out: dict[str, Any] = {"nodes": n}
+    out: dict[str, Any] = {"nodes": n, "encrypt": encrypt}
     cl = Cluster(spec, new_run(spec.name, store), start_timeout_s=60 + 3 * n)
     try:
         await cl.start()
@@ -213,6 +225,18 @@ def bench_sim_size(n: int, kills: int, seed: int) -> dict[str, Any]:
             "memberlist_all_dead_s": MEMBERLIST_ALL_DEAD_S.get(n)}
 
 
+def side_by_side(off: dict[str, Any], on: dict[str, Any]) -> str:
+    """One size's figures, encryption off and on, one line each (means of distributions)."""
+    def fig(r: dict[str, Any], k: str) -> str:
+        v = r.get(k)
+        v = v.get("mean", "-") if isinstance(v, dict) else v
+        return "-" if v is None else str(v)
+
+    rows = [f"{'nodes=' + str(off['nodes']):<38}{'off':>10}{'on':>10}"]
+    rows += [f"{k:<38}{fig(off, k):>10}{fig(on, k):>10}" for k in COMPARED]
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.bench_swim", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -221,16 +245,28 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--kills", type=int, default=4, help="kills per size")
     ap.add_argument("--steady", type=float, default=10.0, help="seconds of steady-state cost")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--encrypt", choices=("off", "on", "both"), default="off",
+                    help="real mode: seal every datagram with AES-GCM (both: side by side)")
     ap.add_argument("--out", default=None, help="write the JSON results here too")
     args = ap.parse_args(argv)
+    if args.mode == "sim" and args.encrypt != "off":
+        ap.error("--encrypt needs --mode real: the simulator passes messages, not datagrams")
+    modes = {"off": [False], "on": [True], "both": [False, True]}[args.encrypt]
     results = []
     for n in (int(x) for x in args.sizes.split(",")):
         if args.mode == "sim":
             r = bench_sim_size(n, args.kills, args.seed)
-        else:
-            r = asyncio.run(bench_real_size(n, args.kills, args.steady, args.seed))
-        print(json.dumps(r), flush=True)
-        results.append(r)
+            print(json.dumps(r), flush=True)
+            results.append(r)
+            continue
+        pair = []
+        for enc in modes:
+            r = asyncio.run(bench_real_size(n, args.kills, args.steady, args.seed, enc))
+            print(json.dumps(r), flush=True)
+            pair.append(r)
+        if len(pair) == 2:
+            print(side_by_side(*pair), flush=True)
+        results += pair
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1))
 

@@ -19,6 +19,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from faults import schedules as sch
@@ -277,7 +278,8 @@ def test_swim_encrypted_with_rotation_mid_run(chaos_run: Any) -> None:
 @pytest.mark.chaos
 def test_swim_wrong_key_node_is_refused(tmp_path: Path) -> None:
     """n4 holds another key: its seed n1 refuses (and counts) its JoinReqs, and it never
-    becomes a member anywhere while n1-n3 converge among themselves."""
+    becomes a member anywhere while n1-n3 converge among themselves; given the group's key
+    at run time (install, use), it joins."""
     spec = TestSpec(name="swim-wrong-key", protocol=PROTOCOL, nodes=4, seed=5,
                     store=str(tmp_path),
                     options={**FAST, "keyring": [OLD_KEY],
@@ -305,5 +307,24 @@ def test_swim_wrong_key_node_is_refused(tmp_path: Path) -> None:
             logged = [e for e in events if e["type"] == "refused-decrypt"]
             assert 1 <= len(logged) < st["n1"]["stats"]["refused_decrypt"], logged
             assert sum(e["count"] for e in logged) <= st["n1"]["stats"]["refused_decrypt"]
+            # the primary cannot be removed; a straggler given the group's key gets in
+            async with aiohttp.ClientSession() as http:
+                async def keys(n: str, op_: str, key: str) -> tuple[int, Any]:
+                    async with http.post(cl.admin_url(n) + "/swim/keys",
+                                         json={"op": op_, "key": key}) as r:
+                        return r.status, await r.json()
+
+                status, got = await keys("n1", "remove", OLD_KEY)
+                assert status == 400 and "primary" in got["error"], got
+                assert (await keys("n4", "install", OLD_KEY))[0] == 200
+                assert (await keys("n4", "use", OLD_KEY))[1]["keys"][0] == \
+                    fingerprint(parse_key(OLD_KEY))
+
+            async def all_in() -> bool:
+                st = await states()
+                return all(st[n]["alive"] == sorted(set(cl.nodes) - {n}) for n in cl.nodes)
+
+            assert await eventually(all_in, 20), {n: s["alive"] for n, s in
+                                                  (await states()).items()}
 
     asyncio.run(body())
