@@ -3,7 +3,8 @@
 Two are also ``smoke`` (bounded, run on every submission): a correct 5-node group under a
 kill and 10% loss, and the ``no-refutation`` bug caught by the convergence check. The rest
 are nightly (``pytest -m chaos``): 10- and 30-node groups, pauses, 30% loss, partitions and
-heals, a member leaving, a member joining during a partition, capacity, each bug mode.
+heals, a member leaving, a member joining during a partition, capacity, each bug mode,
+encryption with a key rotation mid-run and a wrong-key node.
 
 Correct runs must apply every fault they request and show evidence in every leaf (SWIM's
 only client ops are the clock-sync and planned leaves/joins, so ``min_ok`` counts those).
