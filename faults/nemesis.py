@@ -30,6 +30,9 @@ Ops (value fields; ``links`` is a list of ``[src, dst]`` pairs, default every no
 * ``kill`` / ``pause`` ``{node: name | [names] | "random" | "leader" | "follower" | "all"}``;
   ``restart`` / ``resume`` ``{node?}`` (default: every killed / paused node)
 * ``clock-skew`` ``{node, offset_s}``; ``clock-reset`` ``{node?}`` (default: every skewed node)
+* ``start-hostile`` ``{interval_s?, nodes?}``: a burst of the protocol's hostile messages
+  (faults/hostile.py) to each node (default every node) now and every ``interval_s`` (0.5);
+  ``stop-hostile`` ends it and completes with what was sent, per node and kind
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from faults import partitions
+from faults.hostile import HostileSender
 from faults.links import Flow, Kind, LinkFaults, flows_of, node_pairs
 
 Op = dict[str, Any]
@@ -83,8 +87,10 @@ class Nemesis:
     def __init__(self, rng: random.Random, nodes: NodeControl | None = None,
                  links: LinkFaults | Sequence[LinkFaults] = (),
                  node_names: Sequence[str] | None = None,
-                 topology: Sequence[Flow] | None = None) -> None:
+                 topology: Sequence[Flow] | None = None,
+                 hostile: HostileSender | None = None) -> None:
         self.rng = rng
+        self.hostile = hostile
         self.control = nodes
         self.backends: list[LinkFaults] = [links] if hasattr(links, "apply") else list(links)  # type: ignore[arg-type]
         names = node_names if node_names is not None else (nodes.nodes if nodes else [])
@@ -124,6 +130,8 @@ class Nemesis:
             "resume": self._resume,
             "clock-skew": self._clock_skew,
             "clock-reset": self._clock_reset,
+            "start-hostile": self._start_hostile,
+            "stop-hostile": self._stop_hostile,
         }
 
     @property
@@ -335,6 +343,26 @@ class Nemesis:
             self.skewed.pop(n, None)
         return {**value, "nodes": names}
 
+    # ---- hostile messages ----------------------------------------------------------------
+
+    def _sender(self) -> HostileSender:
+        if self.hostile is None:
+            raise NemesisError("this protocol declares no hostile messages (ProtocolDef.hostile; "
+                               "see faults/hostile.py)")
+        return self.hostile
+
+    async def _start_hostile(self, value: dict[str, Any]) -> dict[str, Any]:
+        sender = self._sender()
+        interval = float(value.get("interval_s", 0.5))
+        nodes = value.get("nodes")
+        sender.start(interval, None if nodes is None else [str(n) for n in nodes])
+        return {**value, "interval_s": interval}
+
+    async def _stop_hostile(self, value: dict[str, Any]) -> dict[str, Any]:
+        sender = self._sender()
+        await sender.stop()
+        return {**value, "sent": sender.counts()}
+
     # ---- everything --------------------------------------------------------------------
 
     async def heal_all(self) -> dict[str, Any]:
@@ -357,6 +385,11 @@ class Nemesis:
             ("restarted", lambda: self._restart({})),
             ("clocks-reset", lambda: self._clock_reset({})),
         ]
+        if self.hostile is not None and self.hostile.running:
+            try:
+                out["hostile-stopped"] = (await self._stop_hostile({}))["sent"]
+            except Exception as e:
+                errors.append(f"hostile: {type(e).__name__}: {e}")
         for name, step in steps:
             if name != "links" and self.control is None:
                 continue

@@ -120,6 +120,7 @@ def named_kinds(nodes: Sequence[str]) -> dict[str, FaultKind]:
         "kill-leader": op("kill", {"node": "leader"}),
         "pause": op("pause", {"node": "random"}),
         "pause-leader": op("pause", {"node": "leader"}),
+        "hostile": op("start-hostile", {"interval_s": 0.5}),
     }
     kinds = {k.name: k for k in default_kinds(nodes, shapes, udp=True)}
     out: dict[str, FaultKind] = {"partition": kinds["partition"],

@@ -61,6 +61,9 @@ class Cluster:
         self._links: Any = None  # faults.links.TcpLinks or faults.udp_relay.UdpLinks
         self._relay: Any = None
         self._collected = False  # faults.udp_relay.UdpRelayProcess (UDP protocols)
+        self._hostile: Any = None  # faults.hostile.HostileSender (protocols that declare one)
+        #: per node, hostile messages sent and refusals counted (collect(); None: none sent)
+        self.hostile_report: dict[str, Any] | None = None
 
     # ---- set-up -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -77,8 +80,17 @@ class Cluster:
         await asyncio.gather(*(self.wait_healthy(n) for n in first))
         from faults.nemesis import Nemesis
 
+        if self.proto.hostile is not None:
+            from faults.hostile import HostileSender, Target
+
+            # straight to each node's own peer port: an attacker does not go through our links
+            self._hostile = HostileSender(
+                self.proto.hostile,
+                [Target(n, i + 1, HOST, self.ports[n][self.proto.peer_port])
+                 for i, n in enumerate(self.nodes)],
+                random.Random(f"{self.spec.seed}:hostile"))
         self._faults = Nemesis(random.Random(f"{self.spec.seed}:faults"), nodes=self,
-                               links=self._links, node_names=self.nodes,
+                               links=self._links, node_names=self.nodes, hostile=self._hostile,
                                topology=None if self.spec.topology is None else self.spec.edges())
 
     async def _start_links(self) -> None:
@@ -242,6 +254,10 @@ class Cluster:
         for n in self.nodes:
             if states[n] is not None:
                 (self.run_dir.node_dir(n) / "state.json").write_text(json.dumps(states[n], indent=1))
+        if self._hostile is not None and self._hostile.sent:
+            from faults.hostile import report
+
+            self.hostile_report = report(self.proto.hostile, self._hostile.counts(), states)
         self._collected = True
 
     async def close(self) -> None:
@@ -262,6 +278,8 @@ class Cluster:
                     self._toxiproxy.close()  # stops the server if it is ours
                 if self._relay is not None:
                     self._relay.close()
+                if self._hostile is not None:
+                    self._hostile.close()
                 if self._session is not None:
                     await self._session.close()
 

@@ -325,6 +325,8 @@ async def _run_in(spec: TestSpec, workload: Workload, checkers: dict[str, Any],
             progress.phase("collecting node state")
             desc["collect_s"] = history.now() / 1e9  # the end of the quiet window (liveness)
             await cluster.collect()
+            if getattr(cluster, "hostile_report", None):  # "sent N, node refused M" per node
+                desc["hostile"] = cluster.hostile_report
         status = "complete"
     except (KeyboardInterrupt, asyncio.CancelledError):
         status = "interrupted"

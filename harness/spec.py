@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from checkers.result import Checker
+from faults.hostile import HostileDef
 from harness.generators import Generator
 from harness.nemesis_generator import Faults
 
@@ -88,6 +89,8 @@ class ProtocolDef:
     #: ``full``, the default everyone has
     topologies: dict[str, Callable[[list[str]], list[tuple[str, str]]]] = field(
         default_factory=dict)
+    #: the protocol's messages for the ``hostile`` fault (faults/hostile.py); None: not offered
+    hostile: HostileDef | None = None
 
 
 def _seed() -> int:

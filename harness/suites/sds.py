@@ -18,8 +18,10 @@ import itertools
 from typing import Any
 
 from checkers import liveness, ordering
+from faults.hostile import HostileDef
 from harness import generators as g
 from harness.spec import DefiniteFailure, NodeAddr, ProtocolDef, TestSpec, Workload
+from nodes.sds import hostile
 from nodes.sds.client import SdsClient, SdsRefused
 from nodes.sds.core import BUGS
 
@@ -87,5 +89,6 @@ PROTOCOL = ProtocolDef(
     bugs=BUGS,
     transport="udp",
     default_options=DEFAULT_OPTIONS,
+    hostile=HostileDef(hostile.messages, hostile.refusals, transport="udp"),
     default_workload="broadcast",
 )

@@ -27,8 +27,10 @@ from typing import Any
 import aiohttp
 
 from checkers import liveness, membership
+from faults.hostile import HostileDef
 from harness.generators import Context, Pending
 from harness.spec import NodeAddr, ProtocolDef, TestSpec, Workload
+from nodes.swim import hostile
 from nodes.swim.core import BUGS
 
 Op = dict[str, Any]
@@ -124,6 +126,7 @@ PROTOCOL = ProtocolDef(
     transport="udp",
     default_options={"period_s": 0.5, "probe_timeout_s": 0.25, "indirect_k": 3,
                      "suspicion_mult": 4},
+    hostile=HostileDef(hostile.messages, hostile.refusals, transport="udp"),
     default_workload="membership",
     node_extra=node_extra,
 )

@@ -207,9 +207,13 @@ def test_isolate_the_leader() -> None:
 def test_every_named_fault_runs_through_the_nemesis() -> None:
     from faults.schedules import named_kinds, stop_op
 
+    from faults.hostile import HostileDef, HostileSender, Target
+
     nodes = FakeNodes()
     links = FakeLinks(list(Kind))
-    nem = Nemesis(random.Random(3), nodes, [links])
+    quiet = HostileSender(HostileDef(lambda rng, targets: [], lambda state: {}),
+                          [Target("n1", 1, "127.0.0.1", 9)], random.Random(0))
+    nem = Nemesis(random.Random(3), nodes, [links], hostile=quiet)
     rng = random.Random(3)
     for name, kind in named_kinds(NODES).items():
         start = kind.make(rng)

@@ -1,0 +1,208 @@
+"""The ``hostile`` fault: protocol-made bad messages sent straight to the nodes.
+
+A protocol that takes part declares a `HostileDef` (its suite's ``ProtocolDef.hostile``): a
+provider that builds one burst of hostile messages with the protocol's own codec (extreme
+field values, oversize fields, forged senders, replays, truncation, garbage), the transport
+that carries them, and how to read a node's refusal counters from its ``/admin/state``. The
+providers live beside their codecs (nodes/<protocol>/hostile.py, which never import this
+package: they yield plain ``(node, kind, data)`` tuples); the suite joins them in a `HostileDef`.
+
+The generic part here sends those bursts to each node's listening address on loopback,
+bypassing the link proxies (an attacker does not go through our partitions), and counts what
+it sent per node and per message kind, so a run can say "sent N, node refused M". All
+randomness comes from the ``rng`` given, seeded from the run seed, so a run replays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import socket
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+#: the largest payload one loopback UDP datagram carries (IPv4: 65,535 - 20 - 8)
+MAX_UDP = 65_507
+
+
+@dataclass(frozen=True)
+class Target:
+    """A node as the attacker sees it: its name, protocol id and listening address."""
+
+    node: str
+    num_id: int
+    host: str
+    port: int
+
+
+class Hostile(NamedTuple):
+    """One hostile message for ``node``; ``kind`` names what it tries (for the counts).
+
+    A plain tuple, so providers under nodes/ (which never import faults/) yield
+    ``(node, kind, data)`` without knowing this class."""
+
+    node: str
+    kind: str
+    data: bytes
+
+
+#: one burst: (rng, every target) -> ``(node, kind, data)`` messages, each to one target
+Provider = Callable[[random.Random, Sequence[Target]], Iterable[tuple[str, str, bytes]]]
+#: a node's /admin/state -> its refusal counters by name (only what it refused or dropped)
+Refusals = Callable[[Mapping[str, Any]], dict[str, int]]
+
+
+@dataclass(frozen=True)
+class HostileDef:
+    """What a protocol supplies for the ``hostile`` fault."""
+
+    messages: Provider
+    refusals: Refusals
+    transport: str = "udp"  # "udp": one datagram each; "tcp": connect, send, close
+
+    def __post_init__(self) -> None:
+        if self.transport not in ("udp", "tcp"):
+            raise ValueError(f"hostile transport must be 'udp' or 'tcp', got {self.transport!r}")
+
+
+@dataclass
+class HostileSender:
+    """Sends bursts to the targets, on demand or every ``interval_s`` until stopped.
+
+    ``sent[node][kind]`` counts the messages handed to the network; ``failed`` counts sends
+    the OS refused (a TCP connect refused, say), which say nothing about the node's code.
+    """
+
+    spec: HostileDef
+    targets: Sequence[Target]
+    rng: random.Random
+    sent: dict[str, Counter[str]] = field(default_factory=dict)
+    failed: dict[str, int] = field(default_factory=dict)
+    _task: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
+    _sock: socket.socket | None = field(default=None, init=False, repr=False)
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def _targets(self, nodes: Iterable[str] | None) -> list[Target]:
+        if nodes is None:
+            return list(self.targets)
+        want = set(nodes)
+        known = {t.node for t in self.targets}
+        if want - known:
+            raise ValueError(f"no hostile target(s) {sorted(want - known)}; known: {sorted(known)}")
+        return [t for t in self.targets if t.node in want]
+
+    async def burst(self, nodes: Iterable[str] | None = None) -> int:
+        """Build one burst from the provider and send it; returns how many were sent."""
+        targets = self._targets(nodes)
+        by_node = {t.node: t for t in targets}
+        n = 0
+        for raw in self.spec.messages(self.rng, targets):
+            h = Hostile(*raw)
+            t = by_node.get(h.node)
+            if t is None:
+                raise ValueError(f"the provider addressed {h.node!r}, not a target of this burst")
+            ok = await (self._udp(t, h.data) if self.spec.transport == "udp"
+                        else self._tcp(t, h.data))
+            if ok:
+                self.sent.setdefault(h.node, Counter())[h.kind] += 1
+                n += 1
+            else:
+                self.failed[h.node] = self.failed.get(h.node, 0) + 1
+        return n
+
+    async def _udp(self, t: Target, data: bytes) -> bool:
+        if len(data) > MAX_UDP:
+            raise ValueError(f"a hostile datagram of {len(data)} bytes cannot be sent "
+                             f"(UDP carries at most {MAX_UDP}); make the provider cap it")
+        if self._sock is None:
+            self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            self._sock.bind(("127.0.0.1", 0))
+            self._sock.setblocking(False)
+        try:
+            self._sock.sendto(data, (t.host, t.port))
+        except BlockingIOError:  # our send buffer is full: give the node a moment, try once more
+            await asyncio.sleep(0.01)
+            try:
+                self._sock.sendto(data, (t.host, t.port))
+            except OSError:
+                return False
+        except OSError:  # e.g. ICMP port unreachable from an earlier datagram (node killed)
+            return False
+        return True
+
+    async def _tcp(self, t: Target, data: bytes) -> bool:
+        try:
+            _, w = await asyncio.wait_for(asyncio.open_connection(t.host, t.port), 1.0)
+        except (TimeoutError, OSError):
+            return False
+        try:
+            w.write(data)
+            await asyncio.wait_for(w.drain(), 1.0)
+            return True
+        except (TimeoutError, OSError):
+            return False
+        finally:
+            w.close()
+            with contextlib.suppress(Exception):
+                await w.wait_closed()
+
+    def start(self, interval_s: float, nodes: Iterable[str] | None = None) -> None:
+        """Send a burst now and then every ``interval_s`` until `stop`."""
+        if interval_s <= 0:
+            raise ValueError(f"interval_s must be positive, got {interval_s}")
+        if self.running:
+            raise RuntimeError("hostile traffic is already running; stop-hostile first")
+        chosen = None if nodes is None else list(nodes)
+        self._targets(chosen)  # a bad node name fails the start op, not the task
+
+        async def loop() -> None:
+            while True:
+                await self.burst(chosen)
+                await asyncio.sleep(interval_s)
+
+        self._task = asyncio.get_running_loop().create_task(loop(), name="hostile")
+
+    async def stop(self) -> None:
+        """Stop the bursts (no-op when none run); a failure of the task is raised here."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def counts(self) -> dict[str, dict[str, Any]]:
+        """What was sent so far, per node: ``{node: {"sent": N, "by_kind": {...}}}``."""
+        return {n: {"sent": sum(c.values()), "by_kind": dict(sorted(c.items())),
+                    **({"failed": self.failed[n]} if n in self.failed else {})}
+                for n, c in sorted(self.sent.items())}
+
+
+def report(spec: HostileDef, counts: Mapping[str, Mapping[str, Any]],
+           states: Mapping[str, Mapping[str, Any] | None]) -> dict[str, dict[str, Any]]:
+    """Per node: what was sent (``counts``) beside what the node says it refused.
+
+    A node whose state could not be read (killed at the end) has ``refused: None``.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for node in sorted(set(counts) | set(states)):
+        state = states.get(node)
+        refused = None if state is None else spec.refusals(state)
+        sent = counts.get(node, {})
+        out[node] = {"sent": int(sent.get("sent", 0)), "by_kind": dict(sent.get("by_kind", {})),
+                     "refused": refused,
+                     "refused_total": None if refused is None else sum(refused.values())}
+    return out

@@ -1,0 +1,175 @@
+"""faults/hostile.py against real sockets on loopback, and its nemesis ops."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import socket
+from collections.abc import Iterator, Sequence
+
+import pytest
+
+from faults import schedules as sch
+from faults.hostile import HostileDef, HostileSender, Target, report
+from faults.nemesis import Nemesis
+
+
+def _provider(rng: random.Random, targets: Sequence[Target]) -> Iterator[tuple[str, str, bytes]]:
+    for t in targets:
+        yield t.node, "small", b"s" + rng.randbytes(3)
+        yield t.node, "big", b"b" * 1000
+
+
+def _refusals(state: dict) -> dict[str, int]:
+    return {"malformed": int(state["malformed"])}
+
+
+SPEC = HostileDef(_provider, _refusals)
+
+
+@pytest.fixture
+def udp_target() -> Iterator[tuple[socket.socket, Target]]:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    s.settimeout(1.0)
+    yield s, Target("n1", 1, "127.0.0.1", s.getsockname()[1])
+    s.close()
+
+
+def _drain(s: socket.socket) -> list[bytes]:
+    out = []
+    s.settimeout(0.2)
+    try:
+        while True:
+            out.append(s.recv(70_000))
+    except TimeoutError:
+        return out
+
+
+def test_a_burst_arrives_as_datagrams_and_is_counted(udp_target) -> None:
+    s, t = udp_target
+    sender = HostileSender(SPEC, [t], random.Random(7))
+    try:
+        assert asyncio.run(sender.burst()) == 2
+    finally:
+        sender.close()
+    got = _drain(s)
+    assert len(got) == 2 and got[1] == b"b" * 1000 and got[0][:1] == b"s"
+    assert sender.counts() == {"n1": {"sent": 2, "by_kind": {"big": 1, "small": 1}}}
+
+
+def test_the_same_seed_sends_the_same_bytes(udp_target) -> None:
+    s, t = udp_target
+    seen = []
+    for _ in range(2):
+        sender = HostileSender(SPEC, [t], random.Random(7))
+        asyncio.run(sender.burst())
+        sender.close()
+        seen.append(_drain(s))
+    assert seen[0] == seen[1]
+
+
+def test_start_repeats_bursts_until_stop(udp_target) -> None:
+    s, t = udp_target
+    sender = HostileSender(SPEC, [t], random.Random(1))
+
+    async def go() -> None:
+        sender.start(0.05)
+        assert sender.running
+        await asyncio.sleep(0.3)
+        await sender.stop()
+        assert not sender.running
+
+    asyncio.run(go())
+    sent = sender.counts()["n1"]["sent"]
+    sender.close()
+    assert sent >= 6 and sent % 2 == 0
+    assert len(_drain(s)) == sent  # nothing after stop
+
+
+def test_tcp_transport_connects_sends_and_closes() -> None:
+    got: list[bytes] = []
+
+    async def go() -> None:
+        async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            got.append(await r.read())
+            w.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        sender = HostileSender(HostileDef(_provider, _refusals, transport="tcp"),
+                               [Target("n1", 1, "127.0.0.1", port)], random.Random(3))
+        assert await sender.burst() == 2
+        await asyncio.sleep(0.1)
+        server.close()
+        await server.wait_closed()
+
+    asyncio.run(go())
+    assert sorted(len(b) for b in got) == [4, 1000]
+
+
+def test_refused_connection_counts_as_failed_not_sent() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, not listening: connect is refused
+        sender = HostileSender(HostileDef(_provider, _refusals, transport="tcp"),
+                               [Target("n1", 1, "127.0.0.1", port)], random.Random(3))
+        assert asyncio.run(sender.burst()) == 0
+    assert sender.counts() == {} and sender.failed == {"n1": 2}
+
+
+def test_bad_providers_and_arguments_are_clear_errors(udp_target) -> None:
+    _, t = udp_target
+    stray = HostileDef(lambda rng, ts: [("n9", "x", b"x")], _refusals)
+    huge = HostileDef(lambda rng, ts: [("n1", "x", b"x" * 70_000)], _refusals)
+    for spec, msg in ((stray, "addressed 'n9'"), (huge, "cannot be sent")):
+        sender = HostileSender(spec, [t], random.Random(0))
+        with pytest.raises(ValueError, match=msg):
+            asyncio.run(sender.burst())
+        sender.close()
+    with pytest.raises(ValueError, match="no hostile target"):
+        asyncio.run(HostileSender(SPEC, [t], random.Random(0)).burst(["n2"]))
+    with pytest.raises(ValueError, match="transport"):
+        HostileDef(_provider, _refusals, transport="sctp")
+
+
+def test_report_puts_sent_beside_refused() -> None:
+    out = report(SPEC, {"n1": {"sent": 4, "by_kind": {"big": 2, "small": 2}}},
+                 {"n1": {"malformed": 3}, "n2": None})
+    assert out == {"n1": {"sent": 4, "by_kind": {"big": 2, "small": 2},
+                          "refused": {"malformed": 3}, "refused_total": 3},
+                   "n2": {"sent": 0, "by_kind": {}, "refused": None, "refused_total": None}}
+
+
+def test_nemesis_ops_start_stop_and_heal_all(udp_target) -> None:
+    s, t = udp_target
+    sender = HostileSender(SPEC, [t], random.Random(2))
+    nem = Nemesis(random.Random(0), node_names=["n1"], hostile=sender)
+
+    async def go() -> tuple[dict, dict, dict, dict]:
+        start = await nem.invoke(sch.op("start-hostile", {"interval_s": 0.05}))
+        await asyncio.sleep(0.15)
+        stop = await nem.invoke(sch.stop_op(start))
+        await nem.invoke(sch.op("start-hostile", {"nodes": ["n1"]}))
+        healed = await nem.heal_all()
+        bad = await nem.invoke(sch.op("start-hostile", {"nodes": ["n7"]}))
+        return start, stop, healed, bad
+
+    start, stop, healed, bad = asyncio.run(go())
+    sender.close()
+    assert "error" not in start and start["value"]["interval_s"] == 0.05
+    assert stop["f"] == "stop-hostile" and stop["value"]["sent"]["n1"]["sent"] >= 4
+    assert "hostile-stopped" in healed and not sender.running
+    assert "no hostile target" in bad["error"]
+    _drain(s)
+
+
+def test_a_protocol_without_hostile_messages_fails_the_op_clearly() -> None:
+    done = asyncio.run(Nemesis(random.Random(0)).invoke(sch.op("start-hostile", {})))
+    assert "declares no hostile messages" in done["error"]
+
+
+def test_hostile_is_a_named_kind_with_its_stop() -> None:
+    kind = sch.kinds_for(["hostile"], ["n1", "n2"])[0]
+    start = kind.make(random.Random(0))
+    assert start["f"] == "start-hostile" and sch.stop_op(start)["f"] == "stop-hostile"
