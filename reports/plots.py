@@ -22,7 +22,7 @@ TYPE_COLORS = {"ok": "#2a9d3f", "fail": "#d62728", "info": "#ff9f1c"}
 FAULT_COLORS = {"partition": "#9ecae1", "kill": "#fcae91", "pause": "#c7b9e8",
                 "latency": "#fde38b", "clock": "#b8e0b0", "loss": "#f4c2e0",
                 "duplicate": "#f7b6a8", "bandwidth": "#d9d9d9", "slicer": "#c6dbef",
-                "reset-peer": "#fdd0a2"}
+                "reset-peer": "#fdd0a2", "hostile": "#e7969c"}
 DPI = 90
 #: ops drawn in the per-worker timeline (the first ones); a plot of 1M bars helps nobody
 TIMELINE_MAX_OPS = 3000
