@@ -2,6 +2,11 @@
 port (faults/hostile.py) while the group is partitioned and healed; the group must stay valid
 and every node must have refused something (the run's test.json says "sent N, refused M").
 
+SWIM's default timing (0.5 s periods), not the 0.2 s of the other SWIM tests: on a loaded
+machine the faster probes gave a false suspicion in the last instant of one run of two. The kill
+after the heal gives the dissemination leaf a death to measure (deaths across a cut are
+excused), all under hostile traffic.
+
 SWIM only for now: SDS's node still accepts some of its hostile messages (issue 24), so its
 provider has unit tests and no chaos test yet.
 """
@@ -18,23 +23,41 @@ from harness.nemesis_generator import from_schedule
 from harness.spec import TestSpec
 from harness.suites.swim import PROTOCOL as SWIM
 
-FAST = {"period_s": 0.2, "probe_timeout_s": 0.1, "suspicion_mult": 4}
+
+def hostile_spec(name: str, seed: int = 11) -> TestSpec:
+    steps = sch.explicit([
+        (1.0, sch.op("start-hostile", {"interval_s": 0.5})),
+        (2.0, sch.op("start-partition", {"shape": "halves"})), (6.0, sch.op("stop-partition")),
+        (3.0, sch.op("kill", {"node": "n3"})), (4.0, sch.op("restart", {"node": "n3"})),
+        (2.0, sch.op("stop-hostile")),
+    ])
+    return TestSpec(name=name, protocol=SWIM, nodes=5, concurrency=5,
+                    nemesis=from_schedule(steps), nemesis_desc="hostile,partition,kill",
+                    time_limit=22, quiesce_s=6, seed=seed)
 
 
 @pytest.mark.chaos
-@pytest.mark.smoke
 def test_swim_hostile_with_partition_stays_valid(chaos_run: Any) -> None:
-    steps = sch.explicit([
-        (1.0, sch.op("start-hostile", {"interval_s": 0.5})),
-        (2.0, sch.op("start-partition", {"shape": "halves"})), (4.0, sch.op("stop-partition")),
-        (4.0, sch.op("stop-hostile")),
-    ])
-    spec = TestSpec(name="swim-hostile", protocol=SWIM, nodes=5, concurrency=5,
-                    nemesis=from_schedule(steps), nemesis_desc="hostile,partition",
-                    time_limit=14, quiesce_s=4, options=dict(FAST), seed=11)
-    res = chaos_run(spec, min_ok=1)  # SWIM's only client op: the clock-sync
+    res = chaos_run(hostile_spec("swim-hostile"), min_ok=1)  # the only client op: clock-sync
     hostile = json.loads(res.run_dir.test_json.read_text())["hostile"]
     assert sorted(hostile) == [f"n{i}" for i in range(1, 6)]
     for node, h in hostile.items():
-        assert h["sent"] >= 5 * 17, (node, h)  # every kind, at least 5 bursts
+        assert h["sent"] >= 10 * 17, (node, h)  # every kind, at least 10 bursts
         assert h["refused_total"] and h["refused_total"] > 0, (node, h)
+
+
+@pytest.mark.chaos
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 25, trust boundaries (being fixed in nodes/swim/core.py): today a forged Leave from "
+    "a stranger's address marks a live member left, and an unsolicited JoinNak's 65 KB etag "
+    "is journaled verbatim; remove this marker when the fix lands (strict: it then fails)"))
+def test_swim_hostile_forged_leave_and_nak_are_refused(chaos_run: Any) -> None:
+    """No member leaves in this run, so every ``left`` a node journals came from a forged
+    Leave; and no journal line may carry an attacker's 65 KB etag. The membership checker
+    does not yet judge either (issue 25's blind spots), so the journals are read here."""
+    res = chaos_run(hostile_spec("swim-hostile-refusals"), min_ok=1)
+    for journal in sorted(res.run_dir.path.glob("nodes/*/events.jsonl")):
+        lines = journal.read_text().splitlines()
+        forged_left = [ln for ln in lines if json.loads(ln).get("type") == "left"]
+        assert not forged_left, f"{journal}: {len(forged_left)} forged leaves accepted"
+        assert max(map(len, lines)) < 4096, f"{journal}: a journal line of {max(map(len, lines))} bytes"

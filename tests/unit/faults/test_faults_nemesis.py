@@ -205,9 +205,8 @@ def test_isolate_the_leader() -> None:
 
 
 def test_every_named_fault_runs_through_the_nemesis() -> None:
-    from faults.schedules import named_kinds, stop_op
-
     from faults.hostile import HostileDef, HostileSender, Target
+    from faults.schedules import named_kinds, stop_op
 
     nodes = FakeNodes()
     links = FakeLinks(list(Kind))
