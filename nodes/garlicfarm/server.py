@@ -65,6 +65,9 @@ from nodes.garlicfarm.raft import Options
 from nodes.garlicfarm.storage import RaftStorage
 
 log = logging.getLogger("garlicfarm")
+#: the least time a peer connection may take to come up: TCP, TLS and the two-request Digest
+#: handshake are several round trips, so under latency the node allows its rpc_timeout if longer
+CONNECT_S = 3.0
 
 
 class GarlicFarmNode(JournalingHost):
@@ -233,6 +236,7 @@ class GarlicFarmNode(JournalingHost):
         address when the id is not in our config: a server that joined later)."""
         return WireConnection(host, port, cluster=self.cluster, username=self.username,
                               password=self.password, cache=self.cache, tls=self._client_tls,
+                              connect_timeout=max(CONNECT_S, self.opts.raft.rpc_timeout),
                               server_name=self.name_of.get(sid) if sid is not None else None)
 
     def _link(self, sid: int) -> _PeerLink:
@@ -351,6 +355,20 @@ class GarlicFarmNode(JournalingHost):
         }
 
 
+def unsuperseded(queued: list[Request]) -> list[Request]:
+    """The queued requests still worth a round trip, in order: one is dropped when a later
+    one carries a higher term or is the same request again. The link waits for each answer,
+    so under latency a candidate's retries of a term it has already left would each cost a
+    round trip ahead of its current RequestVote (an election never finishing within its
+    timeout); Raft tolerates the loss, and the core resends on its timers."""
+    out: list[Request] = []
+    for i, m in enumerate(queued):
+        later = queued[i + 1:]
+        if not any(n.term > m.term or n == m for n in later):
+            out.append(m)
+    return out
+
+
 class _PeerLink:
     """Outbound requests to one peer, one at a time; responses go to the core."""
 
@@ -390,8 +408,14 @@ class _PeerLink:
 
     async def _loop(self) -> None:
         backoff = 0.05
+        pending: list[Request] = []
         while True:
-            msg = await self.queue.get()
+            if not pending:
+                pending.append(await self.queue.get())
+            while not self.queue.empty():
+                pending.append(self.queue.get_nowait())
+            pending = unsuperseded(pending)
+            msg = pending.pop(0)
             addr = self.node.address(self.sid)
             if addr is None:
                 continue
@@ -401,6 +425,7 @@ class _PeerLink:
                 self.conn = self.node._wire(*addr, self.sid)
             resp = await self._request(msg, addr)
             if resp is None:
+                pending.clear()
                 while not self.queue.empty():  # stale now; the core resends on its timers
                     self.queue.get_nowait()
                 await asyncio.sleep(backoff)
