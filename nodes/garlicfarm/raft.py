@@ -39,7 +39,9 @@ Promises kept here:
 
 Bug modes handled here: ``commit-without-majority`` (the leader commits on its own append);
 ``unsafe-config-change`` (a new leader starts a configuration change before it has committed
-an entry of its term: the original single-server algorithm, which can commit an index twice).
+an entry of its term: the original single-server algorithm, which can commit an index twice);
+``sync-loop`` (a joiner applies a SyncLog pack at Last Log Index, not + 1: it answers accepted
+with nothing applied and the join loops on SyncLog, its log empty).
 """
 
 from __future__ import annotations
@@ -802,7 +804,10 @@ class Raft:
         if req.term < self.term:
             return [Reply(token, self._resp(T, req.source, self.last_index + 1, False))]
         out = self._accept_leader(req, now)
-        start = req.last_log_index + 1  # JRaft applies the pack at Last Log Index + 1
+        # JRaft applies the pack at Last Log Index + 1; bug sync-loop reads that index as the
+        # first packed entry's (the old reading): an accepted answer with nothing applied, and
+        # the leader sends the same pack again, forever (issue 22's Garlic Farm joiner)
+        start = req.last_log_index + (0 if "sync-loop" in self.bugs else 1)
         try:
             pack = decode_log_pack(req.entries[0].value)
         except CodecError:

@@ -247,3 +247,15 @@ def test_wire_client_takes_destination_minus_one_as_no_leader_not_a_redirect():
     with pytest.raises(WireFail, match="no leader known"):
         asyncio.run(wc.append({"x": 1}))
     assert conn.sent == 1 and wc.leader_hint is None
+
+
+def test_bug_sync_loop_acknowledges_jraft_packs_without_applying_them():
+    """Bug ``sync-loop`` (the pre-fix reading, kept for the liveness proof): JRaft's first
+    SyncLog pack (Last Log Index 0) is answered accepted with Next Index 1 and nothing
+    applied, so a JRaft-style leader sends it again; the joiner's log stays empty."""
+    n4 = R.Raft(4, {}, R.StoredState(), random.Random(1), bugs=frozenset({"sync-loop"}))
+    n4.start(0.0)
+    assert reply(n4.on_request(golden("JoinClusterRequest#33"), "t", 1.0)).accepted
+    for _ in range(3):
+        r = reply(n4.on_request(golden("SyncLogRequest#35"), "t", 1.0))
+        assert (r.accepted, r.next_index, n4.last_index) == (True, 1, 0)
