@@ -66,7 +66,8 @@ from nodes.garlicfarm.storage import RaftStorage
 
 log = logging.getLogger("garlicfarm")
 #: the least time a peer connection may take to come up: TCP, TLS and the two-request Digest
-#: handshake are several round trips, so under latency the node allows its rpc_timeout if longer
+#: handshake are 4-5 round trips, so a node allows twice its minimum election timeout if longer
+#: (docs/garlicfarm.md: that timeout should be at least 3 round trips)
 CONNECT_S = 3.0
 
 
@@ -236,7 +237,7 @@ class GarlicFarmNode(JournalingHost):
         address when the id is not in our config: a server that joined later)."""
         return WireConnection(host, port, cluster=self.cluster, username=self.username,
                               password=self.password, cache=self.cache, tls=self._client_tls,
-                              connect_timeout=max(CONNECT_S, self.opts.raft.rpc_timeout),
+                              connect_timeout=max(CONNECT_S, 2 * self.opts.raft.election_min),
                               server_name=self.name_of.get(sid) if sid is not None else None)
 
     def _link(self, sid: int) -> _PeerLink:

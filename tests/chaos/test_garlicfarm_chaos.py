@@ -179,3 +179,59 @@ def test_bug_unsafe_config_change_is_caught(chaos_run):
                       concurrency=3, late_nodes=["n4"], rate=10, bugs=["unsafe-config-change"]),
               expect="raft.membership-safety", anomaly="config-change-before-term-commit",
               min_ok=MIN_OK_PER_S * 4)
+
+
+
+def _events(res, node: str) -> list[dict]:
+    import json
+
+    path = res.run_dir.path / "nodes" / node / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_elections_under_high_latency(chaos_run):
+    """500 ms each way (a 1 s round trip; a TLS + Digest connect takes several) against
+    election timeouts of 3-7 s and 1 s heartbeats: a leader is elected under the latency,
+    and once it is killed the other two elect another within the 12 s it stays down, and
+    appends commit; it restarts once the latency is gone. Before the peer link dropped
+    superseded requests (and let a connect take twice the minimum election timeout), each
+    stale RequestVote cost a round trip ahead of the current one and no term ended with a
+    leader while the latency was on (docs/garlicfarm.md, "Latency")."""
+    import json
+
+    steps = [(0.2, sch.op("start-latency", {"ms": 500})),
+             (14.0, sch.op("kill", {"node": "leader"})),
+             (12.0, sch.op("stop-latency")),
+             (0.5, sch.op("restart", None))]
+    # the run ends ~3 s after the heal: liveness judges within 2.5 s (the default bound,
+    # 3 x 7 s, would judge nothing). rpc_timeout 3 s (3 round trips): with the default,
+    # 2 x 7 s, the leader's link to the restarted node stayed stuck past the run's end
+    res = chaos_run(gf("latency-elections", nodes=3, workload="append", schedule=steps,
+                       time_limit=34, concurrency=3, rate=10, election_timeout_ms=[3000, 7000],
+                       heartbeat_ms=1000, rpc_timeout_ms=3000, liveness_bound_s=2.5),
+                    min_ok=MIN_OK_PER_S * 4)
+    test = json.loads((res.run_dir.path / "test.json").read_text())
+    hist = [json.loads(line) for line in (res.run_dir.path / "history.jsonl").read_text().splitlines()]
+    at = {h["f"]: test["started_wall"] + h["time"] / 1e9 for h in hist
+          if h.get("process") == "nemesis" and h["type"] == "info"}
+    leaders = sorted((e["t"], n) for n in ("n1", "n2", "n3") for e in _events(res, n)
+                     if e["type"] == "role" and e["role"] == "leader")
+    killed = [n for t, n in leaders if t < at["kill"]][-1:]
+    assert killed, f"no leader before the kill: {leaders}"
+    later = [(t, n) for t, n in leaders if at["kill"] < t < at["restart"] and n != killed[0]]
+    assert later, f"no new leader while {killed[0]} was down under latency: {leaders}"
+
+
+def test_bug_sync_loop_is_caught_by_liveness(chaos_run):
+    """n4 joins a 3-node cluster under load while n3 is briefly cut off; with ``sync-loop`` it acknowledges every SyncLog
+    pack without applying it (issue 22's joiner behind a JRaft leader), so it loops with an
+    empty log while every safety leaf passes: the liveness leaf names it (``no-progress``),
+    with a correct-node control on the same seed in which n4 catches up."""
+    res = chaos_run(partial(gf, "bug-sync-loop-liveness", nodes=4, time_limit=10, concurrency=3,
+                            schedule=[(0.5, sch.op("start-partition", {"shape": "isolate", "node": "n3"})),
+                                      (0.5, sch.op("join", {"node": "n4"})),
+                                      (1.0, sch.op("stop-partition"))], late_nodes=["n4"],
+                            bugs=["sync-loop"]),
+                    expect="liveness", anomaly="no-progress", min_ok=MIN_OK_PER_S * 10)
+    leaf = res.result.find("liveness")
+    assert {a.witness["node"] for a in leaf.anomalies} == {"n4"}, leaf.anomalies[:3]
