@@ -3,8 +3,11 @@ must be worth a round trip (nodes.garlicfarm.server.unsuperseded)."""
 
 from __future__ import annotations
 
-from nodes.garlicfarm.codec import LogEntry, MsgType, Request, ValueType
-from nodes.garlicfarm.server import unsuperseded
+import asyncio
+from types import SimpleNamespace
+
+from nodes.garlicfarm.codec import LogEntry, MsgType, Request, Response, ValueType
+from nodes.garlicfarm.server import _PeerLink, unsuperseded
 
 
 def vote(term: int, last: int = 0) -> Request:
@@ -29,3 +32,43 @@ def test_distinct_requests_of_the_current_term_keep_their_order():
     assert unsuperseded(q) == [append(3, 5), append(3, 6, b"y")]
     assert unsuperseded([append(3, 5), append(3, 5)]) == [append(3, 5)]
     assert unsuperseded([]) == []
+
+
+class _SlowConn:
+    """A connection whose every request takes one (simulated) round trip."""
+
+    def __init__(self, sent: list[Request]) -> None:
+        self.sent = sent
+        self.connected = True
+
+    async def request(self, msg: Request, timeout: float) -> Response:
+        self.sent.append(msg)
+        await asyncio.sleep(0.05)
+        return Response(MsgType.REQUEST_VOTE_RESPONSE, 2, 1, msg.term, 0, False)
+
+    def close(self) -> None:
+        self.connected = False
+
+
+def test_the_link_sends_only_the_current_term_after_a_slow_round_trip():
+    """The link takes vote(1) and waits a round trip; meanwhile the candidate retried term 1
+    twice and moved to term 2. Before unsuperseded, all four went out, one round trip each."""
+    sent: list[Request] = []
+    conn = _SlowConn(sent)
+    node = SimpleNamespace(address=lambda sid: ("127.0.0.1", 1), _wire=lambda *a: conn,
+                           opts=SimpleNamespace(raft=SimpleNamespace(rpc_timeout=1.0)),
+                           loop=SimpleNamespace(message=lambda sid, resp: None))
+
+    async def run() -> None:
+        link = _PeerLink(node, 2)  # type: ignore[arg-type]
+        link.conn = conn  # type: ignore[assignment]
+        conn.hs = SimpleNamespace(host="127.0.0.1", port=1)  # type: ignore[attr-defined]
+        link.send(vote(1))
+        await asyncio.sleep(0.01)  # the link took it and awaits its answer
+        for m in (vote(1), vote(1), vote(2)):
+            link.send(m)
+        await asyncio.sleep(0.3)
+        link.stop()
+
+    asyncio.run(run())
+    assert sent == [vote(1), vote(2)]
