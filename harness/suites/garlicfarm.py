@@ -12,7 +12,7 @@ Workloads:
 Bug modes and the checker that must catch each (tests/chaos/test_garlicfarm_chaos.py):
 ``commit-without-majority`` -> linearizable / append; ``local-reads`` -> linearizable;
 ``forget-vote`` -> raft.vote-safety; ``ack-before-fsync`` -> append / raft.committed-not-lost;
-``unsafe-config-change`` -> raft.membership-safety.
+``unsafe-config-change`` -> raft.membership-safety; ``sync-loop`` -> liveness (no-progress).
 """
 
 from __future__ import annotations
