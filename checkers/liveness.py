@@ -45,6 +45,7 @@ from typing import Any
 
 from checkers.membership import check_convergence
 from checkers.observations import evidence_gaps, node_observations
+from checkers.options import option
 from checkers.result import Anomaly, Result, verdict
 from vocabulary.faults import is_nemesis
 
@@ -74,7 +75,7 @@ def window(test: Test, history: History) -> Window:
 
 
 def _opt(test: Test, key: str, default: float) -> float:
-    return float((test.get("options") or {}).get(key, default))
+    return float(option(test, key, default))
 
 
 def _timed_events(test: Test, observations: Obs) -> tuple[dict[str, list[dict[str, Any]]], str]:
@@ -148,7 +149,7 @@ class Protocol:
 
 
 def _raft_bound(test: Test) -> float:
-    et = (test.get("options") or {}).get("election_timeout_ms", [300, 600])
+    et = option(test, "election_timeout_ms", [300, 600])
     hi = float(et[-1]) if isinstance(et, (list, tuple)) else float(et)
     return 3 * hi / 1000 + 4 * _opt(test, "heartbeat_ms", 75) / 1000
 
@@ -177,7 +178,7 @@ PROTOCOLS: dict[str, Protocol] = {
 
 
 def bound_of(test: Test, protocol: str) -> float:
-    if "liveness_bound_s" in (test.get("options") or {}):
+    if option(test, "liveness_bound_s") is not None:
         return _opt(test, "liveness_bound_s", 0.0)
     if protocol == "swim":
         return _swim_bound(test)

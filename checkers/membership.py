@@ -49,6 +49,7 @@ from operator import attrgetter
 from typing import Any
 
 from checkers.observations import evidence_gaps
+from checkers.options import option
 from checkers.result import Anomaly, Result, compose
 from vocabulary.history import pairs
 
@@ -252,10 +253,6 @@ def align(test: dict[str, Any], history: list[Op], observations: dict[str, Any],
         out[name] = evs
     end = cutoff - mono_off if mono_off is not None and cutoff != math.inf else None
     return Aligned(out, method, end)
-
-
-def _opt(test: dict[str, Any], key: str, default: Any = None) -> Any:
-    return (test.get("options") or {}).get(key, default)
 
 
 def _stats(xs: list[float]) -> dict[str, Any]:
@@ -566,34 +563,34 @@ def check(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
     names = member_names(nodes, obs_nodes)
     node_opts = next((e.get("options") or {} for n in obs_nodes.values()
                       for e in n.get("events", []) if e.get("type") == "start"), {})
-    period = float(_opt(test, "period_s", node_opts.get("period_s", 1.0)))
-    mult = float(_opt(test, "suspicion_mult", node_opts.get("suspicion_mult", 4.0)))
+    period = float(option(test, "period_s", node_opts.get("period_s", 1.0)))
+    mult = float(option(test, "suspicion_mult", node_opts.get("suspicion_mult", 4.0)))
     susp = mult * max(1.0, math.log10(max(len(nodes), 1))) * period
-    grace = float(_opt(test, "swim_grace_s", susp + 3 * period))
-    window = float(_opt(test, "swim_completeness_window_s", susp + 10 * period))
+    grace = float(option(test, "swim_grace_s", susp + 3 * period))
+    window = float(option(test, "swim_completeness_window_s", susp + 10 * period))
     tl = build_timeline(history, nodes)
     al = align(test, history, observations, names)
     if al.end is not None:
         tl.end = max(tl.end, al.end)
     states = {n: (obs_nodes.get(n) or {}).get("state") for n in nodes}
     started = {n for n in nodes if (obs_nodes.get(n) or {}).get("events")}
-    capacity = int(_opt(test, "capacity", node_opts.get("capacity", 0)) or 0)
+    capacity = int(option(test, "capacity", node_opts.get("capacity", 0)) or 0)
     results = [
         check_convergence(states, nodes, started),
-        check_accuracy(al, tl, nodes, grace, _opt(test, "swim_max_fp_per_member_hour", 0.0),
-                       _opt(test, "swim_max_false_suspicions_per_member_hour")),
+        check_accuracy(al, tl, nodes, grace, option(test, "swim_max_fp_per_member_hour", 0.0),
+                       option(test, "swim_max_false_suspicions_per_member_hour")),
         check_completeness(al, tl, nodes, window, period,
-                           _opt(test, "swim_max_first_detection_periods"),
-                           _opt(test, "swim_max_all_dead_s"), capacity),
+                           option(test, "swim_max_first_detection_periods"),
+                           option(test, "swim_max_all_dead_s"), capacity),
         check_dissemination(al, tl, nodes, window, period,
-                            _opt(test, "swim_max_dissemination_periods"), capacity),
+                            option(test, "swim_max_dissemination_periods"), capacity),
         lc.check_gossip_accuracy(al, tl, nodes, grace),
         lc.check_leave(al, tl, nodes, grace, window),
         lc.check_detection(al, tl, nodes, susp, period),
         lc.check_refutation(al, tl, nodes, grace, window),
         lc.check_connectivity(states, nodes),
-        lc.check_cost(states, nodes, _opt(test, "swim_max_msgs_per_member_period"),
-                      _opt(test, "swim_max_bytes_per_member_period")),
+        lc.check_cost(states, nodes, option(test, "swim_max_msgs_per_member_period"),
+                      option(test, "swim_max_bytes_per_member_period")),
     ]
     gaps = evidence_gaps(observations, event_types=JOURNAL_TYPES)
     if gaps:

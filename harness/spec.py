@@ -177,6 +177,9 @@ class TestSpec:
             "backend": self.backend,
             "bugs": list(self.bugs),
             "options": self.options,
+            # what each node's config got: the protocol's defaults under the test's options
+            "node_options": {**(self.protocol.default_options if self.protocol else {}),
+                             **self.options},
             "op_timeout": self.op_timeout,
             "quiesce_s": self.quiesce_s,
             # the named faults, so that a replay draws the same schedule from the seed
