@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from checkers import liveness
 from checkers.options import option
 from harness.spec import TestSpec
@@ -21,6 +23,6 @@ def test_a_bound_follows_a_protocol_default_the_checker_does_not_know() -> None:
     (options only) falls back to the checker's own default."""
     new = {"options": {}, "node_options": {"election_timeout_ms": [1000, 2000],
                                            "heartbeat_ms": 100}}
-    assert liveness.bound_of(new, "garlicfarm") == 3 * 2.0 + 4 * 0.1
-    assert liveness.bound_of({"options": {}}, "garlicfarm") == 3 * 0.6 + 4 * 0.075
+    assert liveness.bound_of(new, "garlicfarm") == pytest.approx(3 * 2.0 + 4 * 0.1)
+    assert liveness.bound_of({"options": {}}, "garlicfarm") == pytest.approx(3 * 0.6 + 4 * 0.075)
     assert option({"options": {"x": 1}}, "x") == 1 and option({}, "x", 7) == 7
