@@ -17,7 +17,8 @@ What the server insists on (each refusal changes no state):
   ``nc`` that is not 8 hex digits), else 400;
 - ``qop=auth`` (it is the only qop offered; RFC 2069 responses without qop get 401);
 - each (nonce, nonce-count) once: a replayed request 2 gets 401. The record of used counts
-  is per process and dropped with the nonce's expiry; a restarted node draws a new secret,
+  is bounded (MAX_LIVE_NONCES, MAX_COUNTS_PER_NONCE): a nonce dropped to make room turns
+  stale, never replayable. It is per process and dropped with the nonce's expiry; a restarted node draws a new secret,
   so a nonce from before the restart is stale rather than replayable.
 """
 
@@ -43,6 +44,9 @@ REALM = "GarlicFarm"
 #: the spec: "Credentials shall be cached for at least one hour"
 CACHE_TTL_S = 3600
 NONCE_TTL_S = CACHE_TTL_S
+#: bounds on the replay record: nonces tracked at once, and counts accepted per nonce
+MAX_LIVE_NONCES = 4096
+MAX_COUNTS_PER_NONCE = 1024
 #: clock skew a nonce's issue time may show (a client's clock is not the server's)
 NONCE_FUTURE_S = 60
 _NC = re.compile(r"^[0-9a-fA-F]{8}$")
@@ -136,8 +140,12 @@ class ServerHandshake:
     #: the node's wall clock (seconds): nonces are issued and aged on it, so a clock-skew
     #: fault moves them as it moves the rest of the node
     clock: Callable[[], float] = time.time
-    #: nonce -> nonce-counts already accepted with it (pruned as nonces expire)
+    #: nonce -> nonce-counts already accepted with it (pruned as nonces expire; bounded by
+    #: MAX_LIVE_NONCES nonces of MAX_COUNTS_PER_NONCE counts each)
     _used: dict[str, set[int]] = field(default_factory=dict, repr=False)
+    #: nonces issued at or before this time are stale: raised when the oldest tracked nonce
+    #: is dropped to make room, so a dropped nonce can never be replayed, only refreshed
+    _floor: int = field(default=-1, repr=False)
 
     def __post_init__(self) -> None:
         if not self.secret:
@@ -165,10 +173,27 @@ class ServerHandshake:
         """Made by this server and inside its validity period."""
         issued = self._issued(nonce)
         t = self.clock() if now is None else now
-        return issued is not None and issued - NONCE_FUTURE_S <= t <= issued + NONCE_TTL_S
+        return (issued is not None and issued > self._floor
+                and issued - NONCE_FUTURE_S <= t <= issued + NONCE_TTL_S)
 
     def _prune(self, now: float) -> None:
         for n in [n for n in self._used if not self.nonce_ok(n, now)]:
+            del self._used[n]
+
+    def _remember(self, nonce: str, nc: int) -> None:
+        """Record an accepted (nonce, count) within the bounds: a nonce used for too many
+        counts, or the oldest nonce when too many are live, turns stale (its client is
+        challenged afresh), so memory stays bounded and nothing becomes replayable."""
+        counts = self._used.setdefault(nonce, set())
+        counts.add(nc)
+        if len(counts) >= MAX_COUNTS_PER_NONCE:
+            self._retire(nonce)
+        while len(self._used) > MAX_LIVE_NONCES:
+            self._retire(min(self._used, key=lambda n: self._issued(n) or 0))
+
+    def _retire(self, nonce: str) -> None:
+        self._floor = max(self._floor, self._issued(nonce) or self._floor)
+        for n in [n for n in self._used if (self._issued(n) or 0) <= self._floor]:
             del self._used[n]
 
     def _challenge(self, stale: bool = False) -> bytes:
@@ -224,7 +249,7 @@ class ServerHandshake:
         if nc in self._used.get(p["nonce"], ()):  # a replayed request 2
             return self._challenge(), Outcome.CHALLENGE
         self._prune(t)
-        self._used.setdefault(p["nonce"], set()).add(nc)
+        self._remember(p["nonce"], nc)
         return (
             b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
             Outcome.UPGRADE,

@@ -230,3 +230,24 @@ def test_nonces_unique_within_a_second():
     assert cha.nonce != chb.nonce
     assert srv.respond(a.request2(cha))[1] == Outcome.UPGRADE
     assert srv.respond(b.request2(chb))[1] == Outcome.UPGRADE  # its nc=1 is its own
+
+
+def test_the_replay_record_is_bounded_and_a_dropped_nonce_is_stale_not_replayable(monkeypatch):
+    """Every handshake leaves its (nonce, count) behind for the nonce's hour: a flood of
+    handshakes must not grow it for ever. The oldest nonce makes room by turning stale."""
+    from nodes.garlicfarm import handshake
+
+    monkeypatch.setattr(handshake, "MAX_LIVE_NONCES", 3)
+    now = [1_800_000_000.0]
+    srv = ServerHandshake(clock=lambda: now[0])
+    sent = []
+    for _ in range(5):
+        now[0] += 1  # one nonce per second: each eviction retires exactly one
+        cli = ClientHandshake("127.0.0.1", 9001, cache=CredentialCache())
+        r2 = cli.request2(cli.handle_response1(srv.respond(cli.request1())[0]))
+        assert srv.respond(r2)[1] == Outcome.UPGRADE
+        sent.append(r2)
+        assert len(srv._used) <= 3
+    resp, out = srv.respond(sent[0])  # replayed after its nonce was dropped
+    assert out == Outcome.CHALLENGE and b"stale=true" in resp
+    assert srv.respond(sent[-1])[1] == Outcome.CHALLENGE  # a live nonce: still a replay
