@@ -19,10 +19,10 @@ from harness.store import new_run
 from harness.suites.swim import PROTOCOL
 from nodes.swim import codec as c
 from osutil.ports import free_port
+from tests.swim_group import OPTS, converged_group
 from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[3]
-OPTS = {"period_s": 0.2, "probe_timeout_s": 0.1}
 
 
 def test_group_over_the_relay(tmp_path: Path) -> None:
@@ -76,21 +76,11 @@ def test_group_over_the_relay(tmp_path: Path) -> None:
 def test_forged_top_generations_neither_stop_a_node_nor_poison_a_member(tmp_path: Path) -> None:
     """Issue 25 item 1: one 29-byte SUSPECT naming a node at generation 2^32-1 made it
     refute with 2^32, after which every encode raised and its period timer died."""
-    spec = TestSpec(name="swim-gen", protocol=PROTOCOL, nodes=3, seed=4, store=str(tmp_path),
-                    options=OPTS)
     top = 2**32 - 1
 
     async def body() -> None:
-        async with open_cluster(spec, new_run("swim-gen", tmp_path)) as cl:
-            async def state(n: str) -> dict[str, Any]:
-                return await cl.admin(n, "GET", "/admin/state")
-
-            async def converged() -> bool:
-                views = {n: (await state(n))["alive"] for n in cl.nodes}
-                return all(views[n] == sorted(set(cl.nodes) - {n}) for n in cl.nodes)
-
-            assert await eventually(converged)
-            ids = {n: (await state(n))["num_id"] for n in cl.nodes}
+        async with converged_group("swim-gen", 4, tmp_path) as g:
+            cl, ids, state, converged = g.cl, g.ids, g.state, g.converged
             suspect_me = c.PingRequest(ids["n1"], ids["n2"], 0, c.Payload(seq=1, updates=(
                 c.Update(c.UpdateKind.SUSPECT, c.NodeInfo(ids["n2"], top), ids["n1"]),)))
             poison = c.PingRequest(ids["n2"], ids["n1"], 0, c.Payload(

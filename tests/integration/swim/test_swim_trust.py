@@ -7,33 +7,16 @@ from __future__ import annotations
 import asyncio
 import socket
 from pathlib import Path
-from typing import Any
 
-from harness.cluster import open_cluster
-from harness.spec import TestSpec
-from harness.store import new_run
-from harness.suites.swim import PROTOCOL
 from nodes.swim import codec as c
+from tests.swim_group import converged_group
 from tests.waiting import eventually
-
-OPTS = {"period_s": 0.2, "probe_timeout_s": 0.1}
 
 
 def test_hostile_datagrams_from_outside_change_nothing(tmp_path: Path) -> None:
-    spec = TestSpec(name="swim-trust", protocol=PROTOCOL, nodes=3, seed=6, store=str(tmp_path),
-                    options=OPTS)
-
     async def body() -> None:
-        async with open_cluster(spec, new_run("swim-trust", tmp_path)) as cl:
-            async def state(n: str) -> dict[str, Any]:
-                return await cl.admin(n, "GET", "/admin/state")
-
-            async def converged() -> bool:
-                views = {n: (await state(n))["alive"] for n in cl.nodes}
-                return all(views[n] == sorted(set(cl.nodes) - {n}) for n in cl.nodes)
-
-            assert await eventually(converged)
-            ids = {n: (await state(n))["num_id"] for n in cl.nodes}
+        async with converged_group("swim-trust", 6, tmp_path) as g:
+            cl, ids, state, converged = g.cl, g.ids, g.state, g.converged
             n1, n2, n3 = ids["n1"], ids["n2"], ids["n3"]
             g3 = next(m["gen"] for m in (await state("n1"))["members"] if m["id"] == n3)
             dead3 = c.Update(c.UpdateKind.DEAD, c.NodeInfo(n3, g3 + 1), n2)
