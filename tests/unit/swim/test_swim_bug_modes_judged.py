@@ -75,17 +75,22 @@ def test_ignore_leave_is_caught_by_the_leave_leaf() -> None:
     assert good.valid is True and good.examined["leaves"] == 1, good.explain()
 
 
+def paused(s: Sim, member: int, paused_for: float) -> list[tuple[float, str, str, str]]:
+    """After 8 s of warm-up, pause ``member`` for ``paused_for`` s: the nemesis ops."""
+    s.run_for(8)
+    t = s.now
+    s.pause(member)
+    s.run_for(paused_for)
+    s.resume(member)
+    return [(t, "nemesis", "pause", f"n{member}"), (s.now, "nemesis", "resume", f"n{member}")]
+
+
 def test_never_suspect_paused_is_caught_by_the_detection_leaf() -> None:
     def run(bugs: tuple[str, ...]) -> Any:
         s = Sim(5, FAST, seed=8, bugs=bugs)
-        s.run_for(8)
-        t = s.now
-        s.pause(3)
+        faults = paused(s, 3, paused_for=10)
         s.run_for(10)
-        t2 = s.now
-        s.resume(3)
-        s.run_for(10)
-        return judge(s, [(t, "nemesis", "pause", "n3"), (t2, "nemesis", "resume", "n3")])
+        return judge(s, faults)
 
     bad, good = leaf(run(("never-suspect-paused",)), "detection"), leaf(run(()), "detection")
     assert bad.valid is False and bad.anomalies[0].kind == "undetected-pause"
@@ -97,19 +102,14 @@ def test_accept_forged_dead_is_caught_by_the_gossip_accuracy_leaf() -> None:
     DEAD at gen 0 to n1: a correct member keeps n4 alive, a buggy one takes it dead again."""
     def run(bugs: tuple[str, ...]) -> Any:
         s = Sim(5, FAST, seed=9, bugs=bugs)
-        s.run_for(8)
-        t = s.now
-        s.pause(4)
-        s.run_for(9)
-        t2 = s.now
-        s.resume(4)
+        faults = paused(s, 4, paused_for=9)
         s.run_for(25)
         assert s.cores[1].members[4].gen >= 1
         stale = c.Update(c.UpdateKind.DEAD, c.NodeInfo(4, 0), 2)
         ping = c.PingRequest(2, 1, 0, c.Payload(0, (stale,), (c.NodeInfo(2, s.cores[2].gen),)))
         s._deliver(s.nodes[1], 2, WIRE.encode(ping))
         s.run_for(5)
-        return judge(s, [(t, "nemesis", "pause", "n4"), (t2, "nemesis", "resume", "n4")])
+        return judge(s, faults)
 
     bad = leaf(run(("accept-forged-dead",)), "gossip-accuracy")
     good = leaf(run(()), "gossip-accuracy")
