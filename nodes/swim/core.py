@@ -97,6 +97,17 @@ LIVE_STATES = (State.ALIVE, State.SUSPECT)
 TICK = "tick"
 
 
+#: packet budget (docs/swim.md, "Packet budget"): bytes kept for the AES-GCM seal, so a
+#: budget holds whether encryption is on or off
+SEAL_RESERVE = 29  # nodes.swim.crypto.OVERHEAD (a unit test pins it)
+#: bytes kept for the largest part of a message outside its payload: a JoinReq's code,
+#: NodeInfo, token hint (14) and HMAC (32) with their lengths = 59; a ping's head is 10
+HEAD_RESERVE = 64
+#: a payload's fixed part (seq u32, two counts) and its entries
+PAYLOAD_FIXED, UPDATE_BYTES, INFO_BYTES = 6, 13, 8
+MIN_PACKET = SEAL_RESERVE + HEAD_RESERVE + PAYLOAD_FIXED + UPDATE_BYTES + INFO_BYTES
+
+
 @dataclass(frozen=True)
 class Options:
     """Protocol knobs, from the node config's ``options`` (unknown keys are ignored)."""
@@ -119,6 +130,7 @@ class Options:
     accept_joins: bool = True  # False: ignore JoinReq
     refuse_joins: bool = False  # True: JoinNak 7116 every JoinReq
     discover: bool = False  # with no seeds: wait for a Broadcast instead of founding a group
+    max_packet: int = 1400  # bytes on the wire (sealed or not) of any datagram we build
     leave_retries: int = 3  # a Leave goes to each member at most this many times, once a
     # period, until that member acknowledges it (a PingResponse carrying our leave)
 
@@ -135,6 +147,9 @@ class Options:
             raise ValueError("need period_s > 0 and 0 < probe_timeout_s <= period_s")
         if not 0 < opts.suspicion_min_mult <= opts.suspicion_mult or opts.suspicion_k < 0:
             raise ValueError("need 0 < suspicion_min_mult <= suspicion_mult, suspicion_k >= 0")
+        if opts.max_packet < MIN_PACKET:
+            raise ValueError(f"max_packet {opts.max_packet} is below {MIN_PACKET} bytes, the "
+                             "smallest that holds a JoinReq with its token and one update")
         if opts.probe_order not in ("stalest", "round-robin"):
             raise ValueError("probe_order: 'stalest' or 'round-robin'")
         return opts
@@ -206,6 +221,8 @@ JOINS_PER_SENDER_PER_PERIOD = 2
 JOINS_PER_PERIOD = 16
 #: the longest peer-supplied string the journal keeps (a Nak's etag)
 MAX_LOGGED = 64
+#: JoinAck datagrams one admitted JoinReq gets at most (the view split by the packet budget)
+JOIN_ACK_PARTS = 4
 #: periods a seed's join answer (Nak) is expected after our JoinReq to it
 JOIN_ANSWER_PERIODS = 3
 
@@ -824,8 +841,33 @@ class SwimCore:
     def _ack(self, src: NodeInfo) -> None:
         sample = [m.info() for m in self._live() if m.id != src.id and m.state is State.ALIVE]
         self.rng.shuffle(sample)
-        payload = self._payload(src.id, 0, sample=sample[: self.opts.sample_size or 255])
-        self._send(src.id, c.JoinAck(NodeInfo(self.me, self.gen), payload))
+        sample = sample[: self.opts.sample_size or None]
+        for i, part in enumerate(self._ack_parts(sample)):
+            # the first part carries the gossip; the rest only more of the view
+            payload = self._payload(src.id, 0, sample=part, gossip=i == 0)
+            self._send(src.id, c.JoinAck(NodeInfo(self.me, self.gen), payload))
+
+    # ---------------------------------------------------------------- packet budget
+
+    def _sample_room(self) -> int:
+        """NodeInfos one payload may carry beside ``max_piggyback`` updates (at most 255)."""
+        free = (self.opts.max_packet - SEAL_RESERVE - HEAD_RESERVE - PAYLOAD_FIXED
+                - UPDATE_BYTES * min(max(self.opts.max_piggyback, 1), 255))  # + a notice
+        return max(1, min(255, free // INFO_BYTES))
+
+    def _update_room(self, n_sample: int) -> int:
+        """Updates one payload may carry beside ``n_sample`` NodeInfos (at most 255)."""
+        free = (self.opts.max_packet - SEAL_RESERVE - HEAD_RESERVE - PAYLOAD_FIXED
+                - INFO_BYTES * n_sample)
+        return max(0, min(255, free // UPDATE_BYTES))
+
+    def _ack_parts(self, sample: list[NodeInfo]) -> list[list[NodeInfo]]:
+        """The JoinAck's view split into parts that each fit the budget: the joiner gets
+        the whole view in ceil(n / room) datagrams (two at 200 members), not a cut one.
+        At most JOIN_ACK_PARTS parts: a join is answered by a bounded number of datagrams."""
+        room = self._sample_room()
+        parts = [sample[i:i + room] for i in range(0, len(sample), room)] or [[]]
+        return parts[:JOIN_ACK_PARTS]
 
     def _on_join_ack(self, msg: c.JoinAck) -> None:
         if not self.joined:
@@ -1004,9 +1046,12 @@ class SwimCore:
             # the notice (refute if you can), naming the accuser so the refutation goes there
             updates.append(Update(kind, m.info(), m.suspected_by or self.me))
         picks = sorted(self._gossip.values(), key=lambda gsp: gsp.sent) if gossip else []
+        room = self._update_room(1 if sample is None else len(sample))
         for gsp in picks:
             if len(updates) >= self.opts.max_piggyback and "unbounded-gossip" not in self.bugs:
                 break
+            if len(updates) >= room:
+                break  # the packet budget: the least-sent items went first
             if gsp.update.node.id == to and updates:
                 continue
             updates.append(gsp.update)
