@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from harness.sim.driver import Simulation, Wire
 from nodes.common.effects import Persist
@@ -20,6 +21,11 @@ def generation(durable: Iterable[Persist]) -> int:
     return gens[-1] + 1 if gens else 0
 
 
+def address(i: int) -> tuple[str, int]:
+    """Member ``i``'s address in every simulated address book."""
+    return ("127.0.0.1", 10000 + i)
+
+
 class SwimSim(Simulation):
     """Members 1..n; member 1 founds the group and the others join through it (by default),
     each starting at a random time within the first protocol period."""
@@ -27,17 +33,31 @@ class SwimSim(Simulation):
     def __init__(self, n: int, opts: Options, seed: int = 0, bugs: Iterable[str] = (),
                  latency: float = 0.002,
                  seeds_of: Callable[[int], list[int]] = lambda i: [] if i == 1 else [1],
-                 opts_of: Callable[[int], Options | None] = lambda i: None) -> None:
+                 opts_of: Callable[[int], Options | None] = lambda i: None,
+                 late: Iterable[int] = ()) -> None:
         ids = list(range(1, n + 1))
         bugs = tuple(bugs)
+        self.late = tuple(late)  # not started, and not in the others' address books
+        everyone = ids + list(self.late)
 
         def make(i: int, durable: list[Persist], _boot: int, rng: random.Random) -> SwimCore:
-            addrs = {j: ("127.0.0.1", 10000 + j) for j in ids if j != i}
+            book = everyone if i in self.late else ids
+            addrs = {j: address(j) for j in book if j != i}
             return SwimCore(i, generation(durable), addrs, seeds_of(i), opts_of(i) or opts,
                             rng, bugs)
 
         super().__init__(ids, make, seed=seed, wire=WIRE, latency=latency)
         self.boot_all(stagger=opts.period_s)
+        for i in self.late:
+            self.add_node(i)  # started by the test: ``boot(i, at)``
+
+    def arrive(self, dst: int, seen_as: int, msg: codec.Message) -> tuple[int | None, Any]:
+        """As the runtime does: a sender outside ``dst``'s address book is handed as None
+        (unknown address) unless the core books it (``SwimCore.introduce``)."""
+        core = self.cores.get(dst)
+        if core is None or seen_as in core.addresses:
+            return seen_as, msg
+        return core.introduce(msg, address(seen_as)), msg
 
     @property
     def cores(self) -> dict[int, SwimCore]:

@@ -130,6 +130,8 @@ class Options:
     accept_joins: bool = True  # False: ignore JoinReq
     refuse_joins: bool = False  # True: JoinNak 7116 every JoinReq
     discover: bool = False  # with no seeds: wait for a Broadcast instead of founding a group
+    dynamic_members: bool = False  # True: a joiner outside the address book is admitted
+    # with its token's proof, at the address its JoinReq came from (docs/swim.md)
     max_packet: int = 1400  # bytes on the wire (sealed or not) of any datagram we build
     leave_retries: int = 3  # a Leave goes to each member at most this many times, once a
     # period, until that member acknowledges it (a PingResponse carrying our leave)
@@ -150,6 +152,9 @@ class Options:
         if opts.max_packet < MIN_PACKET:
             raise ValueError(f"max_packet {opts.max_packet} is below {MIN_PACKET} bytes, the "
                              "smallest that holds a JoinReq with its token and one update")
+        if opts.dynamic_members and not opts.join_token:
+            raise ValueError("dynamic_members needs a join_token: a stranger's address is "
+                             "taken only from a JoinReq that proves the token (HMAC)")
         if opts.probe_order not in ("stalest", "round-robin"):
             raise ValueError("probe_order: 'stalest' or 'round-robin'")
         return opts
@@ -223,6 +228,8 @@ JOINS_PER_PERIOD = 16
 MAX_LOGGED = 64
 #: JoinAck datagrams one admitted JoinReq gets at most (the view split by the packet budget)
 JOIN_ACK_PARTS = 4
+#: members admitted from outside the start-up address book (dynamic_members), at most
+MAX_DYNAMIC = 256
 #: periods a seed's join answer (Nak) is expected after our JoinReq to it
 JOIN_ANSWER_PERIODS = 3
 
@@ -262,6 +269,8 @@ class SwimCore:
         self._redirected: set[int] = set()
         self._leave_unacked: set[int] = set()  # members yet to acknowledge our Leave
         self._leave_sends = 0  # Leaves sent to each of them so far
+        self._dynamic: dict[int, tuple[str, int]] = {}  # book entries added by introduce()
+        self._introduced: set[int] = set()  # members our own JoinReq introduced us to
         self._former: list[int] = []  # the members we left: whom a rejoin asks first
         self._out: list[Effect] = []
         self._armed: float | None = None  # the TICK timer's time as last set
@@ -876,6 +885,44 @@ class SwimCore:
         # the acker first: it may take the slot kept for direct joins, the rest may not
         self._apply(Update(UpdateKind.ALIVE, msg.desc, msg.desc.id), direct=True)
         self._take(msg.payload, msg.desc.id)
+        self._introduce_me(msg)
+
+    # ---------------------------------------------------------------- dynamic members
+
+    def introduce(self, msg: c.Message, addr: tuple[str, int]) -> int | None:
+        """A datagram from ``addr``, outside the address book: the NodeID to hand it on as,
+        once ``addr`` is booked for it, or None (then refused as ``unknown-address``).
+
+        The rule (docs/swim.md, "Dynamic members"): with ``dynamic_members`` on, only a
+        JoinReq that proves the join token (HMAC over the whole request) books its sender,
+        at the address it came from, under an id the book does not hold yet (a booked id is
+        never moved), at most MAX_DYNAMIC of them. Called by the runtime before
+        ``on_message``; it sends nothing."""
+        if not (self.opts.dynamic_members and self.joined and not self.left
+                and self.opts.accept_joins and isinstance(msg, c.JoinReq)):
+            return None
+        x = msg.src.id
+        if (x == self.me or x in self.addresses or len(self._dynamic) >= MAX_DYNAMIC
+                or not join_token.verified(self.opts.join_token, msg)
+                or msg.src.gen > GEN_MAX - MAX_GEN_STEP):
+            return None
+        self.addresses[x] = addr
+        self._dynamic[x] = addr
+        self._emit("introduced", member=x, addr=f"{addr[0]}:{addr[1]}")
+        return x
+
+    def _introduce_me(self, ack: c.JoinAck) -> None:
+        """With ``dynamic_members``, a joiner sends its signed JoinReq once to every member a
+        JoinAck names: a member whose start-up book lacks us books us from it (``introduce``)
+        before our first ping reaches it; one that has us answers a JoinAck as to any join."""
+        if not self.opts.dynamic_members:
+            return
+        for info in ack.payload.sample:
+            x = info.id
+            if x != self.me and x != ack.desc.id and x in self.members \
+                    and x not in self._introduced:
+                self._introduced.add(x)
+                self._join_req(x)
 
     def _on_join_nak(self, msg: c.JoinNak, from_id: int | None) -> None:
         self._emit("join-refused", seed=from_id, code=msg.code, etag=msg.etag[:MAX_LOGGED])

@@ -244,8 +244,19 @@ class SwimNode(JournalingHost):
             return
         from_id = self.by_addr.get((addr[0], addr[1]))
         if from_id is None:
+            from_id = self._introduce(msg, (addr[0], addr[1]))
+        if from_id is None:
             self.stats["unknown_sender"] += 1
         self.loop.message(from_id, msg)
+
+    def _introduce(self, msg: c.Message, addr: tuple[str, int]) -> int | None:
+        """A sender outside the book that the core books (dynamic members: a token-proven
+        JoinReq, ``SwimCore.introduce``) is booked here too, so answers reach it."""
+        x = self.core.introduce(msg, addr)
+        if x is not None:
+            self.addresses[x] = addr
+            self.by_addr[addr] = x  # the core journals ``introduced``
+        return x
 
     def _refused_decrypt(self, addr: tuple[str, int], e: crypto.DecryptError) -> None:
         """Count every refusal; journal the first, then one per REFUSAL_LOG_S with a count."""
