@@ -123,8 +123,14 @@ class Cluster:
     def _write_config(self, n: str, i: int) -> NodeSpec:
         nd = self.run_dir.node_dir(n)
         data = nd / "data"
+        # ``late_unbooked``: the others' start-up configs name late nodes (num_id) but give
+        # no address (a protocol with dynamic members learns it when they join; the links
+        # exist from the start)
+        hidden = self.late if self.spec.options.get("late_unbooked") and n not in self.late \
+            else set()
         peers = {
-            p: {"num_id": j + 1, self.proto.peer_port: self.links[link_name(n, p)]}
+            p: {"num_id": j + 1} if p in hidden
+            else {"num_id": j + 1, self.proto.peer_port: self.links[link_name(n, p)]}
             for j, p in enumerate(self.nodes) if link_name(n, p) in self.links
         }
         cfg: dict[str, Any] = {

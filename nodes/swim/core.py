@@ -911,12 +911,20 @@ class SwimCore:
         self._emit("introduced", member=x, addr=f"{addr[0]}:{addr[1]}")
         return x
 
+    def _reintroduce(self, x: int) -> None:
+        """A member we introduced ourselves to came back at a higher generation: a restart
+        forgets what it booked, so introduce us again (a refutation costs one extra
+        JoinReq and its JoinAck)."""
+        if x in self._introduced and self.joined and not self.left:
+            self._join_req(x)
+
     def _introduce_me(self, ack: c.JoinAck) -> None:
         """With ``dynamic_members``, a joiner sends its signed JoinReq once to every member a
         JoinAck names: a member whose start-up book lacks us books us from it (``introduce``)
         before our first ping reaches it; one that has us answers a JoinAck as to any join."""
         if not self.opts.dynamic_members:
             return
+        self._introduced.add(ack.desc.id)  # it booked us from our JoinReq
         for info in ack.payload.sample:
             x = info.id
             if x != self.me and x != ack.desc.id and x in self.members \
@@ -1005,6 +1013,7 @@ class SwimCore:
                     return False
                 self._settle(cur, State.ALIVE, g)
                 cur.heard, cur.suspecters = max(cur.heard, self._now), set()
+                self._reintroduce(x)
                 self._emit("alive", member=x, gen=g, prev=prev.value, via=u.origin)
                 changed = True
         elif cur is None:

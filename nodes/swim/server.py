@@ -112,9 +112,10 @@ class SwimNode(JournalingHost):
         self.addresses: dict[int, tuple[str, int]] = {}
         self.names: dict[int, str] = {cfg.num_id: cfg.id}
         for name, p in cfg.peers.items():
+            if p.num_id is not None:
+                self.names[p.num_id] = name  # a peer without an address: named, not booked
             if p.num_id is not None and p.peer:
                 self.addresses[p.num_id] = p.peer_addr()
-                self.names[p.num_id] = name
         self.by_addr = {a: i for i, a in self.addresses.items()}
         try:
             self.opts = Options.from_dict(cfg.options)

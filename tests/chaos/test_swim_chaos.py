@@ -146,6 +146,27 @@ def test_swim_leave_and_join_during_partition(chaos_run: Any) -> None:
 
 
 @pytest.mark.chaos
+def test_swim_dynamic_member_joins_mid_run(chaos_run: Any) -> None:
+    """n6 has no address in any other node's config (``late_unbooked``): started mid-run, it
+    joins through n1 with the token's proof, every member books it from its own JoinReq, and
+    the group converges on six (issue 25: members are not predetermined); n2, killed and
+    restarted after, forgot it and is introduced to it again."""
+    spec = swim_spec("swim-dynamic", 6, [(3.0, op("join", {"node": "n6"})),
+                                         (4.0, op("kill", {"node": "n2"})),
+                                         (3.0, op("restart", {"node": "n2"}))],
+                     time_limit=16, quiesce_s=4,
+                     options={"join_token": "s3cret-of-this-run", "dynamic_members": True,
+                              "late_nodes": ["n6"], "late_unbooked": True})
+    res = chaos_run(spec, min_ok=CLOCK_SYNC)
+    assert len(figures(res)["convergence"]["live"]) == 6
+    for n in ("n1", "n2", "n3", "n4", "n5"):
+        config = json.loads((res.run_dir.path / "nodes" / n / "config.json").read_text())
+        assert "peer" not in config["peers"]["n6"]  # named, no address
+        lines = (res.run_dir.path / "nodes" / n / "events.jsonl").read_text().splitlines()
+        assert any(json.loads(x)["type"] == "introduced" for x in lines), n
+
+
+@pytest.mark.chaos
 def test_swim_capacity_respected(chaos_run: Any) -> None:
     spec = swim_spec("swim-capacity", 6, [(3.0, op("kill", {"node": "n6"})),
                                           (4.0, op("restart", {"node": "n6"}))],

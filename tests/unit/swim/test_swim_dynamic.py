@@ -28,6 +28,12 @@ def test_a_sixth_node_outside_the_books_joins_mid_run_and_everyone_learns_it() -
     assert all(s.cores[i].addresses[6] == ("127.0.0.1", 10006) for i in range(1, 6))
     assert {e.node for e in s.of("introduced", member=6)} == {1, 2, 3, 4, 5}
     assert not s.of("dead") and not s.of("suspect")
+    s.crash(2)  # a restart forgets what it booked: 6 introduces itself again
+    s.run_for(3)
+    s.restart(2)
+    s.run_for(10)
+    assert s.converged(set(range(1, 7)))
+    assert len([e for e in s.of("introduced", member=6) if e.node == 2]) == 2
     s.crash(6)  # and it is then an ordinary member: its death is detected everywhere
     s.run_for(20)
     assert all(s.states(i)[6] == "dead" for i in range(1, 6))
