@@ -11,7 +11,8 @@ Properties, each an anomaly kind:
   committed although some mesh member voted no or never voted yes, or before every member's
   yes had reached it (its ``decide`` event lists them as ``missing``).
 * atomicity — ``failed-update-visible``: an update the client saw fail (aborted, or refused) was
-  applied somewhere.
+  applied somewhere; ``aborted-update-applied``: its initiator decided abort, yet some node
+  applied it (whatever the client saw, ``info`` included).
 * agreement — ``missing-commit``: an update applied on some node (or acknowledged to a client)
   is not reflected in some node's final store (its version of the key is lower).
 * durability — ``lost-after-apply``: a node journaled applying an update, yet its final store
@@ -21,7 +22,12 @@ Properties, each an anomaly kind:
   both committed. A syncing node votes yes to everything by spec 4.6; those votes are exempt.
 * convergence — ``divergent-stores``: active nodes ended with different stores.
 * sync — ``sync-skipped``: a node restarted with data or came back from inactive and went
-  active without completing a sync (spec 4.6 / 4.7).
+  active without completing a sync (spec 4.6 / 4.7); ``syncing-voted-no``: a node voted no
+  while syncing (spec 4.6: a syncing node votes yes to every update).
+* inactive nodes — ``inactive-participated``: a node voted on or applied an update while its
+  own journal said it was inactive (spec 4.7: an inactive node neither applies nor propagates).
+* late responses — ``late-vote-acted-on``: an initiator decided an update again after a vote
+  response for it came in late (spec 4.5.1: no action for responses after the timeout).
 
 Stale local reads are information (``stats.stale_reads``), not violations: DRiP promises none.
 """
@@ -91,6 +97,7 @@ class Evidence:
     votes: dict[str, dict[str, dict[str, Any]]]  # uid -> node -> vote event
     overlaps: list[tuple[str, str, str, dict[str, Any]]]  # (node, held uid, new uid, vote)
     sync_skips: list[Anomaly]
+    journal_rules: list[Anomaly]  # per-node timeline rules: inactive, syncing, late votes
     committed: set[str]
     finals: dict[str, dict[str, tuple[int, str, Any]]]  # node -> key -> (version, uid, value)
     version_of: dict[str, tuple[str, int]]  # committed uid -> (key, version)
@@ -106,7 +113,9 @@ def gather(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
     votes: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     overlaps: list[tuple[str, str, str, dict[str, Any]]] = []
     sync_skips: list[Anomaly] = []
+    journal_rules: list[Anomaly] = []
     for name, obs in sorted(nodes.items()):
+        journal_rules += _timeline_rules(name, obs.get("events") or [])
         held: dict[str, set[str]] = defaultdict(set)
         needs_sync: dict[str, Any] | None = None
         for ev in obs.get("events") or []:
@@ -148,7 +157,7 @@ def gather(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
         version_of[uid] = (str(ev.get("key")), int(ev.get("version") or 0))
     # the mesh members are the nodes that left evidence: without any, nothing was decided
     return Evidence(nodes, sorted(nodes), _updates(history),
-                    applied, decided, votes, overlaps, sync_skips, committed,
+                    applied, decided, votes, overlaps, sync_skips, journal_rules, committed,
                     {n: _final_kv(o["state"]) for n, o in nodes.items()
                      if isinstance(o.get("state"), dict)}, version_of)
 
@@ -216,6 +225,18 @@ def atomicity(e: Evidence) -> list[Anomaly]:
                 "failed-update-visible",
                 f"update {uid} failed for its client ({u.done.get('error')}) but is applied on "
                 f"{sorted(seen_at)}", {"op": u.brief(), "nodes": sorted(seen_at)}))
+    for uid, (node, ev) in sorted(e.decided.items()):
+        u = e.updates.get(uid)
+        if ev.get("outcome") != "abort" or uid not in e.applied or \
+                (u is not None and u.done is not None and u.done.get("type") == "fail"):
+            continue  # a failed client outcome is reported above
+        out.append(Anomaly(
+            "aborted-update-applied",
+            f"{node} decided abort for {uid} ({ev.get('reason')}), yet "
+            f"{sorted({n for n, _ in e.applied[uid]})} applied it",
+            {"decide": where(node, ev, uid=uid, reason=ev.get("reason")),
+             "applied": [where(n, a, version=a.get("version")) for n, a in e.applied[uid]],
+             "op": u.brief() if u is not None else None}))
     return out
 
 
@@ -310,7 +331,7 @@ PROPERTIES = (validity, vote_rule, atomicity, agreement, isolation, convergence)
 
 def check(test: dict[str, Any], history: list[Op], observations: dict[str, Any]) -> Result:
     e = gather(test, history, observations)
-    anomalies = list(e.sync_skips)
+    anomalies = list(e.sync_skips) + list(e.journal_rules)
     for prop in PROPERTIES:
         anomalies += prop(e)
     updates = e.updates
@@ -333,6 +354,45 @@ def check(test: dict[str, Any], history: list[Op], observations: dict[str, Any])
                 "votes": sum(len(by_node) for by_node in e.votes.values()),
                 "decisions": len(e.decided), "nodes_with_state": len(e.finals)}
     return verdict("2pc", anomalies, stats, gaps, examined=examined, needs=("updates", "commits"))
+
+
+def _timeline_rules(node: str, events: list[dict[str, Any]]) -> list[Anomaly]:
+    """Rules read off one node's own journal in order: what its state allowed it to do."""
+    out: list[Anomaly] = []
+    state, state_ev = "active", None
+    decided: set[str] = set()
+    late_after: dict[str, dict[str, Any]] = {}  # uid -> a late vote that came after its decide
+    for ev in events:
+        t, uid = ev.get("type"), str(ev.get("uid"))
+        if t in ("start", "state") and ev.get("state"):
+            state, state_ev = str(ev.get("state")), ev
+        elif t in ("vote", "apply") and state == "inactive":
+            out.append(Anomaly(
+                "inactive-participated",
+                f"{node} {'voted on' if t == 'vote' else 'applied'} {uid} while inactive "
+                f"(since seq {state_ev and state_ev.get('seq')}): spec 4.7",
+                {t: where(node, ev, uid=uid, key=ev.get("key"), source=ev.get("from")),
+                 "inactive": state_ev and where(node, state_ev, reason=state_ev.get("reason"))}))
+        if t == "vote" and ev.get("syncing") and ev.get("vote") == "no":
+            out.append(Anomaly(
+                "syncing-voted-no",
+                f"{node} voted no on {uid} while syncing ({ev.get('reason')}): spec 4.6 says "
+                "a syncing node votes yes",
+                {"vote": where(node, ev, uid=uid, key=ev.get("key"), reason=ev.get("reason"))}))
+        elif t == "late-vote" and uid in decided:
+            late_after.setdefault(uid, ev)
+        elif t == "decide":
+            if uid in late_after:
+                late = late_after.pop(uid)
+                out.append(Anomaly(
+                    "late-vote-acted-on",
+                    f"{node} decided {uid} again ({ev.get('outcome')}) after a late "
+                    f"{late.get('vote')} from {late.get('from')}: spec 4.5.1",
+                    {"late_vote": where(node, late, source=late.get("from"),
+                                        vote=late.get("vote")),
+                     "decide": where(node, ev, uid=uid, outcome=ev.get("outcome"))}))
+            decided.add(uid)
+    return out
 
 
 def _sync_skipped(node: str, cause: dict[str, Any], ev: dict[str, Any]) -> Anomaly:

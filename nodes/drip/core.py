@@ -93,7 +93,7 @@ from nodes.drip.records import (
 )
 from nodes.drip.seen import Seen
 
-BUGS = ("commit-partial-vote", "forget-in-progress", "skip-sync")
+BUGS = ("commit-partial-vote", "forget-in-progress", "skip-sync", "syncing-votes-no")
 HEARTBEAT = "heartbeat"
 #: how long past the runtime's own request timeout a heartbeat round waits for stragglers
 ROUND_SLACK_S = 0.5
@@ -455,8 +455,8 @@ class DripCore:
     # ---- voting -------------------------------------------------------------------------------
     def _own_vote(self, up: Update, initiator: str) -> str | None:
         """None for "yes", else why "no"."""
-        if self.state == "sync":
-            return None  # spec 4.6: a syncing node votes yes to every update
+        if self.state == "sync":  # spec 4.6: a syncing node votes yes to every update
+            return "syncing" if "syncing-votes-no" in self.bugs else None
         held = self._lock_uid(up.key)
         if held is not None and held != up.uid and "forget-in-progress" not in self.bugs:
             return f"key in progress: {held}"

@@ -1,0 +1,107 @@
+"""The 2PC rules read off each node's own journal (issue 23 item 5): an abort binds every
+node whatever the client saw, a syncing node votes yes (4.6), an inactive node takes no part
+(4.7), and a late vote response never reopens a decision (4.5.1). Each history here passed the
+checker before its rule existed; each has a legal twin that must stay valid."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from checkers.twopc import check
+from tests.unit.drip.test_twopc_evidence import NODES, committed, kinds, obs, update
+from tests.unit.drip.test_twopc_rules import kv
+
+
+def decide(uid: str, outcome: str, version: int = 1) -> dict[str, Any]:
+    return {"type": "decide", "uid": uid, "key": "k", "outcome": outcome, "version": version,
+            "reason": None if outcome == "commit" else "timeout", "voters": list(NODES),
+            "missing": []}
+
+
+def vote(uid: str, v: str = "yes", syncing: bool = False, hop: str | None = "n1"
+         ) -> dict[str, Any]:
+    return {"type": "vote", "uid": uid, "key": "k", "vote": v, "syncing": syncing,
+            "from": hop, "reason": "syncing" if v == "no" else None}
+
+
+def state(s: str) -> dict[str, Any]:
+    return {"type": "state", "state": s, "reason": "test"}
+
+
+def with_a_commit(h: list[dict[str, Any]], evs: dict[str, list[dict[str, Any]]]) -> Any:
+    """Judge ``evs`` alongside one clean commit of key j, so that a legal run is valid (a run
+    without any commit is "unknown": nothing to judge)."""
+    h = h + update(10, 9, "u9", "j", 9)
+    evs = {n: evs.get(n, []) + committed("u9", "j", 9, 1) for n in NODES}
+    return check({}, h, obs(evs, {"j": {"value": 9, "version": 1, "uid": "u9"}}))
+
+
+def test_an_aborted_update_that_nodes_applied_is_caught_when_the_client_saw_info() -> None:
+    h = update(0, 0, "u1", "k", 1, outcome="info")
+    applied = committed("u1", "k", 1, 1)
+    r = check({}, h, obs({"n1": [*applied[:2], decide("u1", "abort"), applied[2]],
+                          "n2": applied}, kv(k=(1, 1, "u1"))))
+    assert kinds(r) == ["aborted-update-applied"], r.explain()
+    w = r.anomalies[0].witness
+    assert w["decide"]["node"] == "n1" and [a["node"] for a in w["applied"]] == ["n1", "n2"]
+    # the same client outcome with a commit decision is legal
+    ok = check({}, h, obs({"n1": [*applied[:2], decide("u1", "commit"), applied[2]],
+                           "n2": applied}, kv(k=(1, 1, "u1"))))
+    assert ok.valid is True, ok.explain()
+
+
+def test_a_failed_client_outcome_is_reported_once_not_twice() -> None:
+    h = update(0, 0, "u1", "k", 1, outcome="fail")
+    applied = committed("u1", "k", 1, 1)
+    r = check({}, h, obs({"n1": [decide("u1", "abort"), *applied], "n2": applied},
+                         kv(k=(1, 1, "u1"))))
+    assert kinds(r) == ["failed-update-visible"], r.explain()
+
+
+def test_a_syncing_node_that_votes_no_breaks_4_6() -> None:
+    h = update(0, 0, "u1", "k", 1, outcome="fail")
+    evs = {"n1": [vote("u1", hop=None), decide("u1", "abort")],
+           "n2": [state("sync"), vote("u1", "no", syncing=True), state("active")]}
+    r = check({}, h, obs(evs))
+    assert kinds(r) == ["syncing-voted-no"], r.explain()
+    assert r.anomalies[0].witness["vote"]["node"] == "n2"
+    # an active node may vote no (the key is in progress there)
+    evs["n2"] = [vote("u1", "no")]
+    ok = with_a_commit(h, evs)
+    assert ok.valid is True, ok.explain()
+
+
+def test_an_inactive_node_neither_votes_nor_applies() -> None:
+    h = update(0, 0, "u1", "k", 1)
+    done = committed("u1", "k", 1, 1)
+    r = check({}, h, obs({"n1": done, "n2": [state("inactive"), *done, state("sync"),
+                                             {"type": "sync-done"}, state("active")]},
+                         kv(k=(1, 1, "u1"))))
+    assert kinds(r) == ["inactive-participated", "inactive-participated"], r.explain()
+    assert [a.witness["inactive"]["seq"] for a in r.anomalies] == [0, 0]
+    assert "vote" in r.anomalies[0].witness and "apply" in r.anomalies[1].witness
+    # after a restart (a start event) or a sync back to active, it takes part again
+    back = [state("inactive"), {"type": "start", "fresh": True, "state": "active"}, *done]
+    again = [state("inactive"), state("sync"), {"type": "sync-done"}, state("active"), *done]
+    for evs in (back, again):
+        ok = check({}, h, obs({"n1": done, "n2": evs}, kv(k=(1, 1, "u1"))))
+        assert ok.valid is True, ok.explain()
+
+
+def test_a_late_vote_that_reopens_a_decision_is_caught() -> None:
+    """The initiator aborted, then a late yes came in and it committed after all: every node
+    applied, the stores agree, and only the journal order shows the late vote was acted on."""
+    h = update(0, 0, "u1", "k", 1, outcome="info")
+    late = {"type": "late-vote", "uid": "u1", "from": "n2", "vote": "yes"}
+    apply = {"type": "apply", "uid": "u1", "key": "k", "value": 1, "version": 1}
+    evs = {"n1": [vote("u1", hop=None), decide("u1", "abort"), late, decide("u1", "commit"),
+                  apply],
+           "n2": [vote("u1"), apply]}
+    r = check({}, h, obs(evs, kv(k=(1, 1, "u1"))))
+    assert kinds(r) == ["late-vote-acted-on"], r.explain()
+    w = r.anomalies[0].witness
+    assert (w["late_vote"]["seq"], w["decide"]["seq"], w["decide"]["outcome"]) == (2, 3, "commit")
+    # a late vote after the one decision, with nothing after it, is ignored as it should be
+    evs = {"n1": evs["n1"][:3], "n2": [vote("u1")]}
+    ok = with_a_commit(h, evs)
+    assert ok.valid is True, ok.explain()
