@@ -131,3 +131,14 @@ def test_bug_skip_sync_is_caught(chaos_run) -> None:
     chaos_run(partial(spec, "drip-bug-skip-sync", 5, line, time_limit=10.0, bugs=["skip-sync"],
                       schedule=commit_phase_kills(2)),
               expect="2pc", anomaly="sync-skipped", min_ok=MIN_OK_PER_S * 10)
+
+
+def test_bug_syncing_votes_no_is_caught(chaos_run) -> None:
+    """A node restarted with data syncs before it goes active and must vote yes meanwhile
+    (spec 4.6); slowed links keep each sync open for several round trips, so updates started
+    by the others reach it while it syncs (at the default 10 updates/s a measured run had only
+    one such vote, so the rate is doubled). The bug votes no, which aborts those updates."""
+    chaos_run(partial(spec, "drip-bug-syncing-no", 5, line, time_limit=10.0,
+                      bugs=["syncing-votes-no"], schedule=commit_phase_kills(3),
+                      options={"rate": 20}),
+              expect="2pc", anomaly="syncing-voted-no", min_ok=MIN_OK_PER_S * 10)
