@@ -93,7 +93,8 @@ from nodes.drip.records import (
 )
 from nodes.drip.seen import Seen
 
-BUGS = ("commit-partial-vote", "forget-in-progress", "skip-sync", "syncing-votes-no")
+BUGS = ("commit-partial-vote", "forget-in-progress", "skip-sync", "syncing-votes-no",
+        "inactive-takes-part")
 HEARTBEAT = "heartbeat"
 #: how long past the runtime's own request timeout a heartbeat round waits for stragglers
 ROUND_SLACK_S = 0.5
@@ -463,7 +464,7 @@ class DripCore:
         return self.policy(self.d.kv.get(up.key), up, initiator)
 
     def _on_voting(self, hop: str, msg: Voting, now: float) -> list[Effect]:
-        if self.state == "inactive":
+        if self.state == "inactive" and "inactive-takes-part" not in self.bugs:
             raise Unavailable(f"node {self.me} is inactive")
         up = msg.update
         if self.seen.before(msg.initiator, msg.counter, msg.reset):
@@ -644,7 +645,7 @@ class DripCore:
         return self.next_seq - 1
 
     def _on_commit(self, hop: str, msg: Commit, now: float) -> list[Effect]:
-        if self.state == "inactive":
+        if self.state == "inactive" and "inactive-takes-part" not in self.bugs:
             raise Unavailable(f"node {self.me} is inactive")
         self.members.add(msg.initiator)
         dup = self.seen.before(msg.initiator, msg.counter, msg.reset)

@@ -142,3 +142,26 @@ def test_bug_syncing_votes_no_is_caught(chaos_run) -> None:
                       bugs=["syncing-votes-no"], schedule=commit_phase_kills(3),
                       options={"rate": 20}),
               expect="2pc", anomaly="syncing-voted-no", min_ok=MIN_OK_PER_S * 10)
+
+
+def slow_sends_in_turn(nodes: list[str], all_nodes: list[str], hold_s: float = 4.0
+                       ) -> list[sch.Step]:
+    """Each node in turn has its own sends slowed past the peer timeout, while its peers'
+    requests reach it at once: its heartbeats go unanswered, so it turns inactive (spec 4.7),
+    and its peers, which still hear it answer, keep sending it votes until their next
+    heartbeat learns it is inactive."""
+    steps: list[sch.Step] = []
+    for n in nodes:
+        links = [[n, m] for m in all_nodes if m != n]
+        steps += [(1.0, sch.op("start-latency", {"ms": 3000, "links": links, "one_way": True})),
+                  (hold_s, sch.op("stop-latency"))]
+    return sch.explicit(steps)
+
+
+def test_bug_inactive_takes_part_is_caught(chaos_run) -> None:
+    """An inactive node must neither vote nor apply (spec 4.7); the bug does both."""
+    five = [f"n{i}" for i in range(1, 6)]
+    chaos_run(partial(spec, "drip-bug-inactive", 5, figure1, time_limit=14.0,
+                      bugs=["inactive-takes-part"], options={"rate": 20},
+                      schedule=slow_sends_in_turn(["n2", "n4"], five)),
+              expect="2pc", anomaly="inactive-participated", min_ok=MIN_OK_PER_S * 10)
