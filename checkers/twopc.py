@@ -26,6 +26,11 @@ Properties, each an anomaly kind:
   while syncing (spec 4.6: a syncing node votes yes to every update).
 * inactive nodes — ``inactive-participated``: a node voted on or applied an update while its
   own journal said it was inactive (spec 4.7: an inactive node neither applies nor propagates).
+* propagation (spec 4.4) — ``propagated-twice``: a node took and passed on one (initiator,
+  counter) message twice (two ``vote`` or ``apply`` events from peers with that pair) without a
+  counter reset in between. The spec's "a counter <= the saved one is not propagated" is
+  relaxed on purpose (nodes/drip/seen.py keeps a window for counters overtaken in flight: a
+  commit travels the outbox long after later votes), so only the exact repeat is judged.
 * late responses — ``late-vote-acted-on``: an initiator decided an update again after a vote
   response for it came in late (spec 4.5.1: no action for responses after the timeout).
 
@@ -362,8 +367,11 @@ def _timeline_rules(node: str, events: list[dict[str, Any]]) -> list[Anomaly]:
     state, state_ev = "active", None
     decided: set[str] = set()
     late_after: dict[str, dict[str, Any]] = {}  # uid -> a late vote that came after its decide
+    taken: dict[str, dict[Any, dict[str, Any]]] = defaultdict(dict)  # initiator -> counter -> ev
     for ev in events:
         t, uid = ev.get("type"), str(ev.get("uid"))
+        if _propagated(ev):
+            out += _propagated_twice(node, ev, taken[str(ev.get("initiator"))])
         if t in ("start", "state") and ev.get("state"):
             state, state_ev = str(ev.get("state")), ev
         elif t in ("vote", "apply") and state == "inactive":
@@ -393,6 +401,30 @@ def _timeline_rules(node: str, events: list[dict[str, Any]]) -> list[Anomaly]:
                      "decide": where(node, ev, uid=uid, outcome=ev.get("outcome"))}))
             decided.add(uid)
     return out
+
+
+def _propagated(ev: dict[str, Any]) -> bool:
+    """A peer's vote request or commit that this node took (and so passed on, spec 4.4)."""
+    return ev.get("from") is not None and ev.get("counter") is not None and (
+        ev.get("type") == "vote" or (ev.get("type") == "apply" and ev.get("via") == "update"))
+
+
+def _propagated_twice(node: str, ev: dict[str, Any], seen: dict[Any, dict[str, Any]]
+                      ) -> list[Anomaly]:
+    if ev.get("reset"):
+        seen.clear()  # the initiator's counter started over: earlier values mean nothing now
+    first = seen.setdefault(ev.get("counter"), ev)
+    if first is ev:
+        return []
+    return [Anomaly(
+        "propagated-twice",
+        f"{node} took {ev.get('initiator')}'s message with counter {ev.get('counter')} twice "
+        f"({first.get('type')} of {first.get('uid')}, then {ev.get('type')} of {ev.get('uid')}) "
+        "without a counter reset: spec 4.4 says a counter already seen is not propagated",
+        {"first": where(node, first, type=first.get("type"), uid=first.get("uid"),
+                        source=first.get("from")),
+         "again": where(node, ev, type=ev.get("type"), uid=ev.get("uid"), source=ev.get("from")),
+         "initiator": ev.get("initiator"), "counter": ev.get("counter")})]
 
 
 def _sync_skipped(node: str, cause: dict[str, Any], ev: dict[str, Any]) -> Anomaly:

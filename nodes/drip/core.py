@@ -476,7 +476,8 @@ class DripCore:
         out: list[Effect] = [Emit("vote", {"uid": up.uid, "key": up.key,
                                            "initiator": msg.initiator,
                                            "vote": "no" if reason else "yes", "reason": reason,
-                                           "from": hop, "syncing": self.state == "sync"})]
+                                           "from": hop, "syncing": self.state == "sync",
+                                           "counter": msg.counter, "reset": msg.reset})]
         version = self._version(up.key)
         if reason:
             return out + [self._p(rows), Send(hop, VoteResponse(
@@ -629,7 +630,8 @@ class DripCore:
         out += [Persist(STORE, rec),
                 Emit("apply", {"uid": up.uid, "key": up.key, "value": up.value,
                                "version": msg.version, "initiator": msg.initiator,
-                               "via": "update", "from": hop, "changed": bool(changed)})]
+                               "via": "update", "from": hop, "changed": bool(changed),
+                               "counter": msg.counter, "reset": msg.reset})]
         if held:
             out.append(Emit("release", {"uid": up.uid, "key": up.key, "why": "commit"}))
         for p in targets:

@@ -105,3 +105,32 @@ def test_a_late_vote_that_reopens_a_decision_is_caught() -> None:
     evs = {"n1": evs["n1"][:3], "n2": [vote("u1")]}
     ok = with_a_commit(h, evs)
     assert ok.valid is True, ok.explain()
+
+
+def test_a_message_taken_twice_without_a_counter_reset_breaks_4_4() -> None:
+    """n2 took n1's vote request (counter 7) by two paths and passed it on both times."""
+    h = update(0, 0, "u1", "k", 1)
+    done = committed("u1", "k", 1, 1)
+
+    def taken(via: str, counter: int, reset: bool = False) -> dict[str, Any]:
+        return {**vote("u1", hop=via), "initiator": "n1", "counter": counter, "reset": reset}
+
+    def judge(n2: list[dict[str, Any]]) -> Any:
+        return check({}, h, obs({"n1": done, "n2": n2 + done[1:]}, kv(k=(1, 1, "u1"))))
+
+    r = judge([taken("n1", 7), taken("n3", 7)])
+    assert kinds(r) == ["propagated-twice"], r.explain()
+    w = r.anomalies[0].witness
+    assert (w["initiator"], w["counter"], w["first"]["seq"], w["again"]["seq"]) == ("n1", 7, 0, 1)
+    # a commit reusing a vote's counter is the same message taken twice too
+    commit = {"type": "apply", "uid": "u1", "key": "k", "value": 1, "version": 1,
+              "initiator": "n1", "via": "update", "from": "n1", "counter": 7}
+    assert kinds(check({}, h, obs({"n1": done, "n2": [taken("n1", 7), commit]},
+                                  kv(k=(1, 1, "u1"))))) == ["propagated-twice"]
+    # legal: a counter overtaken in flight, a reset that starts the counter over, a sync
+    # batch's apply (no counter of its own), and the initiator's own vote
+    for n2 in ([taken("n1", 8), taken("n1", 7)], [taken("n1", 7), taken("n3", 7, reset=True)],
+               [taken("n1", 7), {**commit, "via": "sync", "counter": None}],
+               [{**taken("n1", 7), "from": None}, taken("n1", 7)]):
+        ok = judge(n2)
+        assert ok.valid is True, (n2, ok.explain())
