@@ -22,8 +22,11 @@ Decisions where the spec is open (docs/sds.md has the full list):
   recent filter lacks is put back in the outgoing buffer. This closes the gap the spec leaves
   to Store nodes: a message acknowledged by one peer but never referenced again would
   otherwise never reach a peer that missed it;
-* sync messages are skipped while we broadcast anything else in the interval, except when a
-  repair request is due (SDS-R periodic sync);
+* sync messages are skipped only when we sent a new content message in the interval (not
+  for ephemerals or resends), and never when a repair request is due (SDS-R periodic sync);
+* a peer cannot wedge or grow us: limits on Lamport time, id lengths, history and repair
+  requests (refused, counted, journaled), held and repair entries expire as ``lost``, a
+  deliverable copy replaces a held one, and an exception keeps the effects already made;
 * the log keeps every message stripped of its bloom filter and repair requests; that is what a
   repair rebroadcasts (the spec's "augmented local history").
 """
@@ -34,11 +37,12 @@ import bisect
 import hashlib
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 from nodes.common.effects import EVERYONE, Effect, Emit, Persist, Reply, Send, SetTimer
+from nodes.common.refusals import Refusals
 from nodes.sds import repair
 from nodes.sds.bloom import BloomFilter, contains_at, positions
 from nodes.sds.wire import (
@@ -80,6 +84,22 @@ class SdsOptions:
     max_resends_per_tick: int = 100
     tick_ms: int = 50
     num_response_groups: int | None = None  # None: num_participants // 128 + 1
+    # ---- limits on what a peer may make us hold (docs/sds.md "Limits") ----
+    #: a held message or a repair request older than this is dropped and journaled ``lost``
+    #: (None: 10 x ``t_max_ms``; the spec allows T_max, but under loss one T_max leaves a
+    #: single repair attempt and the simulator then loses messages for good)
+    lost_after_ms: int | None = None
+    #: a Lamport time above our calendar clock plus this is refused
+    max_clock_skew_ms: int = 3_600_000
+    max_id_len: int = 256
+    max_sender_len: int = 256
+    max_history: int = 256
+    #: repair_request entries read from one message; more are refused
+    max_repair_requests_in: int = 16
+    #: repair_request entries accepted from one sender per ``tick_ms`` x 20 window
+    repair_requests_per_window: int = 64
+    #: a peer's bloom filter older than this is forgotten
+    peer_bloom_stale_ms: int = 60_000
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SdsOptions:
@@ -191,6 +211,7 @@ class SdsCore:
         restores them)."""
         self.me = me
         self.peers = sorted(set(peers) - {me})
+        self._peer_set = frozenset(self.peers)
         self.opt = options or SdsOptions()
         self.bugs = frozenset(bugs)
         unknown = self.bugs - set(BUGS)
@@ -212,6 +233,9 @@ class SdsCore:
         self.repair_out: dict[str, tuple[int, HistoryEntry]] = {}
         self.repair_in: dict[str, tuple[int, HistoryEntry]] = {}
         self.c = Counters()
+        self.refusals = Refusals()
+        self.repair_since: dict[str, int] = {}  # repair_out id -> when first wanted
+        self._repair_budget: dict[str, tuple[int, int]] = {}  # requester -> (window, used)
         self._broadcast_since_sync = False
         self._next_sync_ms: int | None = None
         groups = self.opt.num_response_groups
@@ -231,13 +255,28 @@ class SdsCore:
 
     def on_message(self, peer: str | None, msg: bytes, now: float) -> list[Effect]:
         """A datagram from ``peer`` (the sender id inside it is what counts)."""
-        return self.receive(msg, _ms(now))
+        fx: list[Effect] = []
+        return self._guarded("message", fx, lambda: self.receive(msg, _ms(now), fx=fx,
+                                                              wall_ms=self._wall_ms(now)))
 
     def on_timer(self, name: str, now: float) -> list[Effect]:
         if name != TICK:
             return []
-        return [*self.tick(_ms(now), self._wall_ms(now)),
-                SetTimer(TICK, now + self.opt.tick_ms / 1000)]
+        fx: list[Effect] = []
+        out = self._guarded("tick", fx, lambda: self.tick(_ms(now), self._wall_ms(now), fx))
+        return [*out, SetTimer(TICK, now + self.opt.tick_ms / 1000)]
+
+    def _guarded(self, where: str, fx: list[Effect], step: Callable[[], list[Effect]]
+                 ) -> list[Effect]:
+        """Run one input's step; if it raises, the effects it already produced (deliveries,
+        made durable and journaled) are still returned, with a ``core-error`` event: a state
+        change the core made is never left without its evidence."""
+        try:
+            return step()
+        except Exception as e:  # noqa: BLE001 - any bug: keep what was done, report, go on
+            fx.append(Emit("core-error", {"where": where,
+                                          "error": f"{type(e).__name__}: {e}"[:200]}))
+            return fx
 
     def on_command(self, cmd: SdsCommand, token: Any, now: float) -> list[Effect]:
         """Reply ``{"ok": true, "id", "lamport"}`` for a send (after its log entry is
@@ -345,7 +384,7 @@ class SdsCore:
         """``data`` to every peer, or only to ``to`` (a re-armed message goes to the peers
         known to lack it). ``reason``: send | resend | sync | repair | ephemeral."""
         self.c.broadcasts += 1
-        if reason != "repair":
+        if reason == "send":  # only a new content message stands in for a sync
             self._broadcast_since_sync = True
         if to is None:
             return [Send(EVERYONE, data)]
@@ -360,36 +399,76 @@ class SdsCore:
 
     # ---- receiving ----------------------------------------------------------------------
 
-    def receive(self, data: bytes, now_ms: int) -> list[Effect]:
+    def receive(self, data: bytes, now_ms: int, fx: list[Effect] | None = None,
+                wall_ms: int | None = None) -> list[Effect]:
         """One datagram from the network; malformed bytes are counted and dropped."""
+        fx = [] if fx is None else fx
         try:
             msg = decode(data)
         except WireError as e:
             self.c.wire_errors += 1
-            return [Emit("wire-error", {"error": str(e)[:200]})] if self.c.wire_errors <= 20 else []
-        return self.receive_message(msg, now_ms)
+            if self.c.wire_errors <= 20:
+                fx.append(Emit("wire-error", {"error": str(e)[:200]}))
+            return fx
+        return self.receive_message(msg, now_ms, fx, wall_ms)
 
-    def receive_message(self, msg: Message, now_ms: int) -> list[Effect]:
+    def _refuse(self, reason: str, now_ms: int, fx: list[Effect], **detail: Any) -> list[Effect]:
+        """Count a refusal; journal it (rate-limited per reason, nodes/common/refusals.py)."""
+        fields = self.refusals.note(reason, now_ms / 1000, **detail)
+        if fields is not None:
+            fx.append(Emit("refused", fields))
+        return fx
+
+    def _check_limits(self, msg: Message, now_ms: int, wall_ms: int | None) -> str | None:
+        """Why ``msg`` is refused outright (docs/sds.md "Limits"), or None."""
+        o = self.opt
+        if len(msg.sender_id) > o.max_sender_len:
+            return "sender-id-too-long"
+        if len(msg.message_id) > o.max_id_len:
+            return "id-too-long"
+        if len(msg.causal_history) > o.max_history:
+            return "history-too-long"
+        if any(len(e.message_id) > o.max_id_len or len(e.sender_id or "") > o.max_sender_len
+               for e in (*msg.causal_history, *msg.repair_request)):
+            return "history-entry-too-long"
+        if msg.lamport_timestamp is not None:
+            wall = self._wall_ms(now_ms / 1000) if wall_ms is None else wall_ms
+            if msg.lamport_timestamp > max(wall, self.lamport) + o.max_clock_skew_ms:
+                return "lamport-ahead"
+        return None
+
+    def receive_message(self, msg: Message, now_ms: int, fx: list[Effect] | None = None,
+                        wall_ms: int | None = None) -> list[Effect]:
+        fx = [] if fx is None else fx
         if msg.channel_id != self.opt.channel_id or msg.sender_id == self.me:
-            return []
+            return fx
+        why = self._check_limits(msg, now_ms, wall_ms)
+        if why is not None:
+            return self._refuse(why, now_ms, fx, sender=msg.sender_id, id=msg.message_id,
+                                lamport=msg.lamport_timestamp)
         self.c.received += 1
         kind = msg.kind
         if kind is Kind.EPHEMERAL:
             self.c.ephemeral_received += 1
-            return [Emit("ephemeral", {"sender": msg.sender_id, "payload": payload_text(msg)})]
-        fx: list[Effect] = []
+            fx.append(Emit("ephemeral", {"sender": msg.sender_id, "payload": payload_text(msg)}))
+            return fx
         mid = msg.message_id
         if kind is Kind.CONTENT:  # SDS-R: this id needs no repair, and nobody else to repair it
             self.repair_out.pop(mid, None)
             self.repair_in.pop(mid, None)
         self._review_acks(msg, now_ms, fx)
         if self.opt.repair:
-            self._on_repair_requests(msg, now_ms)
+            self._on_repair_requests(msg, now_ms, fx)
         if kind is Kind.SYNC:
             self.c.syncs_received += 1
             self._want_repairs(msg.causal_history, now_ms)
             return fx
-        if mid in self.log or mid in self.incoming:
+        if mid in self.incoming and not self._missing(msg):
+            # a deliverable copy replaces the held one (its Lamport time or history may differ,
+            # e.g. another implementation's retry): a held copy must never wedge the id
+            self._unhold(mid)
+            fx.append(Emit("replaced-held", {"id": mid, "lamport": msg.lamport_timestamp}))
+        elif mid in self.log or mid in self.incoming:
             self.c.duplicates += 1
             return fx
         self._bloom_add(mid)  # spec: a received content message's id goes into our filter
@@ -410,6 +489,45 @@ class SdsCore:
         for d in missing:
             self.waiting.setdefault(d, set()).add(msg.message_id)
 
+    def _unhold(self, mid: str) -> Buffered | None:
+        """Forget a held message: its buffer, index and repair entries."""
+        b = self.incoming.pop(mid, None)
+        if b is not None:
+            for d in b.msg.deps:
+                w = self.waiting.get(d)
+                if w is not None:
+                    w.discard(mid)
+                    if not w:
+                        del self.waiting[d]
+        return b
+
+    def _expire(self, now_ms: int, fx: list[Effect]) -> None:
+        """Held messages and repair requests older than ``lost_after_ms`` are dropped and
+        journaled ``lost`` (the spec's "irretrievably lost"). A dropped held id leaves our
+        bloom filter, so its sender sees we lack it and a later copy is taken afresh."""
+        limit = self.opt.lost_after_ms or 10 * self.opt.t_max_ms
+        dropped = []
+        for mid, b in list(self.incoming.items()):
+            if now_ms - b.since_ms > limit:
+                self._unhold(mid)
+                dropped.append(mid)
+                fx.append(Emit("lost", {"id": mid, "sender": b.msg.sender_id,
+                                        "lamport": b.msg.lamport_timestamp, "where": "incoming",
+                                        "missing": self._missing(b.msg)}))
+        for mid, since in list(self.repair_since.items()):
+            if mid not in self.repair_out:
+                del self.repair_since[mid]
+            elif now_ms - since > limit:
+                _, e = self.repair_out.pop(mid)
+                del self.repair_since[mid]
+                fx.append(Emit("lost", {"id": mid, "sender": e.sender_id, "where": "repair"}))
+        for mid, (t, _) in list(self.repair_in.items()):
+            if t - now_ms > limit or now_ms - t > limit:
+                del self.repair_in[mid]
+        if dropped:
+            keep = [k[1] for k in self.log_keys[-max(1, self.bloom.count):]]
+            self.bloom = self.bloom.rebuilt([*keep, *self.incoming])
+
     def _missing(self, msg: Message) -> list[str]:
         return [d for d in msg.deps if d not in self.log]
 
@@ -422,9 +540,27 @@ class SdsCore:
             if mid in self.log or mid in self.incoming or mid in self.repair_out:
                 continue
             self.repair_out[mid] = (self._t_req(now_ms, mid), e)
+            self.repair_since.setdefault(mid, now_ms)
 
-    def _on_repair_requests(self, msg: Message, now_ms: int) -> None:
-        for e in msg.repair_request:
+    def _on_repair_requests(self, msg: Message, now_ms: int, fx: list[Effect]) -> None:
+        """Incoming requests, at most ``max_repair_requests_in`` a message and
+        ``repair_requests_per_window`` a requester per window; the rest are refused."""
+        reqs = msg.repair_request
+        if not reqs:
+            return
+        window = now_ms // (self.opt.tick_ms * 20)
+        start, used = self._repair_budget.get(msg.sender_id, (window, 0))
+        if start != window:
+            used = 0
+        room = min(self.opt.max_repair_requests_in, self.opt.repair_requests_per_window - used)
+        if len(reqs) > room:
+            self._refuse("repair-requests-over-limit", now_ms, fx, sender=msg.sender_id,
+                         entries=len(reqs), accepted=max(0, room))
+            reqs = reqs[: max(0, room)]
+        if len(self._repair_budget) > 4 * (len(self.peers) + 1):
+            self._repair_budget.clear()  # unknown senders cannot grow this map
+        self._repair_budget[msg.sender_id] = (window, used + len(reqs))
+        for e in reqs:
             mid = e.message_id
             self.c.repair_requests_received += 1
             self.repair_out.pop(mid, None)  # someone asked already: we need not ask too
@@ -449,7 +585,10 @@ class SdsCore:
                 self._acked(mid, "causal", peer, fx)
         bloom = msg.bloom_filter
         if bloom and len(bloom) == self._bloom_size:  # absent, or not our filter's shape
-            self.peer_blooms[peer] = PeerBloom(bloom, now_ms)
+            if peer in self._peer_set:  # only configured peers' filters count as acks
+                self.peer_blooms[peer] = PeerBloom(bloom, now_ms)
+            else:
+                self._refuse("bloom-from-unknown-sender", now_ms, fx, sender=peer)
 
     def _review_blooms(self, now_ms: int, fx: list[Effect]) -> None:
         """Review ACK status against each peer's newest bloom filter; then re-arm own
@@ -550,10 +689,14 @@ class SdsCore:
 
     # ---- timers -------------------------------------------------------------------------
 
-    def tick(self, now_ms: int, wall_ms: int) -> list[Effect]:
-        """Periodic work: incoming sweep, re-arm, outgoing resends, repairs, sync."""
-        fx: list[Effect] = []
+    def tick(self, now_ms: int, wall_ms: int, fx: list[Effect] | None = None) -> list[Effect]:
+        """Periodic work: incoming sweep, expiry, re-arm, outgoing resends, repairs, sync."""
+        fx = [] if fx is None else fx
         self._drain_incoming(fx)
+        self._expire(now_ms, fx)
+        for peer, pb in list(self.peer_blooms.items()):
+            if now_ms - pb.received_ms > self.opt.peer_bloom_stale_ms:
+                del self.peer_blooms[peer]
         for b in self.incoming.values():
             self._want_repairs(b.msg.causal_history, now_ms)
         self._review_blooms(now_ms, fx)
@@ -580,6 +723,10 @@ class SdsCore:
             if "resend-new-lamport" in self.bugs:  # the bug: same id, fresh Lamport time
                 msg, _ = self._stamp(mid, o.msg.content, now_ms, wall_ms)
                 o.msg, o.data = msg, encode(msg)
+            else:  # same id, Lamport time and history; the current filter and due requests
+                o.msg = replace(o.msg, bloom_filter=self.bloom.to_bytes(),
+                                repair_request=self._repair_requests(now_ms))
+                o.data = encode(o.msg)
             o.last_sent_ms = now_ms
             o.resends += 1
             track = self.own.get(mid)
@@ -670,6 +817,7 @@ class SdsCore:
                 "response_groups": self.groups,
             },
             "counters": dict(vars(self.c)),
+            "refused": self.refusals.snapshot(),
         }
 
 

@@ -119,7 +119,11 @@ def test_unacknowledged_messages_are_resent_after_the_period() -> None:
     m, _ = c.send(b"x", 0, EPOCH_MS)
     assert not datagrams(c.tick(100, EPOCH_MS), Kind.CONTENT)
     again = datagrams(c.tick(600, EPOCH_MS), Kind.CONTENT)
-    assert again == [m]  # same bytes: same id, same Lamport time
+    assert len(again) == 1  # same id, Lamport time and history; the current filter
+    r = again[0]
+    assert (r.message_id, r.lamport_timestamp, r.causal_history, r.content) == (
+        m.message_id, m.lamport_timestamp, m.causal_history, m.content)
+    assert r.bloom_filter == c.bloom.to_bytes() != m.bloom_filter
 
 
 def test_sync_and_ephemeral_messages_are_never_logged() -> None:
