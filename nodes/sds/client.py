@@ -3,7 +3,8 @@
 ``send("c3:17:9f2a")`` asks the node to broadcast that payload and returns
 ``{"id": message id, "lamport": t}`` once the node has it in its durable log; ``ephemeral``
 broadcasts without keeping it. Requests are retried every ``retry_s`` until the node answers
-(it dedups by content hash): bound the wait with a timeout of your own. A node's explicit
+(it answers a retry of the same request id from the same address with the first
+answer; a retry after a node restart may make a second entry): bound the wait with a timeout of your own. A node's explicit
 refusal raises :class:`SdsRefused`.
 """
 

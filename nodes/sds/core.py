@@ -13,7 +13,8 @@ count time in integer milliseconds, as the spec's parameters do.
 
 Decisions where the spec is open (docs/sds.md has the full list):
 
-* message id: SHA-256 hex of the content (the harness's payloads are unique); sync ids are
+* message id: SHA-256 hex of sender, Lamport time and content (``message_id``), checked on
+  receipt when ``verify_ids`` (a mismatch is refused: nobody can squat an id); sync ids are
   SHA-256 of ``"sync:<sender>:<lamport>"`` (they may repeat; they are never stored);
 * acknowledgement: in a received causal history -> acknowledged; in a received bloom filter ->
   possibly acknowledged; in the blooms of ``possible_acks_threshold`` distinct participants ->
@@ -61,8 +62,16 @@ BUGS: tuple[str, ...] = ("deliver-without-deps", "order-by-arrival", "no-resend"
 
 
 def content_id(content: bytes) -> str:
-    """A content message's id: SHA-256 hex of its content (spec: "likely a message hash")."""
+    """SHA-256 hex of ``content`` alone (ephemeral ids: ``eph:`` + this)."""
     return hashlib.sha256(content).hexdigest()
+
+
+def message_id(sender: str, lamport: int, content: bytes) -> str:
+    """A content message's id: SHA-256 hex of ``sender NUL lamport NUL content``. A sender's
+    Lamport times strictly increase (restored from the log on restart), so the id is unique
+    per sender and send (the spec's "globally unique"), the same text sent twice or by two
+    senders gets two ids, and a receiver can check that an id belongs to its content."""
+    return hashlib.sha256(b"%s\0%d\0%s" % (sender.encode(), lamport, content)).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -100,6 +109,9 @@ class SdsOptions:
     repair_requests_per_window: int = 64
     #: a peer's bloom filter older than this is forgotten
     peer_bloom_stale_ms: int = 60_000
+    #: refuse a content message whose id is not ``message_id(sender, lamport, content)``
+    #: (turn off for peers that use another id scheme)
+    verify_ids: bool = True
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SdsOptions:
@@ -124,10 +136,17 @@ LOG, HELD = "log", "held"
 
 @dataclass(frozen=True)
 class SdsCommand:
-    """A client's request: ``op`` "send" (a content message) or "ephemeral"."""
+    """A client's request: ``op`` "send" (a content message) or "ephemeral". ``key``: the
+    client's request id (with its address); a retried send with the same key gets the first
+    answer instead of a second entry (ids are unique per send, so the node cannot dedup by
+    content)."""
 
     op: str
     payload: bytes
+    key: str | None = None
+
+#: how many answered client send keys are remembered for retries
+RECENT_SENDS = 4096
 
 
 def payload_text(m: Message) -> str:
@@ -236,6 +255,7 @@ class SdsCore:
         self.refusals = Refusals()
         self.repair_since: dict[str, int] = {}  # repair_out id -> when first wanted
         self._repair_budget: dict[str, tuple[int, int]] = {}  # requester -> (window, used)
+        self._recent_sends: dict[str, Message] = {}  # client key -> the entry it made
         self._broadcast_since_sync = False
         self._next_sync_ms: int | None = None
         groups = self.opt.num_response_groups
@@ -283,7 +303,14 @@ class SdsCore:
         durable), ``{"ok": true}`` for an ephemeral, ``{"ok": false, "error"}`` otherwise."""
         try:
             if cmd.op == "send":
-                m, fx = self.send(cmd.payload, _ms(now), self._wall_ms(now))
+                m = self._recent_sends.get(cmd.key) if cmd.key is not None else None
+                fx = []
+                if m is None:
+                    m, fx = self.send(cmd.payload, _ms(now), self._wall_ms(now))
+                    if cmd.key is not None:
+                        self._recent_sends[cmd.key] = m
+                        if len(self._recent_sends) > RECENT_SENDS:
+                            del self._recent_sends[next(iter(self._recent_sends))]
                 return [*fx, Reply(token, {"ok": True, "id": m.message_id,
                                            "lamport": m.lamport_timestamp})]
             if cmd.op == "ephemeral":
@@ -343,9 +370,12 @@ class SdsCore:
     def _t_req(self, now_ms: int, mid: str) -> int:
         return repair.t_req(now_ms, self.me, mid, self.opt.t_min_ms, self.opt.t_max_ms)
 
-    def _stamp(self, mid: str, content: bytes | None, now_ms: int, wall_ms: int
+    def _stamp(self, mid: str | None, content: bytes | None, now_ms: int, wall_ms: int
                ) -> tuple[Message, list[Effect]]:
+        """``mid`` None: the content message id of this send (``message_id``)."""
         lamport = self._tick_lamport(wall_ms)
+        if mid is None:
+            mid = message_id(self.me, lamport, content or b"")
         reqs = self._repair_requests(now_ms)
         msg = Message(sender_id=self.me, message_id=mid, channel_id=self.opt.channel_id,
                       lamport_timestamp=lamport, causal_history=self._history(),
@@ -357,13 +387,11 @@ class SdsCore:
         return msg, fx
 
     def send(self, content: bytes, now_ms: int, wall_ms: int) -> tuple[Message, list[Effect]]:
-        """Broadcast a content message; idempotent for content already in the log."""
+        """Broadcast a content message: a new entry each time, even for the same text."""
         if not content:
             raise ValueError("a content message needs non-empty content (empty is a sync)")
-        mid = content_id(content)
-        if mid in self.log:
-            return self.log[mid], []
-        msg, fx = self._stamp(mid, content, now_ms, wall_ms)
+        msg, fx = self._stamp(None, content, now_ms, wall_ms)
+        mid = msg.message_id
         data = encode(msg)
         self._insert(msg.stripped())
         self._bloom_add(mid)
@@ -431,6 +459,9 @@ class SdsCore:
         if any(len(e.message_id) > o.max_id_len or len(e.sender_id or "") > o.max_sender_len
                for e in (*msg.causal_history, *msg.repair_request)):
             return "history-entry-too-long"
+        if (o.verify_ids and msg.kind is Kind.CONTENT and msg.message_id
+                != message_id(msg.sender_id, msg.lamport_timestamp or 0, msg.content or b"")):
+            return "id-mismatch"
         if msg.lamport_timestamp is not None:
             wall = self._wall_ms(now_ms / 1000) if wall_ms is None else wall_ms
             if msg.lamport_timestamp > max(wall, self.lamport) + o.max_clock_skew_ms:
@@ -826,4 +857,4 @@ def _ms(now: float) -> int:
 
 
 __all__ = ["BUGS", "HELD", "LOG", "TICK", "AckState", "Effect", "SdsCommand", "SdsCore",
-           "SdsOptions", "content_id", "payload_text"]
+           "SdsOptions", "content_id", "message_id", "payload_text"]

@@ -163,7 +163,8 @@ class SdsNode(JournalingHost):
         try:
             body = json.loads(data)
             req = body.get("req")
-            cmd = SdsCommand(str(body["op"]), str(body["payload"]).encode())
+            cmd = SdsCommand(str(body["op"]), str(body["payload"]).encode(),
+                             None if req is None else f"{addr[0]}:{addr[1]}:{req}")
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             self.reply((req, addr), {"ok": False, "error": f"{type(e).__name__}: {e}"})
             return

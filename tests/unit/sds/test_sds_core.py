@@ -9,7 +9,15 @@ import pytest
 
 from harness.sim.sds import EPOCH_MS, SdsSim
 from nodes.common.effects import EVERYONE, Emit, Persist, Reply, Send, SetTimer
-from nodes.sds.core import HELD, LOG, AckState, SdsCommand, SdsCore, SdsOptions, content_id
+from nodes.sds.core import (
+    HELD,
+    LOG,
+    AckState,
+    SdsCommand,
+    SdsCore,
+    SdsOptions,
+    message_id,
+)
 from nodes.sds.wire import HistoryEntry, Kind, Message, decode, encode
 
 FAST = SdsOptions(resend_unacked_ms=500, resend_possibly_ms=1500, sync_interval_ms=500,
@@ -22,7 +30,7 @@ def core(me: str = "a", peers: tuple[str, ...] = ("a", "b", "c"), **kw) -> SdsCo
 
 
 def msg(sender: str, content: str, lamport: int, deps: tuple[str, ...] = ()) -> Message:
-    return Message(sender, content_id(content.encode()), "0", lamport,
+    return Message(sender, message_id(sender, lamport, content.encode()), "0", lamport,
                    tuple(HistoryEntry(d) for d in deps), None, (), content.encode())
 
 
@@ -51,17 +59,19 @@ def test_lamport_is_max_of_now_and_previous_plus_one() -> None:
 
 def test_send_carries_history_bloom_and_is_idempotent() -> None:
     c = core()
-    c.send(b"1", 0, EPOCH_MS)
-    c.send(b"2", 0, EPOCH_MS)
+    m1, _ = c.send(b"1", 0, EPOCH_MS)
+    m2, _ = c.send(b"2", 0, EPOCH_MS)
     m, fx = c.send(b"3", 0, EPOCH_MS)
-    assert m.deps == [content_id(b"1"), content_id(b"2")]
+    assert m.deps == [m1.message_id, m2.message_id]
+    assert m.message_id == message_id("a", m.lamport_timestamp, b"3")
     assert all(h.sender_id == "a" for h in m.causal_history)  # SDS-R sender ids
     assert m.bloom_filter and len(m.bloom_filter) == 18_752
     assert [type(e) for e in fx] == [Persist, Emit, Send]  # durable, journaled, then sent
     assert fx[0].what == LOG and decode(fx[0].record) == m.stripped()
     assert fx[2].to == EVERYONE and decode(fx[2].msg) == m
-    again, fx2 = c.send(b"3", 0, EPOCH_MS)
-    assert again.message_id == m.message_id and fx2 == []
+    again, fx2 = c.send(b"3", 0, EPOCH_MS)  # the same text again: a second entry
+    assert again.message_id != m.message_id and fx2
+    assert [x.content for x in c.ordered_log()] == [b"1", b"2", b"3", b"3"]
     assert c.ack_state(m.message_id) is AckState.UNACKNOWLEDGED
 
 
@@ -198,14 +208,15 @@ def test_responder_schedules_and_cancels_when_someone_else_answers() -> None:
 
 def test_restart_restores_log_bloom_and_lamport() -> None:
     c = core()
-    c.send(b"mine", 0, EPOCH_MS + 100)
-    c.receive_message(msg("b", "theirs", EPOCH_MS + 200), 0)
+    mine, _ = c.send(b"mine", 0, EPOCH_MS + 100)
+    theirs = msg("b", "theirs", EPOCH_MS + 200)
+    c.receive_message(theirs, 0)
     saved = [encode(m) for m in c.ordered_log()]
     r = core()
     r.restore([decode(x) for x in saved], EPOCH_MS)
     assert [m.message_id for m in r.ordered_log()] == [m.message_id for m in c.ordered_log()]
-    assert content_id(b"theirs") in r.bloom and r.lamport == EPOCH_MS + 200
-    assert content_id(b"mine") in r.own
+    assert theirs.message_id in r.bloom and r.lamport == EPOCH_MS + 200
+    assert mine.message_id in r.own
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -294,15 +305,18 @@ def test_restart_restores_the_incoming_buffer() -> None:
 
 def test_the_interface_restores_at_start_ticks_on_its_timer_and_answers_commands() -> None:
     first = core()
-    first.send(b"kept", 0, EPOCH_MS)
+    kept, _ = first.send(b"kept", 0, EPOCH_MS)
     r = SdsCore("a", ("a", "b", "c"), FAST, rng=random.Random(1), wall_ms=EPOCH_MS,
                 wall=lambda now: EPOCH_MS / 1000 + 60 + now,
                 durable=(first.ordered_log(), ()))
     assert r.start(2.0) == [SetTimer("tick", 2.05)]
-    assert content_id(b"kept") in r.log and r.lamport >= EPOCH_MS + 60_000  # wall(now) feeds it
+    assert kept.message_id in r.log and r.lamport >= EPOCH_MS + 60_000  # wall(now) feeds it
     fx = r.on_command(SdsCommand("send", b"new"), "t1", 2.1)
     assert isinstance(fx[-1], Reply) and fx[-1].value["ok"] is True
-    assert fx[-1].value["id"] == content_id(b"new")
+    assert fx[-1].value["id"] == message_id("a", fx[-1].value["lamport"], b"new")
+    retry = [SdsCommand("send", b"same", key="c:1"), SdsCommand("send", b"same", key="c:1")]
+    answers = [r.on_command(cmd, "t", 2.1)[-1].value for cmd in retry]
+    assert answers[0] == answers[1] and len(r.log) == 3  # a retry is not a second send
     assert r.on_command(SdsCommand("nope", b"x"), "t2", 2.1)[0].value["ok"] is False
     assert r.on_command(SdsCommand("send", b""), "t3", 2.1)[0].value["ok"] is False
     assert r.on_timer("other", 3.0) == []

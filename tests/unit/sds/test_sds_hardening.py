@@ -9,7 +9,7 @@ import random
 
 from harness.sim.sds import EPOCH_MS
 from nodes.common.effects import Emit, Send
-from nodes.sds.core import SdsCore, SdsOptions, content_id
+from nodes.sds.core import SdsCore, SdsOptions, message_id
 from nodes.sds.wire import HistoryEntry, Kind, Message, decode
 
 FAST = SdsOptions.from_dict(dict(resend_unacked_ms=500, resend_possibly_ms=1500,
@@ -24,7 +24,7 @@ def core(me: str = "a", **kw) -> SdsCore:
 
 def msg(sender: str, content: str, lamport: int, deps: tuple[str, ...] = (),
         reqs: tuple[str, ...] = ()) -> Message:
-    return Message(sender, content_id(content.encode()), "0", lamport,
+    return Message(sender, message_id(sender, lamport, content.encode()), "0", lamport,
                    tuple(HistoryEntry(d) for d in deps), None,
                    tuple(HistoryEntry(r) for r in reqs), content.encode())
 
@@ -43,10 +43,10 @@ def test_a_deliverable_copy_replaces_a_held_one() -> None:
     held = msg("b", "x", EPOCH_MS + 5, ("never-comes",))
     c.receive_message(held, 0)
     assert held.message_id in c.incoming and "never-comes" in c.repair_out
-    copy = msg("b", "x", EPOCH_MS + 7)  # e.g. another implementation's retry
+    copy = msg("b", "x", EPOCH_MS + 5)  # same id, a history we can meet (e.g. a retry)
     fx = c.receive_message(copy, 10)
     assert [e["id"] for e in events(fx, "deliver")] == [held.message_id]
-    assert c.log[held.message_id].lamport_timestamp == EPOCH_MS + 7
+    assert c.log[held.message_id].deps == []
     assert not c.incoming and "never-comes" not in c.waiting
 
 
@@ -90,10 +90,24 @@ def test_repair_requests_are_capped_per_message_and_per_requester() -> None:
     c = core()
     for i in range(40):
         c.send(f"m{i}".encode(), 0, EPOCH_MS)
-    ids = [content_id(f"m{i}".encode()) for i in range(40)]
+    ids = [m.message_id for m in c.ordered_log()]
     fx = c.receive_message(msg("b", "ask", EPOCH_MS + 50, reqs=tuple(ids)), 0)
     assert events(fx, "refused")[0]["reason"] == "repair-requests-over-limit"
     assert len(c.repair_in) <= FAST.max_repair_requests_in
+
+
+def test_ids_are_unique_per_send_and_a_squatted_id_is_refused() -> None:
+    a, b = core("a"), core("b")
+    ma, _ = a.send(b"hello", 0, EPOCH_MS)
+    mb, _ = b.send(b"hello", 0, EPOCH_MS)  # same text, same Lamport time, another sender
+    assert ma.message_id != mb.message_id
+    a.receive_message(mb, 0)
+    assert len(a.log) == 2
+    squat = Message("b", message_id("c", EPOCH_MS + 9, b"c's text"), "0", EPOCH_MS + 9, (),
+                    None, (), b"other text")
+    fx = a.receive_message(squat, 0)
+    assert events(fx, "refused")[0]["reason"] == "id-mismatch"
+    assert squat.message_id not in a.log and squat.message_id not in a.bloom
 
 
 def test_bloom_filters_of_unknown_senders_acknowledge_nothing() -> None:
@@ -109,16 +123,18 @@ def test_bloom_filters_of_unknown_senders_acknowledge_nothing() -> None:
 
 def test_an_exception_keeps_the_effects_already_produced() -> None:
     c = core()
-    c.receive_message(msg("b", "late", EPOCH_MS + 5, (content_id(b"dep"),)), 0)
-    c.log[content_id(b"dep")] = msg("b", "dep", EPOCH_MS).stripped()  # arrived out of band
-    c.log_keys.append((EPOCH_MS, content_id(b"dep")))
+    dep = msg("b", "dep", EPOCH_MS)
+    late = msg("b", "late", EPOCH_MS + 5, (dep.message_id,))
+    c.receive_message(late, 0)
+    c.log[dep.message_id] = dep.stripped()  # arrived out of band
+    c.log_keys.append((EPOCH_MS, dep.message_id))
 
     def boom(*_a) -> None:
         raise RuntimeError("bug")
 
     c._review_blooms = boom  # type: ignore[method-assign]
     fx = c.on_timer("tick", 0.1)
-    assert [e["id"] for e in events(fx, "deliver")] == [content_id(b"late")]
+    assert [e["id"] for e in events(fx, "deliver")] == [late.message_id]
     assert events(fx, "core-error")[0]["error"] == "RuntimeError: bug"
 
 
