@@ -100,9 +100,13 @@ def messages(rng: random.Random, targets: Sequence[Target]) -> Iterator[Hostile]
 
 
 def refusals(state: Mapping[str, Any]) -> dict[str, int]:
-    """Refusal counters from an SDS /admin/state: ``counters.wire_errors`` and any counter
-    named ``refused*``/``*_refused`` a newer node adds (core counters and socket ``io``)."""
+    """Refusal counters from an SDS /admin/state: ``counters.wire_errors``, any counter
+    named ``refused*``/``*_refused`` (core counters and socket ``io``), and the per-reason
+    ``refused`` map (nodes/common/refusals.py) as ``refused:<reason>``."""
     out: dict[str, int] = {}
+    for reason, n in (state.get("refused") or {}).items():
+        if isinstance(n, int):
+            out[f"refused:{reason}"] = n
     for group in ("counters", "io"):
         for k, v in (state.get(group) or {}).items():
             if isinstance(v, int) and (k == "wire_errors" or "refused" in k):

@@ -70,3 +70,9 @@ def test_refusals_reads_wire_errors_and_refused_counters() -> None:
     state = {"counters": {"wire_errors": 4, "delivered": 9, "refused_lamport": 2},
              "io": {"send_errors": 1, "datagrams_refused": 3}}
     assert h.refusals(state) == {"datagrams_refused": 3, "refused_lamport": 2, "wire_errors": 4}
+
+
+def test_refusals_reads_the_per_reason_map_of_a_hardened_node() -> None:
+    state = {"counters": {"wire_errors": 1}, "refused": {"id-too-long": 2, "lamport-ahead": 1}}
+    assert h.refusals(state) == {"refused:id-too-long": 2, "refused:lamport-ahead": 1,
+                                 "wire_errors": 1}
