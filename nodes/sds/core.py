@@ -137,8 +137,8 @@ LOG, HELD = "log", "held"
 @dataclass(frozen=True)
 class SdsCommand:
     """A client's request: ``op`` "send" (a content message) or "ephemeral". ``key``: the
-    client's request id (with its address); a retried send with the same key gets the first
-    answer instead of a second entry (ids are unique per send, so the node cannot dedup by
+    client's request id (with its address); a retried send with the same key and payload gets
+    the first answer instead of a second entry (ids are unique per send, so the node cannot dedup by
     content)."""
 
     op: str
@@ -304,6 +304,8 @@ class SdsCore:
         try:
             if cmd.op == "send":
                 m = self._recent_sends.get(cmd.key) if cmd.key is not None else None
+                if m is not None and m.content != cmd.payload:
+                    m = None  # the key was reused (a new client, a relay's address): a new send
                 fx = []
                 if m is None:
                     m, fx = self.send(cmd.payload, _ms(now), self._wall_ms(now))

@@ -317,6 +317,8 @@ def test_the_interface_restores_at_start_ticks_on_its_timer_and_answers_commands
     retry = [SdsCommand("send", b"same", key="c:1"), SdsCommand("send", b"same", key="c:1")]
     answers = [r.on_command(cmd, "t", 2.1)[-1].value for cmd in retry]
     assert answers[0] == answers[1] and len(r.log) == 3  # a retry is not a second send
+    reused = r.on_command(SdsCommand("send", b"other", key="c:1"), "t", 2.1)[-1].value
+    assert reused["id"] != answers[0]["id"] and len(r.log) == 4  # same key, new payload
     assert r.on_command(SdsCommand("nope", b"x"), "t2", 2.1)[0].value["ok"] is False
     assert r.on_command(SdsCommand("send", b""), "t3", 2.1)[0].value["ok"] is False
     assert r.on_timer("other", 3.0) == []
