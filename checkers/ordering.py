@@ -13,7 +13,19 @@ Properties, each a child result:
 * ``no-duplicates``: no node delivered (or logs) one id twice;
 * ``convergence``: every message a node that is live at the end sent is in every final log
   (the run heals and quiesces before the states are taken);
-* ``lamport-unique``: one id never carries two Lamport timestamps, anywhere.
+* ``lamport-unique``: one id never carries two Lamport timestamps, anywhere;
+* ``log-order``: every final log is sorted by (Lamport, id) and holds each dependency before
+  its dependent, the dependencies taken from the origin's ``send`` event (what the sender put
+  on the wire), never from the receiver's report;
+* ``causal-history``: each ``send`` carries dependencies when its sender's log was not empty,
+  all of them already in that log (an empty or invented causal history acknowledges nothing);
+* ``lamport-rules``: a node's every ``send`` has a Lamport time greater than every message it
+  delivered (or sent) before it: delivery updates the clock;
+* ``buffers-drain``: after the heal, every final state's ``incoming_buffer``,
+  ``outgoing_buffer`` and ``repair.outgoing`` are empty (leftovers are named);
+* ``same-set``: every live node ends with the same set of ids; no phantom id (logged but never
+  sent, when its sender's journal was read); a message some node lacks at the end (whoever sent
+  it, crashed senders too) must be journaled ``lost`` by that node, never silently absent.
 
 A property with no violation but missing evidence (a node's state or journal) is
 ``unknown``; so is one that had nothing to judge (each leaf's ``examined`` counts what it read:
@@ -110,6 +122,161 @@ def check_lamports(nodes: dict[str, dict[str, Any]]) -> list[Anomaly]:
                 "id-with-two-lamports",
                 f"message {_short(mid)} carries Lamport timestamps {sorted(by)}",
                 {"id": mid, "seen": {str(k): v for k, v in sorted(by.items())}}))
+    return out
+
+
+def _sent_deps(nodes: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """Each id's dependencies as its sender put them on the wire (its ``send`` event)."""
+    out: dict[str, list[str]] = {}
+    for obs in nodes.values():
+        for ev in _journal(obs, "send"):
+            out.setdefault(ev["id"], list(ev.get("deps") or []))
+    return out
+
+
+def check_log_order(nodes: dict[str, dict[str, Any]], logs: dict[str, list[dict[str, Any]]]
+                    ) -> tuple[list[Anomaly], int]:
+    """Adjacent final-log entries out of (Lamport, id) order, and entries logged before a
+    dependency of theirs (or without it); returns how many dependencies were placed."""
+    deps = _sent_deps(nodes)
+    out = []
+    placed = 0
+    for name, log in sorted(logs.items()):
+        keyed = [e for e in log if isinstance(e.get("lamport"), int)]
+        bad = [(x, y) for x, y in zip(keyed, keyed[1:], strict=False)
+               if (x["lamport"], str(x["id"])) > (y["lamport"], str(y["id"]))]
+        if bad:
+            x, y = bad[0]
+            out.append(Anomaly(
+                "log-not-sorted",
+                f"{name}'s final log has {_short(x['id'])} (lamport {x['lamport']}) before "
+                f"{_short(y['id'])} (lamport {y['lamport']}): not sorted by (Lamport, id) "
+                f"({len(bad)} such adjacent pairs)",
+                {"node": name, "first": x, "second": y, "pairs": len(bad)}))
+        pos = {e["id"]: k for k, e in enumerate(log)}
+        late = []
+        for k, e in enumerate(log):
+            for d in deps.get(e["id"], []):
+                placed += 1
+                if pos.get(d, len(log)) > k:
+                    late.append((e, d))
+        if late:
+            e, d = late[0]
+            out.append(Anomaly(
+                "dependency-after-dependent",
+                f"{name}'s final log holds {_short(e['id'])} (lamport {e.get('lamport')}) but "
+                f"its sender's causal history names {_short(d)}, which is "
+                f"{'later' if d in pos else 'absent'} ({len(late)} such dependencies)",
+                {"node": name, "id": e["id"], "dependency": d, "count": len(late)}))
+    return out, placed
+
+
+def check_causal_history(nodes: dict[str, dict[str, Any]]) -> list[Anomaly]:
+    out = []
+    for name, obs in sorted(nodes.items()):
+        have: set[str] = set()
+        empty, unknown = [], []
+        for ev in _journal(obs, "send", "deliver"):
+            if ev["type"] == "send":
+                deps = list(ev.get("deps") or [])
+                if have and not deps:
+                    empty.append(ev)
+                unknown += [(ev, d) for d in deps if d not in have]
+            have.add(ev["id"])
+        if empty:
+            out.append(Anomaly(
+                "empty-causal-history",
+                f"{name} sent {len(empty)} messages with no causal history although its log "
+                f"was not empty (first {_short(empty[0]['id'])})",
+                {**where(name, empty[0]), "id": empty[0]["id"], "count": len(empty)}))
+        if unknown:
+            ev, d = unknown[0]
+            out.append(Anomaly(
+                "history-not-in-log",
+                f"{name} sent {_short(ev['id'])} naming {_short(d)} in its causal history, an "
+                f"id not in its log ({len(unknown)} such entries)",
+                {**where(name, ev), "id": ev["id"], "dependency": d}))
+    return out
+
+
+def check_lamport_rules(nodes: dict[str, dict[str, Any]]) -> list[Anomaly]:
+    out = []
+    for name, obs in sorted(nodes.items()):
+        top: tuple[int, str] | None = None  # the highest Lamport time logged so far, and its id
+        bad = []
+        for ev in _journal(obs, "send", "deliver"):
+            lam = ev.get("lamport")
+            if not isinstance(lam, int):
+                continue
+            if ev["type"] == "send" and top is not None and lam <= top[0]:
+                bad.append((ev, top))
+            if top is None or lam > top[0]:
+                top = (lam, ev["id"])
+        if bad:
+            ev, (lam, mid) = bad[0]
+            out.append(Anomaly(
+                "lamport-not-updated",
+                f"{name} sent {_short(ev['id'])} at Lamport {ev['lamport']} after logging "
+                f"{_short(mid)} at Lamport {lam}: delivery did not advance its clock "
+                f"({len(bad)} such sends)",
+                {**where(name, ev), "id": ev["id"], "lamport": ev["lamport"],
+                 "earlier": {"id": mid, "lamport": lam}, "count": len(bad)}))
+    return out
+
+
+BUFFERS = (("incoming_buffer",), ("outgoing_buffer",), ("repair", "outgoing"))
+
+
+def check_buffers(nodes: dict[str, dict[str, Any]]) -> tuple[list[Anomaly], int]:
+    """Leftovers in each final state's buffers; returns how many buffers were read."""
+    out = []
+    read = 0
+    for name, obs in sorted(nodes.items()):
+        st = obs.get("state")
+        if not isinstance(st, dict):
+            continue
+        for path in BUFFERS:
+            v: Any = st
+            for k in path:
+                v = v.get(k) if isinstance(v, dict) else None
+            if not isinstance(v, list):
+                continue
+            read += 1
+            if v:
+                ids = [str(x.get("id")) if isinstance(x, dict) else str(x) for x in v]
+                out.append(Anomaly(
+                    "buffer-not-drained",
+                    f"{name}'s {'.'.join(path)} still holds {len(v)} entries after the heal "
+                    f"(first {[_short(i) for i in ids[:3]]})",
+                    {"node": name, "buffer": ".".join(path), "ids": ids[:20], "count": len(v)}))
+    return out, read
+
+
+def check_same_set(nodes: dict[str, dict[str, Any]], logs: dict[str, list[dict[str, Any]]]
+                   ) -> list[Anomaly]:
+    out = []
+    sent: dict[str, Event] = {}
+    for obs in nodes.values():
+        for ev in _journal(obs, "send"):
+            sent.setdefault(ev["id"], ev)
+    journaled = {n for n, obs in nodes.items() if obs.get("events")}
+    held = {n: {e["id"] for e in log} for n, log in logs.items()}
+    for name in sorted(logs):
+        for e in logs[name]:
+            if e["id"] not in sent and e.get("sender") in journaled:
+                out.append(Anomaly(
+                    "phantom-id", f"{name} logs {_short(e['id'])} from {e.get('sender')}, "
+                    f"whose journal never sent it", {"node": name, "entry": e}))
+    everywhere = set().union(*held.values()) if held else set()
+    for name in sorted(logs):
+        lost = {ev.get("id") for ev in _journal(nodes[name], "lost")}
+        silent = sorted(everywhere - held[name] - lost)
+        if silent:
+            out.append(Anomaly(
+                "silently-absent",
+                f"{name} ends without {len(silent)} ids other live nodes hold, none journaled "
+                f"lost (first {[_short(i) for i in silent[:3]]})",
+                {"node": name, "ids": silent[:20], "count": len(silent)}))
     return out
 
 
@@ -246,10 +413,13 @@ def check(test: dict[str, Any], history: list[dict[str, Any]],
     state_gaps = evidence_gaps(observations, state=True)
     both = sorted(set(journal_gaps + state_gaps))
     order, compared = check_common_order(logs)
+    log_order, placed = check_log_order(nodes, logs)
+    buffers, buffers_read = check_buffers(nodes)
     n = {"sends": sum(len(_journal(o, "send")) for o in nodes.values()),
          "deliveries": sum(len(_journal(o, "deliver")) for o in nodes.values()),
          "nodes_with_state": len(logs), "log_entries": sum(len(e) for e in logs.values()),
-         "ok_sends": len(_ok_sends(history)), "entries_compared": compared}
+         "ok_sends": len(_ok_sends(history)), "entries_compared": compared,
+         "dependencies_placed": placed, "buffers_read": buffers_read}
 
     def leaf(name: str, anomalies: list[Anomaly], gaps: list[str], *needs: str,
              seen: tuple[str, ...] = ()) -> Result:
@@ -266,6 +436,14 @@ def check(test: dict[str, Any], history: list[dict[str, Any]],
         leaf("no-duplicates", check_duplicates(nodes), journal_gaps, "deliveries"),
         leaf("convergence", check_convergence(nodes, logs), both, "sends", "nodes_with_state"),
         leaf("lamport-unique", check_lamports(nodes), journal_gaps, "sends", seen=("deliveries",)),
+        leaf("log-order", log_order, both, "log_entries",
+             seen=("nodes_with_state", "dependencies_placed")),
+        leaf("causal-history", check_causal_history(nodes), journal_gaps, "sends",
+             seen=("deliveries",)),
+        leaf("lamport-rules", check_lamport_rules(nodes), journal_gaps, "sends", "deliveries"),
+        leaf("buffers-drain", buffers, state_gaps, "buffers_read", seen=("nodes_with_state",)),
+        leaf("same-set", check_same_set(nodes, logs), both, "nodes_with_state", "log_entries",
+             seen=("sends",)),
     ]
     v = worst(c.valid for c in children)
     bad = [c.checker for c in children if c.valid is False]

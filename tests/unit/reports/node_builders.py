@@ -153,8 +153,9 @@ def sds_run(causal_violation: bool) -> tuple[list[dict[str, Any]], Obs]:
     h = [{"process": 0, "type": "invoke", "f": "send", "value": "p-a", "node": "n1"},
          {"process": 0, "type": "ok", "f": "send", "value": {"v": "p-a", "id": "a", "lamport": 1},
           "node": "n1"}]
-    nodes = {"n1": {"events": n1, "state": {"log": copy.deepcopy(log)}},
-             "n2": {"events": n2, "state": {"log": copy.deepcopy(log)}}}
+    drained = {"incoming_buffer": [], "outgoing_buffer": [], "repair": {"outgoing": []}}
+    nodes = {n: {"events": evs, "state": {"log": copy.deepcopy(log), **copy.deepcopy(drained)}}
+             for n, evs in (("n1", n1), ("n2", n2))}
     return h, nodes
 
 

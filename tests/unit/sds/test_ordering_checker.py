@@ -27,10 +27,11 @@ def good() -> tuple[list[dict[str, Any]], dict[str, Any]]:
           ev(2, "send", "c", 3, "n1", ["a", "b"], t=10.2)]
     n2 = [ev(0, "send", "b", 2, "n2", t=10.05), ev(1, "deliver", "a", 1, "n1", t=10.02),
           ev(2, "deliver", "c", 3, "n1", ["a", "b"], t=10.25)]
+    drained = {"incoming_buffer": [], "outgoing_buffer": [], "repair": {"outgoing": []}}
     obs = {"nodes": {"n1": {"events": n1, "state": {"log": copy.deepcopy(log), "io": {
-        "datagrams_sent": 4}}, "missing": []},
-        "n2": {"events": n2, "state": {"log": copy.deepcopy(log), "io": {"datagrams_sent": 2}},
-               "missing": []}}}
+        "datagrams_sent": 4}, **copy.deepcopy(drained)}, "missing": []},
+        "n2": {"events": n2, "state": {"log": copy.deepcopy(log), "io": {"datagrams_sent": 2},
+                                       **copy.deepcopy(drained)}, "missing": []}}}
     history = [{"index": 0, "process": 0, "type": "invoke", "f": "send", "value": "p-a",
                 "node": "n1"},
                {"index": 1, "process": 0, "type": "ok", "f": "send",

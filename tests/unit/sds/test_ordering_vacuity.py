@@ -19,6 +19,11 @@ def test_a_good_run_counts_what_each_leaf_read(golden: Golden) -> None:
         "no-duplicates": {"deliveries": 3},
         "convergence": {"sends": 3, "nodes_with_state": 2},
         "lamport-unique": {"sends": 3, "deliveries": 3},
+        "log-order": {"log_entries": 6, "nodes_with_state": 2, "dependencies_placed": 4},
+        "causal-history": {"sends": 3, "deliveries": 3},
+        "lamport-rules": {"sends": 3, "deliveries": 3},
+        "buffers-drain": {"buffers_read": 6, "nodes_with_state": 2},
+        "same-set": {"nodes_with_state": 2, "log_entries": 6, "sends": 3},
     }
 
 
