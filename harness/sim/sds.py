@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from harness.sim.driver import Simulation
 from nodes.common.effects import Persist
@@ -65,6 +66,18 @@ class SdsSim(Simulation):
             if e.type in ("send", "deliver"):
                 out[e.node].append(e.fields["id"])
         return out
+
+    def observations(self) -> dict[str, Any]:
+        """The channel as `checkers.ordering` reads a run: each node's journal and its
+        ``/admin/state`` protocol part (None for a node that is down)."""
+        nodes: dict[str, Any] = {}
+        for n in self.ids:
+            evs = [{"seq": k, "t": e.t, "type": e.type, **e.fields}
+                   for k, e in enumerate(e for e in self.events if e.node == n)]
+            core = self.cores.get(n) if self.nodes[n].up else None
+            nodes[n] = {"events": evs, "missing": [],
+                        "state": core.snapshot(int(self.now * 1000)) if core else None}
+        return {"nodes": nodes, "run_dir": "sim"}
 
     def logs(self) -> dict[str, list[str]]:
         return {n: [m.message_id for m in c.ordered_log()] for n, c in self.cores.items()}

@@ -58,7 +58,8 @@ from nodes.sds.wire import (
 
 #: the named bug modes (docs/sds.md); all off by default
 BUGS: tuple[str, ...] = ("deliver-without-deps", "order-by-arrival", "no-resend",
-                         "resend-new-lamport")
+                         "resend-new-lamport", "no-lamport-update", "ties-descending-id",
+                         "empty-history", "acks-ignored", "no-repair", "bloom-ignored")
 
 
 def content_id(content: bytes) -> str:
@@ -350,14 +351,14 @@ class SdsCore:
         return self.lamport
 
     def _history(self) -> tuple[HistoryEntry, ...]:
-        n = self.opt.history_size
+        n = 0 if "empty-history" in self.bugs else self.opt.history_size
         keys = self.log_keys[-n:] if n > 0 else []
         return tuple(HistoryEntry(mid, sender_id=self.log[mid].sender_id) for _, mid in keys)
 
     def _repair_requests(self, now_ms: int) -> tuple[HistoryEntry, ...]:
         """Up to ``max_repair_requests`` due entries, lowest T_req first; each is rescheduled
         (a lost request or response is asked again after a fresh backoff)."""
-        if not self.opt.repair or not self.repair_out:
+        if not self.opt.repair or not self.repair_out or "no-repair" in self.bugs:
             return ()
         due = sorted((t, mid) for mid, (t, _) in self.repair_out.items() if t <= now_ms)
         out = []
@@ -566,7 +567,7 @@ class SdsCore:
 
     def _want_repairs(self, entries: Iterable[HistoryEntry], now_ms: int) -> None:
         """SDS-R: unmet dependencies go to the outgoing repair request buffer."""
-        if not self.opt.repair:
+        if not self.opt.repair or "no-repair" in self.bugs:
             return
         for e in entries:
             mid = e.message_id
@@ -578,7 +579,7 @@ class SdsCore:
     def _on_repair_requests(self, msg: Message, now_ms: int, fx: list[Effect]) -> None:
         """Incoming requests, at most ``max_repair_requests_in`` a message and
         ``repair_requests_per_window`` a requester per window; the rest are refused."""
-        reqs = msg.repair_request
+        reqs = msg.repair_request if "no-repair" not in self.bugs else []
         if not reqs:
             return
         window = now_ms // (self.opt.tick_ms * 20)
@@ -617,6 +618,8 @@ class SdsCore:
             if mid in self.outgoing:
                 self._acked(mid, "causal", peer, fx)
         bloom = msg.bloom_filter
+        if "bloom-ignored" in self.bugs:
+            bloom = None
         if bloom and len(bloom) == self._bloom_size:  # absent, or not our filter's shape
             if peer in self._peer_set:  # only configured peers' filters count as acks
                 self.peer_blooms[peer] = PeerBloom(bloom, now_ms)
@@ -662,6 +665,8 @@ class SdsCore:
                     fx.append(Emit("rearm", {"id": mid, "missing_at": peer}))
 
     def _acked(self, mid: str, how: str, peer: str, fx: list[Effect]) -> None:
+        if "acks-ignored" in self.bugs:  # the bug: the acknowledgement never takes effect
+            return
         self.outgoing.pop(mid)
         if how == "causal":
             self.c.acked_causal += 1
@@ -676,13 +681,15 @@ class SdsCore:
         key = (msg.lamport_timestamp, msg.message_id)
         if "order-by-arrival" in self.bugs:
             self.log_keys.append(key)
+        elif "ties-descending-id" in self.bugs:  # the bug: equal Lamport times, larger id first
+            bisect.insort(self.log_keys, key, key=lambda k: (k[0], [-ord(c) for c in k[1]]))
         else:  # spec: ordered by Lamport timestamp, ties by ascending message id
             bisect.insort(self.log_keys, key)
         self.log[msg.message_id] = msg
 
     def _deliver(self, msg: Message, fx: list[Effect]) -> None:
         assert msg.lamport_timestamp is not None
-        if msg.lamport_timestamp > self.lamport:
+        if msg.lamport_timestamp > self.lamport and "no-lamport-update" not in self.bugs:
             self.lamport = msg.lamport_timestamp
         stripped = msg.stripped()
         self._insert(stripped)
