@@ -114,6 +114,9 @@ def test_bug_resend_new_lamport_is_caught(chaos_run) -> None:
     ("deliver-without-deps", "causal-delivery"),
     ("order-by-arrival", "common-order"),
     ("no-resend", "convergence"),
+    ("empty-history", "causal-history"),
+    ("acks-ignored", "buffers-drain"),
+    ("bloom-ignored", "buffers-drain"),
 ])
 def test_bug_is_caught(chaos_run, bug: str, prop: str) -> None:
     steps = [(0.5, loss(0.3)),
