@@ -25,6 +25,7 @@ from nodes.drip import codec
 from nodes.drip.codec import Item, Update
 from nodes.drip.core import (
     Answer,
+    ClientMembers,
     ClientRead,
     ClientUpdate,
     CoreConfig,
@@ -72,10 +73,11 @@ class DripSim(Simulation):
         self._pending: dict[int, tuple[str, str, codec.Message, int]] = {}
         self._calls = itertools.count()
         self._uids: dict[str, int] = {}
+        self.joiners: set[str] = set()  # added later with a fresh data directory (spec 4.6)
 
         def make(i: str, durable: list[Persist], _boot: int, _rng: random.Random) -> DripCore:
             return DripCore(i, self.peers(i), durable_of(durable), self.cfg, policy,
-                            mesh_members=ids)
+                            mesh_members=ids, join=i in self.joiners)
 
         super().__init__(ids, make, seed=seed, wire=WIRE, latency=latency, jitter=jitter,
                          loss=loss)
@@ -84,6 +86,14 @@ class DripSim(Simulation):
 
     def peers(self, n: str) -> list[str]:
         return sorted({b for a, b in self.edges if a == n} | {a for a, b in self.edges if b == n})
+
+    def join(self, n: str, peers: Iterable[str]) -> None:
+        """Boot a new node ``n`` with a fresh data directory, linked to ``peers`` (whose own
+        peer lists stay as booted until they restart): it syncs before it is active."""
+        self.edges += [(p, n) for p in peers]
+        self.joiners.add(n)
+        self.add_node(n)
+        self.boot(n)
 
     # ---- links
     def cut(self, a: str, b: str) -> None:
@@ -133,6 +143,13 @@ class DripSim(Simulation):
     def update(self, n: str, key: str, value: Any, uid: str, owner: str | None = None) -> int:
         """Initiate an update at ``n`` now; its answer is ``outcome(uid)`` once decided."""
         token = self.command(n, ClientUpdate(Update(uid, key, value, owner)))
+        self._uids[uid] = token
+        return token
+
+    def members(self, n: str, uid: str, add: Iterable[str] = (),
+                remove: Iterable[str] = ()) -> int:
+        """Ask ``n``'s admin API to change the membership; ``outcome(uid)`` once decided."""
+        token = self.command(n, ClientMembers(uid, tuple(add), tuple(remove)))
         self._uids[uid] = token
         return token
 

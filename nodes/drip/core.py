@@ -95,6 +95,10 @@ from nodes.drip.seen import Seen
 
 BUGS = ("commit-partial-vote", "forget-in-progress", "skip-sync", "syncing-votes-no",
         "inactive-takes-part")
+#: the reserved key whose committed value is the membership (a sorted list of node ids) and
+#: whose version is the membership epoch; clients cannot write it (see docs/drip.md)
+MEMBERS_KEY = "drip:members"
+RESERVED = "drip:"
 HEARTBEAT = "heartbeat"
 #: how long past the runtime's own request timeout a heartbeat round waits for stragglers
 ROUND_SLACK_S = 0.5
@@ -151,6 +155,17 @@ class ClientRead:
     """``GET /client/read?key=``: a local, possibly stale read."""
 
     key: str
+
+
+@dataclass(frozen=True)
+class ClientMembers:
+    """Admin ``POST /admin/members``: add and/or decommission members. The change is an
+    update of `MEMBERS_KEY` and goes through the same 2PC; it needs a yes from every member
+    that stays (a removed node need not, and cannot, agree to its own removal)."""
+
+    uid: str
+    add: tuple[str, ...] = ()
+    remove: tuple[str, ...] = ()
 
 
 @dataclass
@@ -224,7 +239,7 @@ class DripCore:
 
     def __init__(self, me: str, peers: list[str], durable: Durable | None = None,
                  cfg: CoreConfig | None = None, policy: Policy = allow_all,
-                 mesh_members: list[str] | None = None) -> None:
+                 mesh_members: list[str] | None = None, join: bool = False) -> None:
         self.me = me
         self.peers = sorted(peers)
         self.d = durable if durable is not None else Durable()
@@ -235,6 +250,9 @@ class DripCore:
         self.state = "active"
         self.peer_up: dict[str, bool] = {p: True for p in self.peers}
         self.members: set[str] = self.d.members | {me} | set(peers) | set(mesh_members or [])
+        #: a fresh data directory that joins a running mesh syncs first (spec 4.6)
+        self.join = join
+        self._agreed_members()
         self.seen = Seen(self.d.counters)
         self.counter = self.d.counter
         self.tallies: dict[str, Tally] = {}  # uid -> votes being gathered (initiator or relay)
@@ -253,14 +271,17 @@ class DripCore:
         """Restore in-progress votes, pick the first state (fresh -> active, else sync), and
         start heartbeats and outbox delivery."""
         fresh = self.fresh
-        self.state = "active" if fresh or "skip-sync" in self.bugs else "sync"
-        out: list[Effect] = [Emit("start", {"fresh": fresh, "state": self.state,
+        syncs = (not fresh or self.join) and "skip-sync" not in self.bugs
+        self.state = "sync" if syncs else "active"
+        out: list[Effect] = [Emit("start", {"fresh": fresh, "join": self.join,
+                                            "state": self.state,
                                             "counter": self.counter,
                                             "members": sorted(self.members),
+                                            "epoch": self.epoch,
                                             "peers": self.peers})]
         if fresh:
             out.append(self._p(Init()))
-        if self.members - self.d.members:
+        if self.epoch == 0 and self.members - self.d.members:
             out.append(self._p(Members(tuple(sorted(self.members - self.d.members)))))
         for key, (uid, initiator) in sorted(self.d.locks.items()):
             if initiator == self.me:  # our own update died with the process: never commits
@@ -325,8 +346,24 @@ class DripCore:
 
     def on_command(self, cmd: Any, token: Any, now: float) -> list[Effect]:
         if isinstance(cmd, ClientUpdate):
+            if cmd.update.key.startswith(RESERVED):
+                return [Reply(token, Answer(400, {
+                    "result": "refused", "error": f"keys starting {RESERVED!r} are reserved; "
+                    "change members with POST /admin/members"}))]
             try:
                 return self._client_update(cmd.update, token, now)
+            except Unavailable as e:
+                return [Reply(token, Answer(503, {"result": "unavailable", "error": str(e)}))]
+        if isinstance(cmd, ClientMembers):
+            new = (self.members - set(cmd.remove)) | set(cmd.add)
+            bad = sorted(n for n in (*cmd.add, *cmd.remove) if not n or not isinstance(n, str))
+            if bad or self.me not in new or set(cmd.add) & set(cmd.remove):
+                return [Reply(token, Answer(400, {
+                    "result": "refused", "error": "give node ids to add and to remove (not "
+                    "both, not this node itself: decommission a node from another member)"}))]
+            try:
+                return self._client_update(Update(cmd.uid, MEMBERS_KEY, sorted(new), self.me),
+                                           token, now)
             except Unavailable as e:
                 return [Reply(token, Answer(503, {"result": "unavailable", "error": str(e)}))]
         if isinstance(cmd, ClientRead):
@@ -423,7 +460,7 @@ class DripCore:
             return [self._done(token, False, {"error": f"update id {up.uid!r} was already used"})]
         if up.owner is None:
             up = Update(up.uid, up.key, up.value, self.me)
-        refusal = self.policy(self.d.kv.get(up.key), up, self.me)
+        refusal = self._policy(up, self.me)
         if refusal:
             return [self._done(token, False, {"error": "not entitled: " + refusal})]
         held = self._lock_uid(up.key)
@@ -440,6 +477,7 @@ class DripCore:
         out += [
             Emit("vote-start", {"uid": up.uid, "key": up.key, "value": up.value,
                                 "counter": counter, "members": sorted(self.members),
+                                "epoch": self.epoch,
                                 "asked": sorted(pending)}),
             Emit("vote", {"uid": up.uid, "key": up.key, "initiator": self.me, "vote": "yes",
                           "from": None, "syncing": False}),
@@ -461,7 +499,56 @@ class DripCore:
         held = self._lock_uid(up.key)
         if held is not None and held != up.uid and "forget-in-progress" not in self.bugs:
             return f"key in progress: {held}"
-        return self.policy(self.d.kv.get(up.key), up, initiator)
+        return self._policy(up, initiator)
+
+    def _policy(self, up: Update, initiator: str) -> str | None:
+        """Entitlement (spec 4.8) for data keys; the membership key is checked for shape:
+        any member may propose a membership, and every staying member must agree to it."""
+        if up.key != MEMBERS_KEY:
+            return self.policy(self.d.kv.get(up.key), up, initiator)
+        v = up.value
+        if not isinstance(v, list) or not v or not all(isinstance(n, str) and n for n in v):
+            return "a membership must be a non-empty list of node ids"
+        return None
+
+    # ---- membership (ours: see docs/drip.md "Membership") ------------------------------------
+    @property
+    def epoch(self) -> int:
+        """The membership epoch: the version of the agreed membership, 0 before any change."""
+        it = self.d.kv.get(MEMBERS_KEY)
+        return 0 if it is None else it.version
+
+    def _agreed_members(self) -> bool:
+        """Take the committed membership, if any; True when it changed ours."""
+        it = self.d.kv.get(MEMBERS_KEY)
+        if it is None or set(it.value) == self.members:
+            return False
+        self.members = set(it.value)
+        return True
+
+    def _members_event(self, via: str, old: set[str] | None = None) -> Emit:
+        f: dict[str, Any] = {"epoch": self.epoch, "members": sorted(self.members), "via": via}
+        if old is not None:
+            f["added"] = sorted(self.members - old)
+            f["removed"] = sorted(old - self.members)
+        return Emit("members", f)
+
+    def _members_after(self, via: str) -> list[Effect]:
+        old = set(self.members)
+        return [self._members_event(via, old)] if self._agreed_members() else []
+
+    def _learn(self, node: str) -> None:
+        """Before any agreed membership (epoch 0), an authenticated peer that speaks to us
+        is a member; afterwards only a membership change adds one."""
+        if self.epoch == 0:
+            self.members.add(node)
+
+    def required(self, up: Update) -> set[str]:
+        """Whose yes ``up`` needs: every member; for a membership change, every member that
+        stays in it."""
+        if up.key == MEMBERS_KEY and isinstance(up.value, list):
+            return self.members & set(up.value)
+        return set(self.members)
 
     def _on_voting(self, hop: str, msg: Voting, now: float) -> list[Effect]:
         if self.state == "inactive" and "inactive-takes-part" not in self.bugs:
@@ -470,7 +557,7 @@ class DripCore:
         if self.seen.before(msg.initiator, msg.counter, msg.reset):
             return [Send(hop, VoteResponse(self.me, True, msg.initiator, msg.counter, up.uid,
                                            duplicate=True))]
-        self.members.add(msg.initiator)
+        self._learn(msg.initiator)
         rows = Counters((self._row(msg.initiator),))
         reason = self._own_vote(up, msg.initiator)
         out: list[Effect] = [Emit("vote", {"uid": up.uid, "key": up.key,
@@ -562,19 +649,22 @@ class DripCore:
         t.decided = True
         self.tallies.pop(t.update.uid, None)
         up = t.update
-        missing = sorted(self.members - t.voters - t.no_voters)
+        required = self.required(up)
+        missing = sorted(required - t.voters - t.no_voters)
         partial_ok = "commit-partial-vote" in self.bugs
         if t.no_voters:
             why = f"voted no: {sorted(t.no_voters)}"
         elif missing and not partial_ok:
             why = ("timeout; " if timeout else "") + f"no vote from {missing}"
         else:
-            return self._commit(t, now, missing)
+            return self._commit(t, now, missing, required)
         out: list[Effect] = [
             self._p(Unlock(up.key, up.uid)),
             Emit("decide", {"uid": up.uid, "key": up.key, "outcome": "abort", "reason": why,
                             "voters": sorted(t.voters), "no_voters": sorted(t.no_voters),
-                            "missing": missing, "elapsed_s": round(now - t.started, 4)}),
+                            "missing": missing, "epoch": self.epoch,
+                            "required": sorted(required),
+                            "elapsed_s": round(now - t.started, 4)}),
             Emit("release", {"uid": up.uid, "key": up.key, "why": "abort"})]
         if self.peers:  # anyone the request reached may hold the key for it: tell them now
             counter, reset = self._next_counter()
@@ -602,7 +692,8 @@ class DripCore:
                                      "why": f"aborted by {msg.initiator}"})]
         return out + [Send(p, msg) for p in self.active_peers(exclude=hop)]
 
-    def _commit(self, t: Tally, now: float, missing: list[str]) -> list[Effect]:
+    def _commit(self, t: Tally, now: float, missing: list[str], required: set[str]
+                ) -> list[Effect]:
         up = t.update
         version = t.version + 1
         counter, reset = self._next_counter()
@@ -610,6 +701,7 @@ class DripCore:
         out: list[Effect] = [Emit("decide", {
             "uid": up.uid, "key": up.key, "outcome": "commit", "version": version,
             "voters": sorted(t.voters), "no_voters": [], "missing": missing,
+            "epoch": self.epoch, "required": sorted(required),
             "elapsed_s": round(now - t.started, 4)})]
         applied = self._apply(msg, None, forward=True, rows=[self._row(self.me)])
         # the answer goes after the commit's records (fsynced first) and before its sends
@@ -632,6 +724,8 @@ class DripCore:
                                "version": msg.version, "initiator": msg.initiator,
                                "via": "update", "from": hop, "changed": bool(changed),
                                "counter": msg.counter, "reset": msg.reset})]
+        if up.key == MEMBERS_KEY:
+            out += self._members_after("update")
         if held:
             out.append(Emit("release", {"uid": up.uid, "key": up.key, "why": "commit"}))
         for p in targets:
@@ -649,7 +743,7 @@ class DripCore:
     def _on_commit(self, hop: str, msg: Commit, now: float) -> list[Effect]:
         if self.state == "inactive" and "inactive-takes-part" not in self.bugs:
             raise Unavailable(f"node {self.me} is inactive")
-        self.members.add(msg.initiator)
+        self._learn(msg.initiator)
         dup = self.seen.before(msg.initiator, msg.counter, msg.reset)
         rows = [] if dup else [self._row(msg.initiator)]
         if msg.update.uid in self.d.applied:
@@ -716,13 +810,15 @@ class DripCore:
         return out
 
     def _on_heartbeat(self, hop: str, hb: Heartbeat, now: float) -> list[Effect]:
-        """A peer's heartbeat: learn members, and sync if we are owed one."""
+        """A peer's heartbeat: sync if we are owed one. The ids in its body are not learned
+        (one bogus id would block every update); before any agreed membership the sender
+        itself, authenticated by TLS, is."""
         out: list[Effect] = []
-        new = set(hb.members) - self.members
-        if new:
-            self.members |= new
-            out += [self._p(Members(tuple(sorted(new)))),
-                    Emit("members", {"added": sorted(new), "from": hop})]
+        if self.epoch == 0 and hop not in self.members:
+            self.members.add(hop)
+            out += [self._p(Members((hop,))),
+                    Emit("members", {"epoch": 0, "members": sorted(self.members),
+                                     "added": [hop], "removed": [], "via": "heartbeat"})]
         self.peer_state[hop] = hb.state
         if hb.sync_owed and self.sync is None and self.state != "inactive" \
                 and "skip-sync" not in self.bugs:
@@ -859,6 +955,8 @@ class DripCore:
         out += [Emit("apply", {"uid": it.uid, "key": it.key, "value": it.value,
                                "version": it.version, "initiator": it.owner, "via": "sync",
                                "from": hop, "changed": True}) for it in learned]
+        if any(it.key == MEMBERS_KEY for it in learned):
+            out += self._members_after("sync")
         s = self.sync
         if changed:
             out += self._learned_by_sync(hop)
@@ -906,7 +1004,7 @@ class DripCore:
             "id": self.me, "state": self.state, "counter": self.counter,
             "peers": {p: {"up": self.peer_up.get(p, False), "reachable": self.reachable.get(p),
                           "state": self.peer_state.get(p)} for p in self.peers},
-            "members": sorted(self.members),
+            "members": sorted(self.members), "epoch": self.epoch,
             "kv": {k: {"value": i.value, "version": i.version, "uid": i.uid, "owner": i.owner}
                    for k, i in sorted(self.d.kv.items())},
             "locks": {k: uid for k, (uid, _) in sorted(self.d.locks.items())},

@@ -1,0 +1,100 @@
+"""Membership with an exit and new nodes that sync (issue 23): a membership change is an
+update of the reserved key, agreed by 2PC among the members that stay; heartbeat bodies
+teach no members; a node joining with a fresh data directory syncs before it is active."""
+
+from __future__ import annotations
+
+from harness.sim.drip import DripSim
+from nodes.drip.codec import Heartbeat
+from nodes.drip.core import MEMBERS_KEY, DripCore, Inbound
+
+FULL4 = [(a, b) for a in ("n1", "n2", "n3", "n4") for b in ("n1", "n2", "n3", "n4") if a < b]
+
+
+def test_a_dead_member_blocks_updates_until_it_is_decommissioned() -> None:
+    sim = DripSim(FULL4)
+    sim.crash("n4")
+    sim.run_for(3)
+    sim.update("n1", "k", 1, "u1")
+    sim.run_for(5)
+    assert sim.outcome("u1") is not None and not sim.committed("u1")  # all-yes: n4 missing
+    sim.members("n2", "m1", remove=["n4"])
+    sim.run_for(5)
+    assert sim.committed("m1"), sim.outcome("m1")
+    for n in ("n1", "n2", "n3"):
+        assert sim.core(n).members == {"n1", "n2", "n3"} and sim.core(n).epoch == 1
+        (ev,) = [e for e in sim.events_of(n, "members") if e["via"] == "update"]
+        assert ev["removed"] == ["n4"] and ev["epoch"] == 1
+        assert sim.stored(n).kv[MEMBERS_KEY].value == ["n1", "n2", "n3"]  # durable
+    sim.update("n3", "k", 2, "u2")
+    sim.run_for(5)
+    assert sim.committed("u2")
+    dec = [e for e in sim.events_of("n3", "decide") if e["uid"] == "u2"][0]
+    assert dec["epoch"] == 1 and dec["required"] == ["n1", "n2", "n3"]
+    assert all(sim.value(n, "k") == 2 for n in ("n1", "n2", "n3"))
+    sim.restart("n1")  # the agreed membership survives a restart
+    sim.run_for(5)
+    assert sim.core("n1").members == {"n1", "n2", "n3"}
+
+
+def test_a_membership_change_needs_every_staying_member() -> None:
+    sim = DripSim(FULL4)
+    sim.crash("n3")
+    sim.run_for(3)
+    sim.members("n1", "m1", remove=["n4"])  # n3 stays but is down: no agreement
+    sim.run_for(5)
+    assert sim.outcome("m1") is not None and not sim.committed("m1")
+    assert all(sim.core(n).epoch == 0 for n in ("n1", "n2", "n4"))
+
+
+def test_clients_cannot_write_the_membership_key() -> None:
+    sim = DripSim(FULL4)
+    sim.update("n1", MEMBERS_KEY, ["n1"], "u1")
+    sim.run_for(1)
+    a = sim.outcome("u1")
+    assert a is not None and a.status == 400
+    assert sim.core("n1").members == {"n1", "n2", "n3", "n4"}
+
+
+def test_a_bogus_id_in_a_heartbeat_changes_nothing() -> None:
+    core = DripCore("n1", ["n2"], mesh_members=["n1", "n2"])
+    core.start(0.0)
+    out = core.on_message(Inbound("n2", 1), Heartbeat("n2", "active", ("n2", "ghost"), False),
+                          0.1)
+    assert core.members == {"n1", "n2"}
+    assert not [e for e in out if getattr(e, "type", None) == "members"]
+
+
+def test_a_bogus_id_in_a_heartbeat_does_not_block_the_mesh() -> None:
+    sim = DripSim(FULL4)
+    sim.run_for(1)
+    sim.core("n2").on_message(Inbound("n3", 1), Heartbeat("n3", "active", ("ghost",), False),
+                              sim.now)
+    sim.update("n2", "k", 1, "u1")
+    sim.run_for(3)
+    assert sim.committed("u1")
+
+
+def test_a_new_node_syncs_every_key_before_it_is_active() -> None:
+    sim = DripSim(FULL4)
+    for i in range(30):
+        sim.update(f"n{1 + i % 4}", f"k{i}", i, f"u{i}")
+        sim.run_for(0.2)
+    assert all(sim.committed(f"u{i}") for i in range(30))
+    sim.members("n1", "m1", add=["n5"])
+    sim.run_for(3)
+    assert sim.committed("m1")
+    sim.join("n5", ["n1", "n2"])
+    sim.run_for(0.0)
+    (start,) = sim.events_of("n5", "start")
+    assert start["state"] == "sync" and start["join"]
+    sim.run_for(5)
+    assert sim.core("n5").state == "active"
+    assert {k: i.value for k, i in sim.core("n5").d.kv.items() if k != MEMBERS_KEY} == \
+        {f"k{i}": i for i in range(30)}
+    assert sim.core("n5").members == {"n1", "n2", "n3", "n4", "n5"}  # learned with the store
+    assert sim.core("n5").epoch == 1
+    states = [e["state"] for e in sim.events_of("n5", "state")]
+    assert states == ["active"]  # sync, then active; never active before the sync ended
+    (done,) = sim.events_of("n5", "sync-done")
+    assert done["source"] in ("n1", "n2")
