@@ -48,6 +48,7 @@ from nodes.drip.auth import AuthError, Signer, Verifier, load_auth
 from nodes.drip.codec import CodecError, Message, Update
 from nodes.drip.core import (
     Answer,
+    ClientMembers,
     ClientRead,
     ClientUpdate,
     CoreConfig,
@@ -81,6 +82,8 @@ class Options:
     sync_timeout_s: float = 5.0
     sync_batch: int = 1000
     entitlement: str = "none"
+    #: a fresh data directory joining a running mesh: sync before going active (docs/drip.md)
+    join: bool = False
 
     @classmethod
     def from_options(cls, o: dict[str, Any]) -> Options:
@@ -135,7 +138,7 @@ class DripNode(JournalingHost):
             CoreConfig(vote_timeout_s=o.vote_timeout_s, lock_ttl_s=o.lock_ttl_s,
                        sync_timeout_s=o.sync_timeout_s, sync_batch=o.sync_batch, bugs=cfg.bugs,
                        heartbeat_s=o.heartbeat_s, peer_timeout_s=o.peer_timeout_s),
-            get_policy(o.entitlement), extra.mesh_members)
+            get_policy(o.entitlement), extra.mesh_members, join=o.join)
         self.loop = CoreLoop(self.core, self, self.clock.monotonic)
         self.refusals = Refusals()
         self.admin = AdminServer(self.me, self._snapshot, self.journal, self.clock, cfg.host,
@@ -155,6 +158,7 @@ class DripNode(JournalingHost):
         peer_app.router.add_route("*", "/{tail:.*}", self.handle_peer)
         client_app = web.Application()
         client_app.router.add_post("/client/update", self.handle_update)
+        client_app.router.add_post("/admin/members", self.handle_members)
         client_app.router.add_get("/client/read", self.handle_read)
         await self._serve(peer_app, self.cfg.ports.peer, self.server_ssl)
         await self._serve(client_app, self.cfg.ports.client, None)
@@ -347,8 +351,24 @@ class DripNode(JournalingHost):
             up = Update.from_json(codec.decode_json(await req.read()))
         except CodecError as e:
             return _err(400, str(e))
+        return await self._decided(ClientUpdate(up))
+
+    async def handle_members(self, req: web.Request) -> web.Response:
+        """POST /admin/members {id, add?: [ids], remove?: [ids]}: a membership change, agreed
+        by 2PC like an update and answered the same way (docs/drip.md "Membership")."""
+        try:
+            body = codec.decode_json(await req.read())
+            uid, add, rm = body["id"], body.get("add") or [], body.get("remove") or []
+            if not isinstance(uid, str) or not isinstance(add, list) or not isinstance(rm, list):
+                raise TypeError("id must be a string, add and remove lists of node ids")
+        except (CodecError, KeyError, TypeError, AttributeError) as e:
+            return _err(400, f'POST /admin/members {{"id", "add": [ids], "remove": [ids]}}: {e}')
+        return await self._decided(ClientMembers(uid, tuple(add), tuple(rm)))
+
+    async def _decided(self, cmd: Any) -> web.Response:
+        """Run a client command that initiates 2PC and wait for its decision."""
         key, fut = self._waiter()
-        self.loop.command(ClientUpdate(up), key)
+        self.loop.command(cmd, key)
         try:
             async with asyncio.timeout(self.opts.vote_timeout_s + 5.0):
                 answer = await fut
