@@ -40,7 +40,7 @@ Stale local reads are information (``stats.stale_reads``), not violations: DRiP 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.observations import evidence_gaps, node_observations, verdict, where
@@ -106,6 +106,9 @@ class Evidence:
     committed: set[str]
     finals: dict[str, dict[str, tuple[int, str, Any]]]  # node -> key -> (version, uid, value)
     version_of: dict[str, tuple[str, int]]  # committed uid -> (key, version)
+    #: agreed memberships (docs/drip.md "Membership"): epoch -> members, from ``members``
+    #: events; epoch 0 (none agreed) is ``members``
+    epochs: dict[int, list[str]] = field(default_factory=dict)
 
     def active(self, node: str) -> bool:
         return self.nodes[node]["state"].get("state") == "active"
@@ -119,6 +122,7 @@ def gather(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
     overlaps: list[tuple[str, str, str, dict[str, Any]]] = []
     sync_skips: list[Anomaly] = []
     journal_rules: list[Anomaly] = []
+    epochs: dict[int, list[str]] = {}
     for name, obs in sorted(nodes.items()):
         journal_rules += _timeline_rules(name, obs.get("events") or [])
         held: dict[str, set[str]] = defaultdict(set)
@@ -129,6 +133,8 @@ def gather(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
                 applied[str(ev.get("uid"))].append((name, ev))
             elif t == "decide":
                 decided[str(ev.get("uid"))] = (name, ev)
+            elif t == "members" and int(ev.get("epoch") or 0) > 0:
+                epochs.setdefault(int(ev["epoch"]), sorted(ev.get("members") or []))
             elif t == "vote":
                 uid, key = str(ev.get("uid")), str(ev.get("key"))
                 votes[uid].setdefault(name, ev)
@@ -164,7 +170,7 @@ def gather(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
     return Evidence(nodes, sorted(nodes), _updates(history),
                     applied, decided, votes, overlaps, sync_skips, journal_rules, committed,
                     {n: _final_kv(o["state"]) for n, o in nodes.items()
-                     if isinstance(o.get("state"), dict)}, version_of)
+                     if isinstance(o.get("state"), dict)}, version_of, epochs)
 
 
 def validity(e: Evidence) -> list[Anomaly]:
@@ -172,6 +178,8 @@ def validity(e: Evidence) -> list[Anomaly]:
     for uid, evs in sorted(e.applied.items()):
         u = e.updates.get(uid)
         node, ev = evs[0]
+        if u is None and ev.get("key") == MEMBERS_KEY:
+            continue  # an admin's membership change, not a client's update
         if u is None:
             out.append(Anomaly("unknown-update",
                                f"{node} applied update {uid} that no client invoked",
@@ -188,6 +196,19 @@ def validity(e: Evidence) -> list[Anomaly]:
     return out
 
 
+#: the reserved key of agreed memberships (nodes/drip/core.py MEMBERS_KEY)
+MEMBERS_KEY = "drip:members"
+
+
+def _required(e: Evidence, uid: str, ev: dict[str, Any]) -> set[str]:
+    """Whose yes a decision needed: the members in force at its epoch (as the nodes journaled
+    that epoch, not as the initiator says); a membership change needs the staying ones."""
+    members = set(e.epochs.get(int(ev.get("epoch") or 0), e.members))
+    if ev.get("key") == MEMBERS_KEY and e.applied.get(uid):
+        members &= set(e.applied[uid][0][1].get("value") or [])
+    return members
+
+
 def vote_rule(e: Evidence) -> list[Anomaly]:
     """Commit only on an all-yes aggregate of every member."""
     out = []
@@ -198,7 +219,7 @@ def vote_rule(e: Evidence) -> list[Anomaly]:
         votes = e.votes.get(uid, {})
         voted_yes = {n for n, v in votes.items() if v.get("vote") == "yes"}
         said_no = sorted(n for n, v in votes.items() if v.get("vote") == "no")
-        absent = sorted(set(e.members) - voted_yes)
+        absent = sorted(_required(e, uid, ev) - voted_yes)
         # The initiator's own record of whose vote it lacked when it decided: a yes that was
         # cast but never reached it does not make the commit legal.
         unheard = sorted(set(ev.get("missing") or []) - set(absent))

@@ -143,6 +143,7 @@ class DripNode(JournalingHost):
         self.refusals = Refusals()
         self.admin = AdminServer(self.me, self._snapshot, self.journal, self.clock, cfg.host,
                                  cfg.ports.admin)
+        self.admin.app.router.add_post("/admin/members", self.handle_members)
         self.answers = Answers()
         self._ids = itertools.count()
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -158,7 +159,6 @@ class DripNode(JournalingHost):
         peer_app.router.add_route("*", "/{tail:.*}", self.handle_peer)
         client_app = web.Application()
         client_app.router.add_post("/client/update", self.handle_update)
-        client_app.router.add_post("/admin/members", self.handle_members)
         client_app.router.add_get("/client/read", self.handle_read)
         await self._serve(peer_app, self.cfg.ports.peer, self.server_ssl)
         await self._serve(client_app, self.cfg.ports.client, None)

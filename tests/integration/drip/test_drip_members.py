@@ -22,7 +22,7 @@ KEYS = 10_000
 
 async def members(m: Mesh, s: aiohttp.ClientSession, nid: str, uid: str,
                   **change: list[str]) -> tuple[int, dict[str, Any]]:
-    async with s.post(m.client(nid) + "/admin/members", json={"id": uid, **change},
+    async with s.post(m.admin(nid) + "/admin/members", json={"id": uid, **change},
                       timeout=aiohttp.ClientTimeout(total=15)) as r:
         return r.status, await r.json()
 

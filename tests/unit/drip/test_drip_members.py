@@ -98,3 +98,46 @@ def test_a_new_node_syncs_every_key_before_it_is_active() -> None:
     assert states == ["active"]  # sync, then active; never active before the sync ended
     (done,) = sim.events_of("n5", "sync-done")
     assert done["source"] in ("n1", "n2")
+
+
+def _decommissioned_run() -> tuple[DripSim, list[dict], dict]:
+    from tests.unit.drip.test_twopc_checker import history_for
+
+    sim = DripSim(FULL4)
+    sim.crash("n4")
+    sim.run_for(3)
+    sim.members("n2", "m1", remove=["n4"])
+    sim.run_for(5)
+    ops = [("n1", "k", 1, "u1"), ("n3", "j", 2, "u2")]
+    for node, key, value, uid in ops:
+        sim.update(node, key, value, uid)
+    sim.run_for(5)
+    assert sim.committed("u1") and sim.committed("u2")
+    return sim, history_for(sim, ops), sim.observations()
+
+
+def test_the_checker_judges_each_decision_against_the_membership_in_force() -> None:
+    from checkers.twopc import check
+
+    _, h, obs = _decommissioned_run()
+    r = check({}, h, obs)
+    assert not [a for a in r.anomalies if a.kind in ("commit-without-all-yes",
+                                                      "unknown-update")], r.explain()
+    # the same commit judged at epoch 0 (n4 still a member) lacks n4's yes
+    for ev in obs["nodes"]["n1"]["events"]:
+        if ev["type"] == "decide" and ev["uid"] == "u1":
+            ev["epoch"] = 0
+    r = check({}, h, obs)
+    bad = [a for a in r.anomalies if a.kind == "commit-without-all-yes"]
+    assert bad and "u1" in bad[0].message and "n4" in bad[0].message
+
+
+def test_the_checker_still_needs_every_staying_member() -> None:
+    from checkers.twopc import check
+
+    _, h, obs = _decommissioned_run()
+    obs["nodes"]["n2"]["events"] = [ev for ev in obs["nodes"]["n2"]["events"]
+                                    if not (ev["type"] == "vote" and ev["uid"] == "u2")]
+    r = check({}, h, obs)
+    bad = [a for a in r.anomalies if a.kind == "commit-without-all-yes"]
+    assert bad and "u2" in bad[0].message and "n2" in bad[0].message
