@@ -194,8 +194,10 @@ class Cluster:
 
     async def nemesis_invoke(self, op: dict[str, Any]) -> dict[str, Any]:
         """Faults go to faults/nemesis.py; membership ops ("join": start a late node, "leave":
-        its protocol's voluntary leave via ``POST /admin/leave``) are the cluster's own."""
-        if op["f"] not in ("join", "leave"):
+        its protocol's voluntary leave via ``POST /admin/leave``, "decommission": another
+        running node removes it via ``POST /admin/members``, as DRiP offers) are the
+        cluster's own."""
+        if op["f"] not in ("join", "leave", "decommission"):
             return await self._faults.invoke(op)
         node = (op.get("value") or {}).get("node")
         done: dict[str, Any] = {**op, "type": "info", "value": {"node": node}}
@@ -204,6 +206,11 @@ class Cluster:
                 raise ClusterError(f"no node {node!r} in this cluster")
             if op["f"] == "join":
                 await self.restart(node)
+            elif op["f"] == "decommission":
+                via = next(n for n in self.nodes if n != node and self.backend.is_running(n))
+                done["value"]["via"] = via
+                await self.admin(via, "POST", "/admin/members",
+                                 {"id": f"decommission-{node}", "remove": [node]}, timeout=15.0)
             else:
                 await self.admin(node, "POST", "/admin/leave", {}, timeout=10.0)
         except Exception as e:

@@ -1005,6 +1005,8 @@ class DripCore:
             "peers": {p: {"up": self.peer_up.get(p, False), "reachable": self.reachable.get(p),
                           "state": self.peer_state.get(p)} for p in self.peers},
             "members": sorted(self.members), "epoch": self.epoch,
+            # decommissioned: the liveness checker expects no progress from it
+            "left": self.me not in self.members,
             "kv": {k: {"value": i.value, "version": i.version, "uid": i.uid, "owner": i.owner}
                    for k, i in sorted(self.d.kv.items())},
             "locks": {k: uid for k, (uid, _) in sorted(self.d.locks.items())},

@@ -165,3 +165,26 @@ def test_bug_inactive_takes_part_is_caught(chaos_run) -> None:
                       bugs=["inactive-takes-part"], options={"rate": 20},
                       schedule=slow_sends_in_turn(["n2", "n4"], five)),
               expect="2pc", anomaly="inactive-participated", min_ok=MIN_OK_PER_S * 10)
+
+
+def test_correct_member_killed_for_good_then_decommissioned(chaos_run) -> None:
+    """n4 is killed and never restarted: every update aborts (all-yes lacks n4) until another
+    member decommissions it through ``POST /admin/members``; then updates commit again, and
+    the checker judges each decision against the membership of its epoch (issue 23)."""
+    import json
+
+    steps = sch.explicit([(2.0, sch.op("kill", {"node": "n4"})),
+                          (4.0, sch.op("decommission", {"node": "n4"}))])
+    res = chaos_run(spec("drip-decommission", 4, ring, time_limit=14.0, schedule=steps),
+                    min_ok=MIN_OK_PER_S * 4)
+    nodes = res.run_dir.path / "nodes"
+    decides = []
+    for n in ("n1", "n2", "n3"):
+        evs = [json.loads(line) for line in (nodes / n / "events.jsonl").read_text().splitlines()
+               if line.strip()]
+        assert any(e["type"] == "members" and e.get("epoch") == 1 and "n4" in e["removed"]
+                   for e in evs), f"{n} never learned n4's decommission"
+        decides += [e for e in evs if e["type"] == "decide" and e.get("key") != "drip:members"]
+    after = [e for e in decides if e.get("epoch") == 1 and e["outcome"] == "commit"]
+    assert after, "no update committed after n4 was decommissioned"
+    assert all("n4" not in e["required"] for e in after)
