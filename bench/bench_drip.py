@@ -1,7 +1,8 @@
 """DRiP bench: update throughput and commit latency on 5 nodes; sync time for 10,000 keys.
 
 Real node processes over TLS on loopback, peers wired directly (no proxy), figure-1 mesh.
-Run: ``.venv/bin/python bench/bench_drip.py [--seconds 10] [--clients 8] [--keys 10000]``.
+Run: ``.venv/bin/python bench/bench_drip.py [--seconds 10] [--clients 8] [--keys 10000]
+[--jwt-mode public|shared]``.
 """
 
 from __future__ import annotations
@@ -91,15 +92,20 @@ async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--keys", type=int, default=10_000)
+    ap.add_argument("--keys", type=int, default=10_000,
+                    help="keys for the sync bench; 0 skips it")
+    ap.add_argument("--jwt-mode", choices=("public", "shared"), default="public",
+                    help="public: ES256 per-node keys (the default); shared: HS256")
     a = ap.parse_args()
     ids = [f"n{i}" for i in range(1, 6)]
     with tempfile.TemporaryDirectory() as d:
-        m = Mesh(Path(d), 5, figure1(ids))
+        m = Mesh(Path(d), 5, figure1(ids), options={"jwt_mode": a.jwt_mode})
         try:
             await m.start()
-            out = {"throughput": await throughput(m, a.seconds, a.clients),
-                   "sync": await sync_time(m, a.keys)}
+            out: dict[str, object] = {"jwt_mode": a.jwt_mode, "clients": a.clients,
+                                      "throughput": await throughput(m, a.seconds, a.clients)}
+            if a.keys > 0:
+                out["sync"] = await sync_time(m, a.keys)
         finally:
             m.close()
     print(json.dumps(out, indent=1))

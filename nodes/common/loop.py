@@ -82,11 +82,20 @@ class CoreLoop:
     def messages(self, batch: Iterable[tuple[Any, Any]]) -> None:
         """Several messages read at once: their effects are performed together, so the
         ``Persist``s they cause share one fsync."""
+        self.inputs((None, peer, msg) for peer, msg in batch)
+
+    def inputs(self, batch: Iterable[tuple[Any, Any, Any]]) -> None:
+        """Messages ``(None, peer, msg)`` and commands ``(token, cmd, None)`` that arrived
+        together, in order, their effects performed together (one fsync for all)."""
         t = self.now()
         fx: list[Effect] = []
-        for peer, msg in batch:
-            fx.extend(self._call(lambda p=peer: f"message from {p}",
-                                 lambda t, p=peer, m=msg: self.core.on_message(p, m, t), t))
+        for token, a, b in batch:
+            if token is None:
+                fx.extend(self._call(lambda p=a: f"message from {p}",
+                                     lambda t, p=a, m=b: self.core.on_message(p, m, t), t))
+            else:
+                fx.extend(self._call(lambda c=a: f"command {type(c).__name__}",
+                                     lambda t, c=a, k=token: self.core.on_command(c, k, t), t))
         self.perform(fx)
 
     def command(self, cmd: Any, token: Any) -> None:

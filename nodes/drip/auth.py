@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import jwt
+from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
 
 SHARED_ALG = "HS256"
 PUBLIC_ALG = "ES256"
@@ -49,13 +50,17 @@ class Signer:
     key: Any  # bytes secret (shared) or PEM private key bytes (public)
     ttl_s: float = 600.0
 
+    def __post_init__(self) -> None:
+        # parsed once: PyJWT would parse the PEM again for every token it signs
+        self._key: Any = self.key if self.mode == "shared" else load_pem_private_key(self.key, None)
+
     def token(self, now: float, digest: str, **extra: Any) -> str:
         """A token for the one request whose :func:`signed_digest` is ``digest``."""
         iat = int(now)
         claims = {"iss": self.node_id, "iat": iat, "exp": iat + int(self.ttl_s),
                   "jti": secrets.token_hex(12), "req": digest, **extra}
         alg = SHARED_ALG if self.mode == "shared" else PUBLIC_ALG
-        return jwt.encode(claims, self.key, algorithm=alg)
+        return jwt.encode(claims, self._key, algorithm=alg)
 
     def header(self, now: float, digest: str) -> str:
         return "Bearer " + self.token(now, digest)
@@ -74,12 +79,31 @@ class Verifier:
     #: at most this many remembered ids: a peer signing faster than that is refused, not
     #: allowed to grow the table (10 requests/s per peer for a 600 s token is 6,000)
     max_seen: int = 200_000
+    #: tokens whose signature checked out, with their claims: a flooded request's token
+    #: arrives once per path and a relayed vote statement once per hop, and an ES256 check
+    #: costs more CPU than the rest of the request. Only the signature check is skipped;
+    #: iss, times, ``req`` and ``jti`` are checked on every use.
+    verified: dict[str, dict[str, Any]] = field(default_factory=dict)
+    max_verified: int = 4096
+    _keys: dict[str, Any] = field(default_factory=dict)
 
     def verify(self, header: str | None, expected_iss: str, now: float) -> dict[str, Any]:
         """The token's claims, or AuthError naming what is wrong."""
         if not header:
             raise AuthError("missing Authorization header (a JWT signed by the initiating node)")
         token = header[7:] if header[:7].lower() == "bearer " else header
+        claims = self.verified.get(token)
+        if claims is None:
+            claims = self._check_signature(token, expected_iss)
+            if len(self.verified) >= self.max_verified:
+                self.verified.clear()
+            self.verified[token] = claims
+        elif claims.get("iss") != expected_iss:
+            raise AuthError(f"token iss {claims.get('iss')!r} does not match DRiP-Node-ID "
+                            f"{expected_iss!r}")
+        return self._check_claims(dict(claims), now)
+
+    def _check_signature(self, token: str, expected_iss: str) -> dict[str, Any]:
         try:
             unverified = jwt.decode(token, options={"verify_signature": False})
         except jwt.PyJWTError as e:
@@ -91,16 +115,27 @@ class Verifier:
             key: Any = self.shared_key
             alg = SHARED_ALG
         else:
-            key = self.public_keys.get(expected_iss)
+            key = self._public_key(expected_iss)
             alg = PUBLIC_ALG
-            if key is None:
-                raise AuthError(f"no public key known for issuer {expected_iss!r}")
         try:
-            claims = jwt.decode(token, key, algorithms=[alg], leeway=self.leeway_s,
-                                options={"require": ["iss", "iat", "exp"],
-                                         "verify_iat": False, "verify_exp": False})
+            claims: dict[str, Any] = jwt.decode(
+                token, key, algorithms=[alg], leeway=self.leeway_s,
+                options={"require": ["iss", "iat", "exp"], "verify_iat": False,
+                         "verify_exp": False})
         except jwt.PyJWTError as e:
             raise AuthError(f"token rejected: {type(e).__name__}: {e}") from None
+        return claims
+
+    def _public_key(self, iss: str) -> Any:
+        key = self._keys.get(iss)
+        if key is None:
+            pem = self.public_keys.get(iss)
+            if pem is None:
+                raise AuthError(f"no public key known for issuer {iss!r}")
+            key = self._keys[iss] = load_pem_public_key(pem)
+        return key
+
+    def _check_claims(self, claims: dict[str, Any], now: float) -> dict[str, Any]:
         iat, exp = claims["iat"], claims["exp"]
         if not isinstance(iat, int | float) or not isinstance(exp, int | float):
             raise AuthError("token iat/exp must be numbers")

@@ -146,6 +146,8 @@ class DripNode(JournalingHost):
         self.admin.app.router.add_post("/admin/members", self.handle_members)
         self.answers = Answers()
         self._ids = itertools.count()
+        self._held: list[tuple[Any, Any]] | None = None  # sends/replies awaiting _drain's commit
+        self._inbox: list[tuple[tuple[Any, Any, Any], int | None]] = []
         self.tasks: set[asyncio.Task[Any]] = set()
         self.runners: list[web.AppRunner] = []
         self.session: aiohttp.ClientSession | None = None
@@ -196,7 +198,9 @@ class DripNode(JournalingHost):
 
     # ---- Host: what the loop performs --------------------------------------------------------
     def send(self, to: Any, msg: Any) -> None:
-        if isinstance(to, Inbound):
+        if self._held is not None:
+            self._held.append((to, msg))
+        elif isinstance(to, Inbound):
             self.answers.give(to.conn, msg)
         else:
             self._spawn(self._request(to, msg))
@@ -205,10 +209,15 @@ class DripNode(JournalingHost):
         self.store.write(record)
 
     def sync(self) -> None:
-        self.store.commit()
+        if self._held is None:
+            self.store.commit()
+        # else: the batch's one commit runs in _drain before anything held leaves
 
     def reply(self, token: Any, value: Any) -> None:
-        self.answers.give(token, value)
+        if self._held is not None:
+            self._held.append((None, (token, value)))
+        else:
+            self.answers.give(token, value)
 
     def _waiter(self) -> tuple[int, asyncio.Future[Any]]:
         key = next(self._ids)
@@ -293,7 +302,43 @@ class DripNode(JournalingHost):
             body = f"{type(e).__name__}: {e}"
         if status not in (0, 200):
             log.debug("%s -> %s %s: %s %s", self.me, to, type(msg).__name__, status, body)
-        self.loop.message(to, Outcome(msg, status, body))
+        self._queue((None, to, Outcome(msg, status, body)))
+
+    # ---- group commit -------------------------------------------------------------------------
+    def _queue(self, item: tuple[Any, Any, Any], answered_at_once: int | None = None) -> None:
+        """Inputs that arrive in one event-loop turn go to the core together (`CoreLoop.inputs`),
+        so the records they persist share one fsync before any answer or send leaves; a
+        peer request's answer (``answered_at_once``) is given by that same turn, or None if
+        the core failed on it."""
+        self._inbox.append((item, answered_at_once))
+        if len(self._inbox) == 1:
+            asyncio.get_running_loop().call_soon(self._drain)
+
+    def _drain(self) -> None:
+        """One core pass over the batch. Sends and replies are held while it runs and the
+        store is committed (one fsync) before any of them leaves; if that commit fails,
+        none leaves (the loop's rule: nothing is promised that is not durable)."""
+        batch, self._inbox = self._inbox, []
+        held: list[tuple[Any, Any]] = []
+        self._held = held
+        try:
+            self.loop.inputs(item for item, _ in batch)
+        finally:
+            self._held = None
+        try:
+            self.store.commit()
+        except Exception as e:
+            log.exception("group commit failed")
+            self.failed("group commit", e)
+            held = []
+        for to, msg in held:
+            if to is None:
+                self.reply(*msg)
+            else:
+                self.send(to, msg)
+        for _, key in batch:
+            if key is not None:
+                self.answers.give(key, None)  # not answered: the core failed on it
 
     # ---- incoming from peers ----------------------------------------------------------------
     async def handle_peer(self, req: web.Request) -> web.Response:
@@ -331,12 +376,11 @@ class DripNode(JournalingHost):
         if isinstance(msg, codec.VoteResponse):
             msg = self._proven(msg, ident, now)
         key, fut = self._waiter()
-        self.loop.message(Inbound(ident, key), msg)
-        self.answers.drop(key)
-        if not fut.done():  # the core failed on it (journaled as a node error)
+        self._queue((None, Inbound(ident, key), msg), key)
+        answer = await fut
+        if answer is None:  # the core failed on it (journaled as a node error)
             return _err(500, f"node {self.me} could not handle {type(msg).__name__}; "
                              "see its journal")
-        answer = fut.result()
         assert isinstance(answer, Answer)
         return web.json_response(answer.body, status=answer.status)
 
@@ -368,7 +412,7 @@ class DripNode(JournalingHost):
     async def _decided(self, cmd: Any) -> web.Response:
         """Run a client command that initiates 2PC and wait for its decision."""
         key, fut = self._waiter()
-        self.loop.command(cmd, key)
+        self._queue((key, cmd, None))
         try:
             async with asyncio.timeout(self.opts.vote_timeout_s + 5.0):
                 answer = await fut
