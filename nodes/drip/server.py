@@ -146,8 +146,13 @@ class DripNode(JournalingHost):
         self.admin.app.router.add_post("/admin/members", self.handle_members)
         self.answers = Answers()
         self._ids = itertools.count()
-        self._held: list[tuple[Any, Any]] | None = None  # sends/replies awaiting _drain's commit
         self._inbox: list[tuple[tuple[Any, Any, Any], int | None]] = []
+        self._records: list[Any] = []  # persisted this turn, not yet committed
+        self._held: list[tuple[Any, Any]] = []  # sent or replied this turn, not yet released
+        self._unanswered: list[int] = []  # peer requests of this turn
+        self._flush_soon = False
+        self._groups: list[tuple[list[Any], list[tuple[Any, Any]], list[int]]] = []
+        self._committer: asyncio.Task[Any] | None = None
         self.tasks: set[asyncio.Task[Any]] = set()
         self.runners: list[web.AppRunner] = []
         self.session: aiohttp.ClientSession | None = None
@@ -179,6 +184,8 @@ class DripNode(JournalingHost):
 
     async def stop(self) -> None:
         self.loop.close()
+        if self._committer is not None:
+            await asyncio.gather(self._committer, return_exceptions=True)
         for t in list(self.tasks):
             t.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
@@ -198,26 +205,18 @@ class DripNode(JournalingHost):
 
     # ---- Host: what the loop performs --------------------------------------------------------
     def send(self, to: Any, msg: Any) -> None:
-        if self._held is not None:
-            self._held.append((to, msg))
-        elif isinstance(to, Inbound):
-            self.answers.give(to.conn, msg)
-        else:
-            self._spawn(self._request(to, msg))
+        self._hold((to, msg))
 
     def persist(self, what: str, record: Any) -> None:
-        self.store.write(record)
+        self._records.append(record)
+        self._hold(None)
 
     def sync(self) -> None:
-        if self._held is None:
-            self.store.commit()
-        # else: the batch's one commit runs in _drain before anything held leaves
+        """Nothing here: `_flush` commits every record of the turn, off the event loop, before
+        anything the turn sent or replied leaves."""
 
     def reply(self, token: Any, value: Any) -> None:
-        if self._held is not None:
-            self._held.append((None, (token, value)))
-        else:
-            self.answers.give(token, value)
+        self._hold((None, (token, value)))
 
     def _waiter(self) -> tuple[int, asyncio.Future[Any]]:
         key = next(self._ids)
@@ -305,40 +304,65 @@ class DripNode(JournalingHost):
         self._queue((None, to, Outcome(msg, status, body)))
 
     # ---- group commit -------------------------------------------------------------------------
+    # Durability rule (unchanged): nothing a peer or client hears leaves before every record
+    # persisted up to it is fsynced. How: inputs that arrive in one event-loop turn go to the
+    # core together (`CoreLoop.inputs`); the records of a turn (and of timers) are buffered,
+    # and the sends and replies of that turn are held. A committer task writes and commits
+    # the buffered records in a worker thread, one transaction and one fsync for all turns
+    # that queued up meanwhile, then releases their held sends and replies in order. The
+    # event loop keeps serving while an fsync runs, and the next fsync covers everything
+    # that came in during this one (pipelined group commit).
     def _queue(self, item: tuple[Any, Any, Any], answered_at_once: int | None = None) -> None:
-        """Inputs that arrive in one event-loop turn go to the core together (`CoreLoop.inputs`),
-        so the records they persist share one fsync before any answer or send leaves; a
-        peer request's answer (``answered_at_once``) is given by that same turn, or None if
-        the core failed on it."""
+        """An input for the core's next pass; ``answered_at_once``: a peer request's key,
+        answered None if the core gives no answer in that pass (it failed on it)."""
         self._inbox.append((item, answered_at_once))
         if len(self._inbox) == 1:
             asyncio.get_running_loop().call_soon(self._drain)
 
     def _drain(self) -> None:
-        """One core pass over the batch. Sends and replies are held while it runs and the
-        store is committed (one fsync) before any of them leaves; if that commit fails,
-        none leaves (the loop's rule: nothing is promised that is not durable)."""
         batch, self._inbox = self._inbox, []
-        held: list[tuple[Any, Any]] = []
-        self._held = held
-        try:
-            self.loop.inputs(item for item, _ in batch)
-        finally:
-            self._held = None
-        try:
-            self.store.commit()
-        except Exception as e:
-            log.exception("group commit failed")
-            self.failed("group commit", e)
-            held = []
-        for to, msg in held:
-            if to is None:
-                self.reply(*msg)
-            else:
-                self.send(to, msg)
-        for _, key in batch:
-            if key is not None:
-                self.answers.give(key, None)  # not answered: the core failed on it
+        self.loop.inputs(item for item, _ in batch)
+        self._unanswered.extend(key for _, key in batch if key is not None)
+        self._hold(None)
+
+    def _hold(self, item: tuple[Any, Any] | None) -> None:
+        if item is not None:
+            self._held.append(item)
+        if not self._flush_soon:
+            self._flush_soon = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """End of a turn: its records, sends and replies become one group for the committer."""
+        self._flush_soon = False
+        group = (self._records, self._held, self._unanswered)
+        self._records, self._held, self._unanswered = [], [], []
+        self._groups.append(group)
+        if self._committer is None or self._committer.done():
+            self._committer = self._spawn(self._commit_groups())
+
+    async def _commit_groups(self) -> None:
+        while self._groups:
+            groups, self._groups = self._groups, []
+            records = [r for g in groups for r in g[0]]
+            ok = True
+            if records:
+                try:
+                    await asyncio.to_thread(self.store.commit_records, records)
+                except Exception as e:  # a full disk: promise nothing that is not durable
+                    log.exception("group commit failed")
+                    self.failed("group commit", e)
+                    ok = False
+            for _, held, unanswered in groups:
+                for to, msg in held if ok else ():
+                    if to is None:
+                        self.answers.give(*msg)
+                    elif isinstance(to, Inbound):
+                        self.answers.give(to.conn, msg)
+                    else:
+                        self._spawn(self._request(to, msg))
+                for key in unanswered:
+                    self.answers.give(key, None)  # not answered: the core failed on it
 
     # ---- incoming from peers ----------------------------------------------------------------
     async def handle_peer(self, req: web.Request) -> web.Response:
@@ -427,9 +451,8 @@ class DripNode(JournalingHost):
         if not key:
             return _err(400, "GET /client/read?key=<key>")
         token, fut = self._waiter()
-        self.loop.command(ClientRead(key), token)
-        self.answers.drop(token)
-        if not fut.done():
+        self._queue((token, ClientRead(key), None), token)
+        answer = await fut  # after what it read is durable (group commit)
+        if answer is None:
             return _err(500, f"node {self.me} could not read {key!r}; see its journal")
-        answer = fut.result()
         return web.json_response(answer.body, status=answer.status)

@@ -111,6 +111,25 @@ class Store:
             cur, self._cur = self._cur, None
             cur.execute("COMMIT")
 
+    def commit_records(self, records: list[Record]) -> None:
+        """Write ``records`` in one transaction and commit it (one fsync). Called off the
+        event loop by the node's committer, never while another write is open."""
+        if not records:
+            return
+        if all(isinstance(r, Delivered) for r in records):
+            self._unsynced(lambda cur: [_write(cur, r) for r in records])
+            return
+        assert self._cur is None, "commit_records while another transaction is open"
+        cur = self.db.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            for r in records:
+                _write(cur, r)
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        cur.execute("COMMIT")
+
     def _unsynced(self, fn: Any) -> None:
         self.db.execute("PRAGMA synchronous=NORMAL")
         try:

@@ -76,6 +76,11 @@ def test_every_curl_example_of_the_spec_is_accepted(mesh: Mesh) -> None:
             # 4.5.1.1: POST /voting with no DRiP-Transaction-Type; n2 votes and asks n3
             await send(s, "POST", "/voting", h(**prop),
                        b'{"id":"spec-u1","key":"+15551234","value":{"route":"a"}}')
+            async def both_voted() -> bool:  # n3 votes on n2's forward, after n2's answer
+                return len([e for n in ("n2", "n3") for e in await events(s, n, "vote")
+                            if e["uid"] == "spec-u1"]) >= 2
+
+            await eventually(both_voted, 10)
             votes = [e for n in ("n2", "n3") for e in await events(s, n, "vote")
                      if e["uid"] == "spec-u1"]
             assert {e["vote"] for e in votes} == {"yes"} and len(votes) == 2, votes
