@@ -144,3 +144,31 @@ def test_a_token_without_the_request_claims_is_refused(pair) -> None:
                       algorithm="HS256")
     with pytest.raises(AuthError, match="no 'jti' claim"):
         v.verify(bare, "n1", NOW)
+
+
+def test_a_cached_token_is_still_checked_for_issuer_expiry_and_replay(pair) -> None:
+    """The verified-token cache skips only the signature check: a token seen before is still
+    refused for another issuer, after it expires, and when its id comes again."""
+    s, v, _ = pair
+    header = s.header(NOW, D)
+    claims = v.verify(header, "n1", NOW)
+    assert header[7:] in v.verified
+    v.bind(claims, D, once=True, now=NOW)
+    with pytest.raises(AuthError, match="does not match DRiP-Node-ID"):
+        v.verify(header, "n2", NOW)
+    with pytest.raises(AuthError, match="replayed"):
+        v.bind(v.verify(header, "n1", NOW), D, once=True, now=NOW)
+    with pytest.raises(AuthError, match="expired"):
+        v.verify(header, "n1", NOW + s.ttl_s + v.leeway_s + 1)
+    with pytest.raises(AuthError, match="signs another request"):
+        v.bind(v.verify(header, "n1", NOW), "other-digest", once=False, now=NOW)
+
+
+def test_a_token_altered_after_it_was_cached_is_checked_afresh(pair) -> None:
+    s, v, _ = pair
+    header = s.header(NOW, D)
+    v.verify(header, "n1", NOW)
+    head, body, sig = header[7:].split(".")
+    tampered = ".".join((head, body, sig[:-4] + ("AAAA" if sig[-4:] != "AAAA" else "BBBB")))
+    with pytest.raises(AuthError, match="token rejected"):
+        v.verify("Bearer " + tampered, "n1", NOW)
