@@ -47,17 +47,19 @@ def test_swim_hostile_with_partition_stays_valid(chaos_run: Any) -> None:
 
 
 @pytest.mark.chaos
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 25, trust boundaries (being fixed in nodes/swim/core.py): today a forged Leave from "
-    "a stranger's address marks a live member left, and an unsolicited JoinNak's 65 KB etag "
-    "is journaled verbatim; remove this marker when the fix lands (strict: it then fails)"))
 def test_swim_hostile_forged_leave_and_nak_are_refused(chaos_run: Any) -> None:
     """No member leaves in this run, so every ``left`` a node journals came from a forged
-    Leave; and no journal line may carry an attacker's 65 KB etag. The membership checker
-    does not yet judge either (issue 25's blind spots), so the journals are read here."""
+    Leave; and no journal line may carry an attacker's 65 KB etag (issue 25, trust
+    boundaries). Each node must also have journaled its refusals (rate-limited), so the run
+    really carried hostile traffic."""
     res = chaos_run(hostile_spec("swim-hostile-refusals"), min_ok=1)
-    for journal in sorted(res.run_dir.path.glob("nodes/*/events.jsonl")):
+    journals = sorted(res.run_dir.path.glob("nodes/*/events.jsonl"))
+    assert len(journals) == 5, journals
+    for journal in journals:
         lines = journal.read_text().splitlines()
-        forged_left = [ln for ln in lines if json.loads(ln).get("type") == "left"]
+        events = [json.loads(ln) for ln in lines]
+        forged_left = [e for e in events if e.get("type") == "left"]
         assert not forged_left, f"{journal}: {len(forged_left)} forged leaves accepted"
-        assert max(map(len, lines)) < 4096, f"{journal}: a journal line of {max(map(len, lines))} bytes"
+        longest = max(map(len, lines))
+        assert longest < 4096, f"{journal}: a journal line of {longest} bytes"
+        assert any(e.get("type") == "refused" for e in events), f"{journal}: nothing refused"
