@@ -11,6 +11,13 @@ The generic part here sends those bursts to each node's listening address on loo
 bypassing the link proxies (an attacker does not go through our partitions), and counts what
 it sent per node and per message kind, so a run can say "sent N, node refused M". All
 randomness comes from the ``rng`` given, seeded from the run seed, so a run replays.
+
+A message may name a member it is forged from, ``(node, kind, data, via)``: it is then sent
+into the link ``via -> node`` (``routes``, which the cluster fills from the UDP relay's links),
+so the node receives it from the very address it holds for ``via``, as if that member sent it:
+the checks behind a node's address book (origins, generations, ack sequence numbers) are
+exercised, not only the address book. Such a message passes that link's faults (a cut drops
+it), as the member's own would.
 """
 
 from __future__ import annotations
@@ -39,18 +46,20 @@ class Target:
 
 
 class Hostile(NamedTuple):
-    """One hostile message for ``node``; ``kind`` names what it tries (for the counts).
+    """One hostile message for ``node``; ``kind`` names what it tries (for the counts);
+    ``via``: the member whose address it is forged from (None: the attacker's own address).
 
     A plain tuple, so providers under nodes/ (which never import faults/) yield
-    ``(node, kind, data)`` without knowing this class."""
+    ``(node, kind, data)`` or ``(node, kind, data, via)`` without knowing this class."""
 
     node: str
     kind: str
     data: bytes
+    via: str | None = None
 
 
-#: one burst: (rng, every target) -> ``(node, kind, data)`` messages, each to one target
-Provider = Callable[[random.Random, Sequence[Target]], Iterable[tuple[str, str, bytes]]]
+#: one burst: (rng, every target) -> ``(node, kind, data[, via])`` messages, each to one target
+Provider = Callable[[random.Random, Sequence[Target]], Iterable[tuple[Any, ...]]]
 #: a node's /admin/state -> its refusal counters by name (only what it refused or dropped)
 Refusals = Callable[[Mapping[str, Any]], dict[str, int]]
 
@@ -74,11 +83,14 @@ class HostileSender:
 
     ``sent[node][kind]`` counts the messages handed to the network; ``failed`` counts sends
     the OS refused (a TCP connect refused, say), which say nothing about the node's code.
+    ``routes[(via, node)]``: the address to send a message forged from ``via`` to (the UDP
+    relay's listening address of link ``via -> node``).
     """
 
     spec: HostileDef
     targets: Sequence[Target]
     rng: random.Random
+    routes: Mapping[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
     sent: dict[str, Counter[str]] = field(default_factory=dict)
     failed: dict[str, int] = field(default_factory=dict)
     _task: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
@@ -107,7 +119,14 @@ class HostileSender:
             t = by_node.get(h.node)
             if t is None:
                 raise ValueError(f"the provider addressed {h.node!r}, not a target of this burst")
-            ok = await (self._udp(t, h.data) if self.spec.transport == "udp"
+            dest = (t.host, t.port)
+            if h.via is not None:
+                if self.spec.transport != "udp" or (h.via, h.node) not in self.routes:
+                    raise ValueError(
+                        f"no route to send {h.kind!r} to {h.node} as if from {h.via}: forged "
+                        f"senders need a UDP protocol behind the relay (routes from its links)")
+                dest = self.routes[(h.via, h.node)]
+            ok = await (self._udp(dest, h.data) if self.spec.transport == "udp"
                         else self._tcp(t, h.data))
             if ok:
                 self.sent.setdefault(h.node, Counter())[h.kind] += 1
@@ -116,7 +135,7 @@ class HostileSender:
                 self.failed[h.node] = self.failed.get(h.node, 0) + 1
         return n
 
-    async def _udp(self, t: Target, data: bytes) -> bool:
+    async def _udp(self, dest: tuple[str, int], data: bytes) -> bool:
         if len(data) > MAX_UDP:
             raise ValueError(f"a hostile datagram of {len(data)} bytes cannot be sent "
                              f"(UDP carries at most {MAX_UDP}); make the provider cap it")
@@ -125,11 +144,11 @@ class HostileSender:
             self._sock.bind(("127.0.0.1", 0))
             self._sock.setblocking(False)
         try:
-            self._sock.sendto(data, (t.host, t.port))
+            self._sock.sendto(data, dest)
         except BlockingIOError:  # our send buffer is full: give the node a moment, try once more
             await asyncio.sleep(0.01)
             try:
-                self._sock.sendto(data, (t.host, t.port))
+                self._sock.sendto(data, dest)
             except OSError:
                 return False
         except OSError:  # e.g. ICMP port unreachable from an earlier datagram (node killed)

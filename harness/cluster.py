@@ -83,12 +83,19 @@ class Cluster:
         if self.proto.hostile is not None:
             from faults.hostile import HostileSender, Target
 
-            # straight to each node's own peer port: an attacker does not go through our links
+            # straight to each node's own peer port: an attacker does not go through our links;
+            # over UDP, messages forged from a member go into the relay's link from it
+            routes: dict[tuple[str, str], tuple[str, int]] = {}
+            if self.proto.transport == "udp":
+                from faults.udp_relay import parse_addr
+
+                routes = {(s, d): parse_addr(a) for (s, d), a in self._links.listen.items()
+                          if s in self.nodes and d in self.nodes}
             self._hostile = HostileSender(
                 self.proto.hostile,
                 [Target(n, i + 1, HOST, self.ports[n][self.proto.peer_port])
                  for i, n in enumerate(self.nodes)],
-                random.Random(f"{self.spec.seed}:hostile"))
+                random.Random(f"{self.spec.seed}:hostile"), routes)
         self._faults = Nemesis(random.Random(f"{self.spec.seed}:faults"), nodes=self,
                                links=self._links, node_names=self.nodes, hostile=self._hostile,
                                topology=None if self.spec.topology is None else self.spec.edges())

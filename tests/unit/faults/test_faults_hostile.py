@@ -12,6 +12,7 @@ import pytest
 from faults import schedules as sch
 from faults.hostile import HostileDef, HostileSender, Target, report
 from faults.nemesis import Nemesis
+from faults.udp_relay import fmt_addr
 
 
 def _provider(rng: random.Random, targets: Sequence[Target]) -> Iterator[tuple[str, str, bytes]]:
@@ -173,3 +174,57 @@ def test_hostile_is_a_named_kind_with_its_stop() -> None:
     kind = sch.kinds_for(["hostile"], ["n1", "n2"])[0]
     start = kind.make(random.Random(0))
     assert start["f"] == "start-hostile" and sch.stop_op(start)["f"] == "stop-hostile"
+
+
+def test_a_message_forged_from_a_member_arrives_from_its_relay_address() -> None:
+    """Through a real UdpRelay: a message with ``via`` goes into link ``via -> node`` and
+    reaches the node from the address the node holds for ``via`` (L(node, via)); one without
+    ``via`` comes from the attacker's own socket; a ``via`` with no route is a clear error."""
+    from faults.udp_relay import UdpRelay, parse_addr
+
+    def forged(rng: random.Random, ts: Sequence[Target]) -> Iterator[tuple]:
+        yield "n1", "plain", b"p"
+        yield "n1", "as-n2", b"f", "n2"
+
+    async def go() -> tuple[list[tuple[bytes, tuple]], dict]:
+        relay = UdpRelay(seed=1)
+        n1 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        n2 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            for s in (n1, n2):
+                s.bind(("127.0.0.1", 0))
+            listen = await relay.add_links({
+                ("n1", "n2"): f"127.0.0.1:{n2.getsockname()[1]}",
+                ("n2", "n1"): f"127.0.0.1:{n1.getsockname()[1]}"})
+            routes = {f: parse_addr(a) for f, a in listen.items()}
+            sender = HostileSender(HostileDef(forged, _refusals),
+                                   [Target("n1", 1, *n1.getsockname())], random.Random(0), routes)
+            assert await sender.burst() == 2
+            n1.setblocking(False)
+            got: list[tuple[bytes, tuple]] = []
+            for _ in range(50):
+                await asyncio.sleep(0.02)
+                try:
+                    got.append(n1.recvfrom(100))
+                except BlockingIOError:
+                    if len(got) == 2:
+                        break
+            counts = sender.counts()
+            sender.close()
+            lost = HostileSender(HostileDef(forged, _refusals),
+                                 [Target("n1", 1, *n1.getsockname())], random.Random(0))
+            with pytest.raises(ValueError, match="no route .* as if from n2"):
+                await lost.burst()
+            lost.close()
+            return got, {"counts": counts, "n1_holds_n2_at": listen[("n1", "n2")]}
+        finally:
+            n1.close()
+            n2.close()
+            await relay.close()
+
+    got, info = asyncio.run(go())
+    by_data = {d: addr for d, addr in got}
+    assert set(by_data) == {b"p", b"f"}
+    assert fmt_addr(by_data[b"f"]) == info["n1_holds_n2_at"]  # what n1 knows as n2's address
+    assert fmt_addr(by_data[b"p"]) != info["n1_holds_n2_at"]
+    assert info["counts"] == {"n1": {"sent": 2, "by_kind": {"as-n2": 1, "plain": 1}}}
