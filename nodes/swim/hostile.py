@@ -5,8 +5,18 @@ SUSPECT/DEAD about a live member (generation 2^32-1 and random), about the targe
 2^32-1, ALIVE at a huge generation, a forged Leave for another member, PingResponses with
 guessed sequence numbers, JoinReqs from unknown and from configured ids, an unknown gossip kind,
 a replayed ping, truncated and garbage datagrams, and oversize ones (a 64 KB padded ping, a
-Nak with a 60 KB etag). None comes from a member's address, so a node that checks its sender
-refuses them all; `INTENT` says what each kind must decode to.
+Nak with a 60 KB etag). None of those comes from a member's address, so a node that checks its
+sender refuses them all; `INTENT` says what each kind must decode to.
+
+The ``member-*`` kinds are forged from a live member's address (``via``: the fault sends them
+through the relay link from that member) and name that member as their sender, so they pass the
+address book and origin checks and meet the deeper ones: implausible generations, a Leave for
+another member (origin), an ack with a guessed sequence number, and stale gossip. A stale DEAD
+and SUSPECT (generation 0) follow an ALIVE at generation 1 about the same member in the same
+burst, so they are below what the target holds whatever it held: a correct node ignores them
+(and the subject refutes the ALIVE above it); a node that takes a stale death is caught by the
+membership checker's ``stale-gossip-death``. A forged DEAD at the current generation is not
+sent: without authentication (``encrypt``) it is indistinguishable from a member's verdict.
 """
 
 from __future__ import annotations
@@ -20,8 +30,8 @@ from nodes.swim.codec import MAX_U32, NodeInfo, Payload, Update, UpdateKind
 
 #: the largest payload one loopback UDP datagram carries
 MAX_UDP = 65_507
-#: what a provider yields: (target node name, kind, datagram)
-Hostile = tuple[str, str, bytes]
+#: what a provider yields: (target node name, kind, datagram, member it is forged from or None)
+Hostile = tuple[str, str, bytes, str | None]
 
 
 class Target(Protocol):
@@ -53,7 +63,16 @@ INTENT: dict[str, type | None] = {
     "oversize-datagram": c.MalformedMessage,
     "truncated": c.MalformedMessage,
     "garbage": None,
+    "member-alive-next-gen": c.PingRequest,
+    "member-dead-stale": c.PingRequest,
+    "member-suspect-stale": c.PingRequest,
+    "member-dead-max-gen": c.PingRequest,
+    "member-suspect-self-max-gen": c.PingRequest,
+    "member-forged-leave": c.Leave,
+    "member-forged-ping-response": c.PingResponse,
 }
+#: the kinds forged from a member's address (they need another member to forge from)
+VIA_MEMBER = frozenset(k for k in INTENT if k.startswith("member-"))
 
 
 def _gossip(src: int, target: int, *updates: Update, seq: int = 0) -> c.PingRequest:
@@ -76,7 +95,7 @@ def _for(rng: random.Random, t: Target, targets: Sequence[Target]) -> Iterator[H
     me = t.num_id
 
     def h(kind: str, data: bytes) -> Hostile:
-        return (t.node, kind, data)
+        return (t.node, kind, data, None)
 
     def upd(kind: UpdateKind, about: int, gen: int) -> bytes:
         return c.encode(_gossip(forger, me, Update(kind, NodeInfo(about, gen), forger)))
@@ -108,6 +127,36 @@ def _for(rng: random.Random, t: Target, targets: Sequence[Target]) -> Iterator[H
     for n in (rng.choice(cuts), rng.choice(cuts)):
         yield h("truncated", whole[:n])
     yield h("garbage", rng.randbytes(rng.randrange(1, 200)))
+    yield from _from_member(rng, t, targets)
+
+
+def _from_member(rng: random.Random, t: Target, targets: Sequence[Target]) -> Iterator[Hostile]:
+    """The ``member-*`` kinds for ``t``, each forged from one other target (by its address and
+    its id as sender) about a third one where there is one."""
+    others = [o for o in targets if o.num_id != t.num_id]
+    if not others:
+        return
+    via = rng.choice(others)
+    about = rng.choice([o for o in others if o.num_id != via.num_id] or others).num_id
+    me, forger = t.num_id, via.num_id
+
+    def h(kind: str, msg: c.Message) -> Hostile:
+        return (t.node, kind, c.encode(msg), via.node)
+
+    def upd(kind: UpdateKind, x: int, gen: int) -> c.PingRequest:
+        # seq 0: one-way gossip, which never counts as a sign of the forger's life
+        return _gossip(forger, me, Update(kind, NodeInfo(x, gen), forger))
+
+    yield h("member-alive-next-gen", upd(UpdateKind.ALIVE, about, 1))
+    yield h("member-dead-stale", upd(UpdateKind.DEAD, about, 0))
+    yield h("member-suspect-stale", upd(UpdateKind.SUSPECT, about, 0))
+    yield h("member-dead-max-gen", upd(UpdateKind.DEAD, about, MAX_U32))
+    yield h("member-suspect-self-max-gen", upd(UpdateKind.SUSPECT, me, MAX_U32))
+    if about != forger:  # a Leave about the forger from its own address would be its own
+        yield h("member-forged-leave", c.Leave(NodeInfo(about, rng.randrange(4))))
+    # the forger's ack to a probe the target may have in flight: the seq is a guess
+    yield h("member-forged-ping-response", c.PingResponse(
+        me, forger, 0, Payload(rng.randrange(1, MAX_U32))))
 
 
 def messages(rng: random.Random, targets: Sequence[Target]) -> Iterator[Hostile]:

@@ -16,7 +16,15 @@ TARGETS = [Target(f"n{i}", i, "127.0.0.1", 9000 + i) for i in (1, 2, 3)]
 
 
 def burst(seed: int, targets=TARGETS) -> list[tuple[str, str, bytes]]:
-    return list(h.messages(random.Random(seed), targets))
+    return [m[:3] for m in h.messages(random.Random(seed), targets)]
+
+
+def vias(seed: int, targets=TARGETS) -> dict[str, set[str | None]]:
+    """kind -> the members each was forged from (None: the attacker's own address)."""
+    out: dict[str, set[str | None]] = {}
+    for _, k, _, via in h.messages(random.Random(seed), targets):
+        out.setdefault(k, set()).add(via)
+    return out
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
@@ -93,7 +101,7 @@ def test_replays_and_oversize() -> None:
 
 def test_a_lone_target_still_gets_forged_peers() -> None:
     msgs = burst(0, TARGETS[:1])
-    assert {k for _, k, _ in msgs} == set(h.INTENT)
+    assert {k for _, k, _ in msgs} == set(h.INTENT) - h.VIA_MEMBER  # no member to forge from
     (leave,) = [c.decode(d) for _, k, d in msgs if k == "forged-leave"]
     assert leave.src.id != 1
 
@@ -106,3 +114,34 @@ def test_refusals_reads_the_known_counters_and_new_refused_ones() -> None:
                                  "refused_strangers": 6, "unknown": 1, "unknown_gossip": 5,
                                  "unknown_sender": 3}
     assert h.refusals({}) == {}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_member_kinds_come_from_a_member_that_they_name_as_sender(seed: int) -> None:
+    by_kind = vias(seed)
+    assert {k for k, v in by_kind.items() if v != {None}} == h.VIA_MEMBER
+    ids = {t.node: t.num_id for t in TARGETS}
+    for node, kind, data, via in h.messages(random.Random(seed), TARGETS):
+        if via is None:
+            continue
+        assert via != node and via in ids
+        m = c.decode(data)
+        sender = m.src if isinstance(m, c.PingRequest) else (
+            m.target if isinstance(m, c.PingResponse) else None)
+        if sender is not None:
+            assert sender == ids[via], (kind, m)  # origin checks pass: it names its address
+        if isinstance(m, c.Leave):
+            assert m.src.id not in (ids[via], ids[node])  # a Leave for a third member
+
+
+def test_a_stale_death_follows_an_alive_above_it_about_the_same_member() -> None:
+    for node in ("n1", "n2", "n3"):
+        got = {k: c.decode(d) for n, k, d in burst(4) if n == node and k.startswith("member-")}
+        alive, dead, suspect = (got[k].payload.updates[0] for k in (
+            "member-alive-next-gen", "member-dead-stale", "member-suspect-stale"))
+        assert (alive.kind, alive.node.gen) == (UpdateKind.ALIVE, 1)
+        assert dead.kind is UpdateKind.DEAD and suspect.kind is UpdateKind.SUSPECT
+        assert alive.node.id == dead.node.id == suspect.node.id
+        assert dead.node.gen == suspect.node.gen == 0
+        kinds = [k for n, k, _ in burst(4) if n == node]
+        assert kinds.index("member-alive-next-gen") < kinds.index("member-dead-stale")
