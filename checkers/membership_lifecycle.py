@@ -49,8 +49,10 @@ def check_gossip_accuracy(al: Aligned, tl: Timeline, nodes: list[str], grace: fl
                 continue
             heard += 1
             m, t, g = e.get("member_name"), e["ht"], int(e.get("gen") or 0)
+            # a refused claim (refused-generation: a forged generation) was never held
             newer = max((int(v.get("gen") or 0) for v in al.events.get(o, [])
-                         if v["ht"] < t and v.get("member_name") == m), default=-1)
+                         if v["ht"] < t and v.get("member_name") == m
+                         and not str(v.get("type", "")).startswith("refused")), default=-1)
             if newer > g:  # whatever the faults, a death below a generation it held is stale
                 anomalies.append(Anomaly("stale-gossip-death", (
                     f"{o} took {m} as dead at {t:.3f}s from gossip by {e.get('by')} at gen {g}, "

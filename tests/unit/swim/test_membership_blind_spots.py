@@ -174,3 +174,17 @@ def test_a_cut_excuses_only_pairs_on_different_sides() -> None:
                      ev(14, "dead", member=4, gen=0, by=1, local=True)]}
     assert child(check_membership(test_desc(), cut, obs(with_events(across))),
                  "accuracy").valid is True
+
+
+def test_a_refused_generation_claim_is_not_a_generation_the_node_held() -> None:
+    """A node journals the forged generations it refused (``refused-generation``); that is not
+    a generation it held, so a later death at the real generation is not stale (the hostile
+    nemesis made correct nodes fail here before)."""
+    deaths = {"n1": [ev(12, "refused-generation", member=4, gen=2**32 - 1, held=0, by=2),
+                     ev(19.5, "dead", member=4, gen=0, by=1, local=True)],
+              "n2": [ev(12, "refused-generation", member=4, gen=2**32 - 1, held=0, by=3),
+                     ev(20, "dead", member=4, gen=0, by=1, local=False)]}
+    paused = hist((10, "pause", {"nodes": ["n4"]}), (15, "resume", {"nodes": ["n4"]}))
+    leaf = child(check_membership(test_desc(), paused, obs(with_events(deaths))),
+                 "gossip-accuracy")
+    assert leaf.valid is True, leaf.explain()
