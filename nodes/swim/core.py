@@ -261,6 +261,7 @@ class SwimCore:
         self._priority: list[int] = []  # hearsay suspects to probe first (confirmation)
         self._refusals = Refusals(window=1, per_window=REFUSED_EVENTS_PER_PERIOD,
                                   counts=self.counters.refused)
+        self._gen_refusals = Refusals(window=1, per_window=REFUSED_EVENTS_PER_PERIOD)
         self._joins_seen: tuple[int, dict[int, int]] = (0, {})  # (period, sender -> count)
         self._join_asked: dict[int, int] = {}  # seed -> period of our last JoinReq to it
         self._gossip: dict[int, _Gossip] = {}
@@ -1065,7 +1066,12 @@ class SwimCore:
         if g <= GEN_MAX - MAX_GEN_STEP and (held is None or g <= held + MAX_GEN_STEP):
             return True
         self.counters.refused_generations += 1
-        self._emit("refused-generation", member=info.id, gen=g, held=held, by=said_by)
+        # journaled like any refusal, rate-limited: a member's address can carry one per update
+        ev = self._gen_refusals.note("generation", self.period, member=info.id, gen=g,
+                                     held=held, by=said_by)
+        if ev is not None:
+            ev.pop("reason")
+            self._emit("refused-generation", **ev)
         return False
 
     def _about_me(self, u: Update) -> bool:

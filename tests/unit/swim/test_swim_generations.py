@@ -94,3 +94,25 @@ def test_a_join_from_outside_the_address_book_applies_nothing() -> None:
     core.on_message(2, forged, 1.1)
     assert core.members[3].state.value == "alive" and 99 not in core.members
     assert core.counters.refused["origin-mismatch"] == 1
+
+
+def test_a_flood_of_implausible_generations_is_counted_but_journaled_rate_limited() -> None:
+    """A member's address can carry a forged top generation in every datagram (the hostile
+    fault's member-* kinds): each is counted, but at most REFUSED_EVENTS_PER_PERIOD journal
+    events per period, the next one saying how many went unjournaled."""
+    from nodes.swim.core import REFUSED_EVENTS_PER_PERIOD
+
+    core = member()
+    fx: list = []
+    for i in range(40):
+        fx += core.on_message(2, ping(2, c.Update(K.DEAD, c.NodeInfo(3, TOP - i), 2)), 1.0)
+    assert core.counters.refused_generations == 40
+    events = [e.fields for e in fx if isinstance(e, Emit) and e.type == "refused-generation"]
+    assert 1 <= len(events) <= REFUSED_EVENTS_PER_PERIOD
+    assert events[0]["member"] == 3 and events[0]["by"] == 2
+    for t in (2.0, 3.0, 4.0):  # later periods
+        core.on_timer(TICK, t)
+    later = [e.fields for e in core.on_message(
+        2, ping(2, c.Update(K.DEAD, c.NodeInfo(3, TOP), 2)), 4.1)
+        if isinstance(e, Emit) and e.type == "refused-generation"]
+    assert later and later[0].get("unjournaled_before", 0) > 0, later
