@@ -171,9 +171,14 @@ REFUSAL_STATS = ("unknown", "malformed", "unknown_sender", "refused_generations"
 
 
 def refusals(state: Mapping[str, Any]) -> dict[str, int]:
-    """Refusal counters from a SWIM /admin/state: the known ones, and any ``refused_*`` a
-    newer node adds."""
+    """Refusal counters from a SWIM /admin/state: the known ones, any ``refused_*`` a newer
+    node adds, and the trust-boundary reasons of ``stats.refused`` as ``refused:<reason>``
+    (but ``unknown-address``, which ``unknown_sender`` already counts)."""
     stats = state.get("stats") or {}
-    return {k: int(v) for k, v in sorted(stats.items())
-            if (k in REFUSAL_STATS or k.startswith("refused")) and isinstance(v, int)}
-
+    out = {k: int(v) for k, v in stats.items()
+           if (k in REFUSAL_STATS or k.startswith("refused")) and isinstance(v, int)}
+    nested = stats.get("refused")
+    if isinstance(nested, Mapping):
+        out.update({f"refused:{r}": int(n) for r, n in nested.items()
+                    if r != "unknown-address" and isinstance(n, int)})
+    return dict(sorted(out.items()))

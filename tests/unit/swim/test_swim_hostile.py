@@ -145,3 +145,9 @@ def test_a_stale_death_follows_an_alive_above_it_about_the_same_member() -> None
         assert dead.node.gen == suspect.node.gen == 0
         kinds = [k for n, k, _ in burst(4) if n == node]
         assert kinds.index("member-alive-next-gen") < kinds.index("member-dead-stale")
+
+
+def test_refusals_flatten_the_trust_boundary_reasons_without_counting_twice() -> None:
+    state = {"stats": {"unknown_sender": 3, "refused": {"unknown-address": 3,
+                                                        "origin-mismatch": 2}}}
+    assert h.refusals(state) == {"refused:origin-mismatch": 2, "unknown_sender": 3}
