@@ -14,6 +14,7 @@ provider has unit tests and no chaos test yet.
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 import pytest
@@ -24,7 +25,7 @@ from harness.spec import TestSpec
 from harness.suites.swim import PROTOCOL as SWIM
 
 
-def hostile_spec(name: str, seed: int = 11) -> TestSpec:
+def hostile_spec(name: str, seed: int = 11, bugs: tuple[str, ...] = ()) -> TestSpec:
     steps = sch.explicit([
         (1.0, sch.op("start-hostile", {"interval_s": 0.5})),
         (2.0, sch.op("start-partition", {"shape": "halves"})), (6.0, sch.op("stop-partition")),
@@ -33,7 +34,7 @@ def hostile_spec(name: str, seed: int = 11) -> TestSpec:
     ])
     return TestSpec(name=name, protocol=SWIM, nodes=5, concurrency=5,
                     nemesis=from_schedule(steps), nemesis_desc="hostile,partition,kill",
-                    time_limit=22, quiesce_s=6, seed=seed)
+                    time_limit=22, quiesce_s=6, seed=seed, bugs=list(bugs))
 
 
 @pytest.mark.chaos
@@ -63,3 +64,19 @@ def test_swim_hostile_forged_leave_and_nak_are_refused(chaos_run: Any) -> None:
         longest = max(map(len, lines))
         assert longest < 4096, f"{journal}: a journal line of {longest} bytes"
         assert any(e.get("type") == "refused" for e in events), f"{journal}: nothing refused"
+
+
+@pytest.mark.chaos
+def test_swim_bug_accept_forged_dead_caught_under_hostile(chaos_run: Any) -> None:
+    """Members that take a DEAD below the generation they hold: the hostile fault's stale DEAD
+    forged from a member's address (after an ALIVE above it, nodes/swim/hostile.py) is taken,
+    and gossip-accuracy names it; correct nodes on the same seed ignore it and stay valid."""
+    build = partial(TestSpec, name="swim-bug-accept-forged-dead", protocol=SWIM, nodes=5,
+                    concurrency=5, nemesis_desc="hostile", time_limit=10, quiesce_s=4, seed=11,
+                    bugs=["accept-forged-dead"])
+
+    def spec() -> TestSpec:
+        steps = sch.explicit([(1.0, sch.op("start-hostile", {"interval_s": 0.5})),
+                              (5.0, sch.op("stop-hostile"))])
+        return build(nemesis=from_schedule(steps))
+    chaos_run(spec, expect="membership.gossip-accuracy", anomaly="stale-gossip-death", min_ok=1)
