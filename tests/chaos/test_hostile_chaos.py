@@ -1,6 +1,8 @@
 """The ``hostile`` fault on real processes: protocol-made bad datagrams to every node's own
-port (faults/hostile.py) while the group is partitioned and healed; the group must stay valid
-and every node must have refused something (the run's test.json says "sent N, refused M").
+port (faults/hostile.py), and a share forged from members' addresses through the UDP relay's
+links (SWIM's ``member-*`` kinds), while the group is partitioned and healed; the group must
+stay valid and every node must have refused something (the run's test.json says "sent N,
+refused M").
 
 SWIM's default timing (0.5 s periods), not the 0.2 s of the other SWIM tests: on a loaded
 machine the faster probes gave a false suspicion in the last instant of one run of two. The kill
