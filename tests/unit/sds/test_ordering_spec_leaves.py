@@ -43,12 +43,17 @@ def test_logs_that_agree_but_are_not_sorted_by_lamport_then_id() -> None:
         "b", "a")
 
 
-def test_equal_lamports_ordered_by_descending_id() -> None:
-    h, obs = good()
+def set_lamport(obs: dict, mid: str, lamport: int) -> None:
+    """Give message ``mid`` another Lamport time in every journal that names it."""
     for n in obs["nodes"].values():
         for e in n["events"]:
-            if e["id"] == "b":
-                e["lamport"] = 1
+            if e["id"] == mid:
+                e["lamport"] = lamport
+
+
+def test_equal_lamports_ordered_by_descending_id() -> None:
+    h, obs = good()
+    set_lamport(obs, "b", 1)
     logs(obs, [entry("b", 1, "n2"), entry("a", 1, "n1"), entry("c", 3, "n1")])
     assert caught(h, obs, "log-order").anomalies[0].kind == "log-not-sorted"
 
@@ -77,10 +82,7 @@ def test_a_send_with_an_empty_causal_history() -> None:
 def test_a_send_whose_lamport_time_ignores_a_delivery() -> None:
     """n1 delivered b at Lamport 2, then sent c at 2: its clock never took b's time."""
     h, obs = good()
-    for n in obs["nodes"].values():
-        for e in n["events"]:
-            if e["id"] == "c":
-                e["lamport"] = 2
+    set_lamport(obs, "c", 2)
     logs(obs, [entry("a", 1, "n1"), entry("b", 2, "n2"), entry("c", 2, "n1")])
     c = caught(h, obs, "lamport-rules")
     assert c.anomalies[0].kind == "lamport-not-updated"
