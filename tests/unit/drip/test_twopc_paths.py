@@ -4,18 +4,24 @@ after an update whose recorded decision was not a commit."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from checkers.twopc import check
 from tests.unit.drip.test_twopc_evidence import NODES, committed, kinds, obs, update
+
+
+def u1_everywhere(evs: dict[str, list[dict[str, Any]]]) -> tuple[list[Any], dict[str, Any]]:
+    """Update u1 (k = 1) invoked, committed on every node: its history and final state."""
+    for n in NODES:
+        evs[n] += committed("u1", "k", 1, 1)
+    return update(0, 0, "u1", "k", 1), {"k": {"value": 1, "version": 1, "uid": "u1"}}
 
 
 def test_restarted_with_data_then_active_without_a_sync_done() -> None:
     evs = {"n1": [{"type": "start", "fresh": False, "state": "sync"},
                   {"type": "state", "state": "active", "reason": "sync abandoned"}],
            "n2": []}
-    h = update(0, 0, "u1", "k", 1)
-    for n in NODES:
-        evs[n] += committed("u1", "k", 1, 1)
-    final = {"k": {"value": 1, "version": 1, "uid": "u1"}}
+    h, final = u1_everywhere(evs)
     r = check({}, h, obs(evs, final))
     assert kinds(r) == ["sync-skipped"], r.explain()
     assert r.anomalies[0].witness["cause"]["node"] == "n1"
@@ -43,10 +49,7 @@ def test_a_fresh_node_going_active_needs_no_sync() -> None:
     evs = {"n1": [{"type": "start", "fresh": True, "state": "inactive"},
                   {"type": "state", "state": "active"}],
            "n2": [{"type": "state", "state": "active"}]}
-    h = update(0, 0, "u1", "k", 1)
-    for n in NODES:
-        evs[n] += committed("u1", "k", 1, 1)
-    final = {"k": {"value": 1, "version": 1, "uid": "u1"}}
+    h, final = u1_everywhere(evs)
     r = check({}, h, obs(evs, final))
     assert r.valid is True, r.explain()
 
@@ -55,10 +58,7 @@ def test_a_restart_straight_into_active_is_one_skipped_sync_not_two() -> None:
     evs = {"n1": [{"type": "start", "fresh": False, "state": "active"},
                   {"type": "state", "state": "active"}],
            "n2": []}
-    h = update(0, 0, "u1", "k", 1)
-    for n in NODES:
-        evs[n] += committed("u1", "k", 1, 1)
-    final = {"k": {"value": 1, "version": 1, "uid": "u1"}}
+    h, final = u1_everywhere(evs)
     r = check({}, h, obs(evs, final))
     assert kinds(r) == ["sync-skipped"] and len(r.anomalies) == 1, r.explain()
 

@@ -99,11 +99,16 @@ def test_change_accepted_once_the_leaders_noop_commits():
     assert sim.replies[add].accepted and sorted(r.servers) == [1, 2, 3, 4]
 
 
-def test_add_server_for_a_member_is_refused_as_jraft_does():
+def _settled_three() -> tuple[GfSim, int, int]:
+    """Three servers, a leader and 0.2 s for its no-op to commit: (sim, leader, a follower)."""
     sim = GfSim([1, 2, 3])
     lead = sim.wait_leader()
     sim.run_for(0.2)
-    other = next(i for i in (1, 2, 3) if i != lead)
+    return sim, lead, next(i for i in (1, 2, 3) if i != lead)
+
+
+def test_add_server_for_a_member_is_refused_as_jraft_does():
+    sim, lead, other = _settled_three()
     before = sim.raft(lead).last_index
     add = sim.client_request(lead, _server_req(MsgType.ADD_SERVER_REQUEST, other, "tcp://127.0.0.1:9009"))
     sim.run_for(0.2)
@@ -112,10 +117,7 @@ def test_add_server_for_a_member_is_refused_as_jraft_does():
 
 
 def test_remove_server_sends_leave_cluster_before_the_configuration():
-    sim = GfSim([1, 2, 3])
-    lead = sim.wait_leader()
-    sim.run_for(0.2)
-    victim = next(i for i in (1, 2, 3) if i != lead)
+    sim, lead, victim = _settled_three()
     before = sim.raft(lead).config_index
     rm = sim.client_request(lead, _server_req(MsgType.REMOVE_SERVER_REQUEST, victim))
     assert sim.replies[rm].accepted and sim.raft(lead).config_index == before
@@ -144,10 +146,7 @@ def test_unreachable_server_is_removed_after_leave_timeout():
 
 def test_removed_flag_survives_a_restart():
     """A removed server restarted from its durable state does not campaign."""
-    sim = GfSim([1, 2, 3])
-    lead = sim.wait_leader()
-    sim.run_for(0.2)
-    victim = next(i for i in (1, 2, 3) if i != lead)
+    sim, lead, victim = _settled_three()
     rm = sim.client_request(lead, _server_req(MsgType.REMOVE_SERVER_REQUEST, victim))
     sim.run_for(1)
     assert sim.replies[rm].accepted and sim.raft(victim).removed
