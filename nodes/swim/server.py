@@ -39,6 +39,7 @@ from nodes.common.config import ConfigError, NodeConfig
 from nodes.common.effects import EVERYONE
 from nodes.common.journal import Journal
 from nodes.common.loop import CoreLoop, JournalingHost
+from nodes.common.refusals import Refusals
 from nodes.swim import codec as c
 from nodes.swim import crypto
 from nodes.swim.core import BUGS, Options, SwimCore
@@ -127,8 +128,8 @@ class SwimNode(JournalingHost):
                       "malformed": 0, "unknown": 0, "unknown_sender": 0, "refused_decrypt": 0}
         self.keyring_path = cfg.data_dir / "keyring.json"
         self.keyring = _keyring(cfg, self.keyring_path)
-        self._refusal_logged = -REFUSAL_LOG_S  # monotonic time of the last journaled refusal
-        self._refusals_unlogged = 0
+        #: counts into stats["refused_decrypt"]; journals one event per REFUSAL_LOG_S
+        self._decrypt_refusals = Refusals(window=REFUSAL_LOG_S, per_window=1, counts=self.stats)
         self.admin = AdminServer(cfg.id, self.state, self.journal, self.clock, cfg.host,
                                  cfg.ports.admin)
         self._add_routes(self.admin.app)
@@ -261,13 +262,10 @@ class SwimNode(JournalingHost):
 
     def _refused_decrypt(self, addr: tuple[str, int], e: crypto.DecryptError) -> None:
         """Count every refusal; journal the first, then one per REFUSAL_LOG_S with a count."""
-        self.stats["refused_decrypt"] += 1
-        self._refusals_unlogged += 1
-        now = self.clock.monotonic()
-        if now - self._refusal_logged >= REFUSAL_LOG_S:
-            self.emit("refused-decrypt", {"count": self._refusals_unlogged,
+        ev = self._decrypt_refusals.note("refused_decrypt", self.clock.monotonic())
+        if ev is not None:
+            self.emit("refused-decrypt", {"count": 1 + ev.get("unjournaled_before", 0),
                                           "from": f"{addr[0]}:{addr[1]}", "error": str(e)})
-            self._refusal_logged, self._refusals_unlogged = now, 0
 
     # ---- effects (the Host of nodes.common.loop)
     def send(self, to: int | str, msg: c.Message) -> None:
