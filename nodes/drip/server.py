@@ -226,11 +226,14 @@ class DripNode(JournalingHost):
     def _snapshot(self) -> dict[str, Any]:
         return {**self.core.snapshot(), "refused": self.refusals.snapshot()}
 
-    def _refuse(self, status: int, reason: str, msg: str, ident: str | None) -> web.Response:
-        ev = self.refusals.note(reason, self.clock.monotonic(), peer=ident, status=status,
-                                error=msg)
+    def _note_refusal(self, reason: str, **detail: Any) -> None:
+        """Count a refusal; journal it as ``refused`` within the per-reason budget."""
+        ev = self.refusals.note(reason, self.clock.monotonic(), **detail)
         if ev is not None:
             self.journal.emit("refused", **ev)
+
+    def _refuse(self, status: int, reason: str, msg: str, ident: str | None) -> web.Response:
+        self._note_refusal(reason, peer=ident, status=status, error=msg)
         return _err(status, msg)
 
     def _with_statement(self, msg: Message) -> Message:
@@ -261,10 +264,8 @@ class DripNode(JournalingHost):
                     raise AuthError("the statement is about another vote")
                 proven.append(voter)
             except AuthError as e:
-                ev = self.refusals.note("unproven-vote", self.clock.monotonic(), peer=hop,
-                                        voter=voter, uid=msg.uid, error=str(e))
-                if ev is not None:
-                    self.journal.emit("refused", **ev)
+                self._note_refusal("unproven-vote", peer=hop, voter=voter, uid=msg.uid,
+                                   error=str(e))
         return replace(msg, voters=tuple(proven), statements=tuple(
             (v, t) for v, t in msg.statements if v in proven))
 
