@@ -38,7 +38,12 @@ PUBLIC_ALG = "ES256"
 
 
 class AuthError(Exception):
-    """The request's Authorization is unacceptable; the message says why (answered 401)."""
+    """The request's Authorization is unacceptable; the message says why (answered 401) and
+    ``reason`` names the kind of refusal the node counts it under."""
+
+    def __init__(self, message: str, reason: str = "bad-token") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass
@@ -155,16 +160,17 @@ class Verifier:
         remembered until it expires)."""
         if claims["req"] != digest:
             raise AuthError("token signs another request (method, path, headers or body "
-                            "differ from what the issuer signed)")
+                            "differ from what the issuer signed)", "retargeted")
         if not once:
             return
         jti = claims["jti"]
         if jti in self.seen:
-            raise AuthError(f"token replayed (jti {jti[:32]!r} was already taken)")
+            raise AuthError(f"token replayed (jti {jti[:32]!r} was already taken)", "replayed")
         if len(self.seen) >= self.max_seen:
             self.seen = {j: t for j, t in self.seen.items() if t > now}
             if len(self.seen) >= self.max_seen:
-                raise AuthError("too many live tokens to remember; retry later")
+                raise AuthError("too many live tokens to remember; retry later",
+                                "replay-table-full")
         self.seen[jti] = float(claims["exp"]) + self.leeway_s
 
 

@@ -383,7 +383,7 @@ class DripNode(JournalingHost):
         try:
             claims = self.verifier.verify(auth, sender, now)
         except AuthError as e:
-            return self._refuse(401, "bad-token", str(e), ident)
+            return self._refuse(401, e.reason, str(e), ident)
         body = await req.read()
         try:
             msg = codec.decode(req.method, req.path, req.headers, body, auth)
@@ -393,8 +393,7 @@ class DripNode(JournalingHost):
             self.verifier.bind(claims, codec.signed_digest(msg),
                                once=not isinstance(msg, codec.FLOODED), now=now)
         except AuthError as e:
-            return self._refuse(401, "replayed" if "replayed" in str(e) else "retargeted",
-                                str(e), ident)
+            return self._refuse(401, e.reason, str(e), ident)
         if isinstance(msg, _OWN_BEHALF) and sender != ident:
             return self._refuse(403, "not-own-behalf", f"{codec.H_NODE} {sender!r} is not the "
                                 f"TLS peer {ident!r}", ident)

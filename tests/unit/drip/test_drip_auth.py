@@ -172,3 +172,24 @@ def test_a_token_altered_after_it_was_cached_is_checked_afresh(pair) -> None:
     tampered = ".".join((head, body, sig[:-4] + ("AAAA" if sig[-4:] != "AAAA" else "BBBB")))
     with pytest.raises(AuthError, match="token rejected"):
         v.verify("Bearer " + tampered, "n1", NOW)
+
+
+def test_each_refusal_names_its_kind(pair) -> None:
+    """The node counts refusals by ``AuthError.reason``, not by reading the message."""
+    s, v, _ = pair
+    with pytest.raises(AuthError) as e:
+        v.verify(None, "n1", NOW)
+    assert e.value.reason == "bad-token"
+    d = codec.signed_digest(_heartbeat(2))
+    token = s.header(NOW, d)
+    with pytest.raises(AuthError) as e:
+        v.bind(v.verify(token, "n1", NOW), codec.signed_digest(_heartbeat(3)), True, NOW)
+    assert e.value.reason == "retargeted"
+    v.bind(v.verify(token, "n1", NOW), d, once=True, now=NOW)
+    with pytest.raises(AuthError) as e:
+        v.bind(v.verify(token, "n1", NOW), d, once=True, now=NOW)
+    assert e.value.reason == "replayed"
+    v.max_seen = 1
+    with pytest.raises(AuthError) as e:
+        v.bind(v.verify(s.header(NOW, d), "n1", NOW), d, once=True, now=NOW)
+    assert e.value.reason == "replay-table-full"
