@@ -1,0 +1,542 @@
+"""The ARS server (ars-c, ars-s, the AllZoneData part of ars-e) for one zone, sans-IO.
+
+Follows the one core interface (docs/contracts.md 0a). Peers are node ids from the topology;
+every request the core sends is ``Send(peer, ArsRequest)`` and ends in exactly one
+``on_message(peer, ArsResponse)`` or ``on_message(peer, CallFailed(req_num))`` (the runtime's
+job: no answer, connection refused). A request from a peer arrives as ``on_message(peer,
+ArsRequest)`` and is answered by one ``Send(peer, ArsResponse)``. Client submissions are
+``on_command(SubmitUpdate, token)`` answered by ``Reply(token, ArsAnswer | ArsError)``; result
+notifications go to ``Send(NotifyDest(host, port), ArsRequest)``. Durable state goes out as
+``Persist("ars", record)`` (`nodes.antacid.state` folds the records back at construction).
+
+The algorithms of the draft's section 4: SSNs per (server, zone) from a persisted counter;
+the primary assigns CSNs from 2 upwards, one per UpdateGroup, only for a group that applied
+whole; the primary serializes each submission server's SSNs in order, holding early arrivals
+(4.2.2.3, 4.2.2.7) until ``reorder_timeout`` (then 212001); duplicates (an SSN at or below the
+last committed one from that server, or one in progress) get 226001; committed updates go
+down the DAG by push (a suggestion, with the Nagle-like outstanding flag of 4.2.2.4) and pull
+with LastSeenCSN, at most one pull in flight, applied as a gap-free prefix; pulls are answered
+collapsed (4.1.3); a pull from before the log's truncation point gets 226002 and the puller
+asks for the whole zone (LastSeenCSN 0, answered with AllZoneData).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from nodes.antacid import messages as m
+from nodes.antacid.state import Committed, Durable, Pending, Topology
+from nodes.common.effects import Effect, Emit, Persist, Reply, Send, SetTimer
+
+BUGS: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NotifyDest:
+    """A client's NotifyHost/NotifyPort: where a result notification goes."""
+
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class CallFailed:
+    """The request ``req_num`` we sent to this peer got no answer."""
+
+    req_num: int
+
+
+@dataclass(frozen=True)
+class ReadZone:
+    """Client command: the zone's documents and last CSN (for readers and the checker)."""
+
+
+@dataclass(frozen=True)
+class TruncateLog:
+    """Admin command: drop committed log entries up to ``through_csn`` (inclusive)."""
+
+    through_csn: int
+
+
+@dataclass
+class ArsOptions:
+    reorder_timeout: float = 10.0
+    propagate_retry: float = 1.0
+    propagate_rounds: int = 5  # rounds over all upstreams before 210001 + FailedUpdateSubmission
+    notify_retry: float = 1.0
+    notify_attempts: int = 10
+    pull_interval: float = 5.0
+    detect_conflicts: bool = False
+    collapse: bool = True
+
+
+@dataclass
+class _Out:
+    """A request we sent and what to do with its answer."""
+
+    peer: Any
+    req: m.ArsRequest
+    why: str
+    key: Any = None
+
+
+@dataclass
+class ArsCore:
+    me: str
+    topology: Topology
+    durable: Durable = field(default_factory=Durable)
+    options: ArsOptions = field(default_factory=ArsOptions)
+
+    def __post_init__(self) -> None:
+        self.server = self.topology.server_id(self.me, self.durable.incarn)
+        self.zone = self.topology.zone
+        self.primary = self.topology.primary == self.me
+        self.upstreams = self.topology.upstream.get(self.me, ())
+        self.downstreams = self.topology.downstream_of(self.me)
+        self._req = 0
+        self._out: dict[tuple[Any, int], _Out] = {}
+        self._push_outstanding: set[str] = set()
+        self._pulling: str | None = None
+        self._pull_again: str | None = None
+        self._held: dict[tuple[m.ServerId, int], tuple[Any, m.PropagateSubmittedUpdate]] = {}
+
+    # ------------------------------------------------------------------ interface
+
+    def start(self, now: float) -> list[Effect]:
+        fx: list[Effect] = [Emit("start", {"incarn": self.durable.incarn,
+                                           "last_csn": self.durable.last_csn,
+                                           "last_ssn": self.durable.last_ssn,
+                                           "primary": self.primary})]
+        if self.durable.fresh_incarn:
+            fx.insert(0, Persist("ars", ("incarn", self.durable.incarn)))
+        if self.upstreams:
+            fx.append(SetTimer("pull", now))
+        for gsid, p in sorted(self.durable.pending.items(), key=lambda kv: kv[0].ssn):
+            if p.state == "propagating":
+                fx += self._propagate(gsid, now)
+            elif p.state == "notifying":
+                fx += self._notify(gsid, now)
+        fx += self._push_all()
+        return fx
+
+    def on_command(self, cmd: Any, token: Any, now: float) -> list[Effect]:
+        if isinstance(cmd, ReadZone):
+            docs = {n: {"content": c, "csn": csn} for n, (c, csn) in self.durable.docs.items()}
+            return [Reply(token, {"last_csn": self.durable.last_csn, "docs": docs})]
+        if isinstance(cmd, TruncateLog):
+            through = min(cmd.through_csn, self.durable.last_csn)
+            return [Persist("ars", ("truncate", through)), *self._apply(("truncate", through)),
+                    Reply(token, {"truncated_through": self.durable.truncated_through})]
+        if isinstance(cmd, m.SubmitUpdate):
+            return self._submit(cmd, token, now)
+        raise ValueError(f"unknown ANTACID command {cmd!r}: send SubmitUpdate, ReadZone or "
+                         "TruncateLog")
+
+    def on_timer(self, name: Any, now: float) -> list[Effect]:
+        kind, *rest = name if isinstance(name, tuple) else (name,)
+        if kind == "pull":
+            fx = self._pull(self._next_upstream(), now) if self.upstreams else []
+            return [*fx, SetTimer("pull", now + self.options.pull_interval)]
+        if kind == "propagate":
+            gsid = rest[0]
+            p = self.durable.pending.get(gsid)
+            return self._propagate(gsid, now) if p and p.state == "propagating" else []
+        if kind == "notify":
+            gsid = rest[0]
+            p = self.durable.pending.get(gsid)
+            return self._notify(gsid, now) if p and p.state == "notifying" else []
+        if kind == "reorder":
+            return self._reorder_timeout(rest[0], rest[1], now)
+        return []
+
+    def on_message(self, peer: Any, msg: Any, now: float) -> list[Effect]:
+        if isinstance(msg, m.ArsRequest):
+            return self._request(peer, msg, now)
+        if isinstance(msg, m.ArsResponse | CallFailed):
+            out = self._out.pop((peer, msg.req_num), None)
+            if out is None:
+                return [Emit("ars-stray-response", {"peer": str(peer), "req": msg.req_num})]
+            return self._answered(out, None if isinstance(msg, CallFailed) else msg.result, now)
+        return [Emit("ars-refused", {"peer": str(peer), "what": type(msg).__name__})]
+
+    # ------------------------------------------------------------------ helpers
+
+    def _err(self, code: int, specifics: str = "") -> m.ArsError:
+        return m.ArsError.of(code, self.server, specifics)
+
+    def _call(self, peer: Any, body: m.Body, why: str, key: Any = None) -> Send[Any, Any]:
+        self._req = self._req % m.U32 + 1
+        req = m.ArsRequest(self._req, body)
+        self._out[(peer, self._req)] = _Out(peer, req, why, key)
+        return Send(peer, req)
+
+    def _apply(self, record: tuple[Any, ...]) -> list[Effect]:
+        self.durable.apply(record)
+        return []
+
+    def _persist(self, record: tuple[Any, ...]) -> list[Effect]:
+        self.durable.apply(record)
+        return [Persist("ars", record)]
+
+    def _next_upstream(self) -> str:
+        ups = self.upstreams
+        self.durable.pull_turn = (self.durable.pull_turn + 1) % len(ups)
+        return ups[self.durable.pull_turn]
+
+    # ------------------------------------------------------------------ submission
+
+    def _check_group(self, group: m.UpdateGroup) -> m.ArsError | None:
+        for d in group.data:
+            if not d.name:
+                return self._err(m.MISSING_URI, "DatumAndOp without Name")
+            if not self.topology.in_zone(d.name):
+                return self._err(m.ZONE_NOT_HELD, d.name)
+        return None
+
+    def _submit(self, cmd: m.SubmitUpdate, token: Any, now: float) -> list[Effect]:
+        bad = self._check_group(cmd.group)
+        if bad is not None:
+            return [Reply(token, bad)]
+        ssn = self.durable.last_ssn + 1
+        gsid = m.GlobalSubmitID(self.server, ssn)
+        notify = (NotifyDest(cmd.notify_host, cmd.notify_port)
+                  if cmd.notify_host is not None and cmd.notify_port is not None else None)
+        fx = self._persist(("ssn", ssn))
+        fx += self._persist(("pending", gsid, Pending(cmd.group, notify, None, "propagating")))
+        fx += [Reply(token, m.ArsAnswer(gsid=gsid)),
+               Emit("submit", {"ssn": ssn, "incarn": self.server.incarn,
+                               "docs": [d.name for d in cmd.group.data]})]
+        if self.primary:
+            return fx + self._serialize(gsid, cmd.group, None, now)
+        return fx + self._propagate(gsid, now)
+
+    def _propagate(self, gsid: m.GlobalSubmitID, now: float, start: int = 0) -> list[Effect]:
+        """Offer the submission to the upstreams in preference order from ``start``."""
+        p = self.durable.pending[gsid]
+        if start >= len(self.upstreams):
+            p.rounds += 1
+            if p.rounds >= self.options.propagate_rounds and p.group is not None:
+                return self._give_up(gsid, now)
+            return [SetTimer(("propagate", gsid), now + self.options.propagate_retry)]
+        body = m.PropagateSubmittedUpdate(gsid, self.server.host, self.server.port, p.group)
+        return [self._call(self.upstreams[start], body, "propagate", (gsid, start))]
+
+    def _give_up(self, gsid: m.GlobalSubmitID, now: float) -> list[Effect]:
+        """210001 to whoever waits; the submission server then sends FailedUpdateSubmission
+        upstream until one takes it (the primary must learn the SSN is spent)."""
+        p = self.durable.pending[gsid]
+        fx = self._result(gsid, 0, self._err(m.PROPAGATE_FAILED, f"{p.rounds} rounds"), now)
+        if gsid.server == self.server:
+            fx += self._persist(("pending", gsid, replace(p, group=None, state="propagating",
+                                                          rounds=0)))
+            fx += self._propagate(gsid, now)
+        return fx
+
+    def _duplicate(self, gsid: m.GlobalSubmitID) -> bool:
+        return (gsid.ssn <= self.durable.committed_ssn.get(gsid.server, 0)
+                or gsid in self.durable.pending
+                or (gsid.server, gsid.ssn) in self._held)
+
+    def _on_propagate(self, peer: str, req: m.ArsRequest, now: float) -> list[Effect]:
+        b: m.PropagateSubmittedUpdate = req.body  # type: ignore[assignment]
+        if peer not in self.downstreams:
+            return [Send(peer, m.ArsResponse(req.req_num, self._err(m.PROPAGATE_NOT_DOWNSTREAM, peer)))]
+        if b.group is not None:
+            bad = self._check_group(b.group)
+            if bad is not None:
+                return [Send(peer, m.ArsResponse(req.req_num, bad))]
+            if self._duplicate(b.gsid):
+                return [Send(peer, m.ArsResponse(req.req_num, self._err(
+                    m.DUPLICATE_SUBMISSION, f"{b.gsid.server} SSN {b.gsid.ssn}"))),
+                    Emit("duplicate", {"ssn": b.gsid.ssn, "from": peer})]
+        ack = Send(peer, m.ArsResponse(req.req_num, m.ArsAnswer(gsid=b.gsid)))
+        if self.primary:
+            return [ack, *self._serialize(b.gsid, b.group, peer, now)]
+        fx = self._persist(("pending", b.gsid, Pending(b.group, None, peer, "propagating")))
+        return [*fx, ack, *self._propagate(b.gsid, now)]
+
+    # ------------------------------------------------------------------ primary
+
+    def _serialize(self, gsid: m.GlobalSubmitID, group: m.UpdateGroup | None, peer: Any,
+                   now: float) -> list[Effect]:
+        """Commit in each submission server's SSN order, holding early arrivals."""
+        last = self.durable.committed_ssn.get(gsid.server, 0)
+        if gsid.server != self.server and gsid.ssn != last + 1:
+            self._held[(gsid.server, gsid.ssn)] = (peer, m.PropagateSubmittedUpdate(
+                gsid, "", 1, group))
+            fx: list[Effect] = [Emit("hold", {"ssn": gsid.ssn, "waiting_for": last + 1})]
+            if group is not None:
+                fx.append(SetTimer(("reorder", gsid.server, gsid.ssn),
+                                   now + self.options.reorder_timeout))
+            return fx
+        fx = self._commit(gsid, group, peer, now)
+        nxt = self._held.pop((gsid.server, gsid.ssn + 1), None)
+        if nxt is not None:
+            fx += self._serialize(nxt[1].gsid, nxt[1].group, nxt[0], now)
+        return fx
+
+    def _reorder_timeout(self, server: m.ServerId, ssn: int, now: float) -> list[Effect]:
+        held = self._held.pop((server, ssn), None)
+        if held is None:
+            return []
+        peer, b = held
+        # the SSN is spent: when the chain reaches it, it passes as a failed submission
+        self._held[(server, ssn)] = (peer, replace(b, group=None))
+        err = self._err(m.REORDER_TIMEOUT, f"SSN {ssn} waited for "
+                        f"{self.durable.committed_ssn.get(server, 0) + 1}")
+        return [Emit("reorder-timeout", {"ssn": ssn}), *self._notify_failure(b.gsid, peer, err, now)]
+
+    def _commit(self, gsid: m.GlobalSubmitID, group: m.UpdateGroup | None, peer: Any,
+                now: float) -> list[Effect]:
+        """Apply ``group`` whole under a new CSN, or fail it whole (the CSN is not spent)."""
+        if group is None:  # FailedUpdateSubmission: the SSN is spent, nothing commits
+            return [*self._persist(("ssn-seen", gsid.server, gsid.ssn)),
+                    Emit("failed-submission", {"ssn": gsid.ssn})]
+        err = self._check_semantics(group)
+        if err is not None:
+            fx = self._persist(("ssn-seen", gsid.server, gsid.ssn))
+            return fx + self._notify_failure(gsid, peer, err, now)
+        csn = max(self.durable.last_csn, 1) + 1
+        data = tuple(replace(d, csn=csn) for d in group.data)
+        entry = Committed(csn, gsid, data)
+        fx = self._persist(("commit", entry))
+        fx.append(Emit("commit", {"csn": csn, "ssn": gsid.ssn, "incarn": gsid.server.incarn,
+                                  "server": f"{gsid.server.host}:{gsid.server.port}",
+                                  "docs": [d.name for d in data]}))
+        if peer is None:
+            fx += self._result(gsid, csn, None, now)
+        else:
+            fx.append(self._call(peer, m.SubmittedUpdateResultNotification(
+                gsid, csn, self.zone), "notify-down", gsid))
+        return fx + self._push_all()
+
+    def _check_semantics(self, group: m.UpdateGroup) -> m.ArsError | None:
+        docs = dict(self.durable.docs)
+        for d in group.data:
+            have = d.name in docs
+            if d.action == "create" and have:
+                return self._err(m.DATASTORE_SEMANTICS, f"create of existing {d.name}")
+            if d.action == "update" and not have:
+                return self._err(m.UPDATE_MISSING, d.name)
+            if d.action == "delete" and not have:
+                return self._err(m.DELETE_MISSING, d.name)
+            if self.options.detect_conflicts and have and (d.csn or 1) != docs[d.name][1]:
+                return self._err(m.WRITE_CONFLICT, f"{d.name} is at CSN {docs[d.name][1]}")
+            if d.action == "delete":
+                docs.pop(d.name)
+            else:
+                docs[d.name] = (d.content, 0)
+        return None
+
+    def _notify_failure(self, gsid: m.GlobalSubmitID, peer: Any, err: m.ArsError,
+                        now: float) -> list[Effect]:
+        if peer is None:
+            return self._result(gsid, 0, err, now)
+        return [self._call(peer, m.SubmittedUpdateResultNotification(gsid, 0, self.zone, err),
+                           "notify-down", gsid)]
+
+    # ------------------------------------------------------------------ results
+
+    def _result(self, gsid: m.GlobalSubmitID, csn: int, err: m.ArsError | None,
+                now: float) -> list[Effect]:
+        """We know the outcome of a pending submission: notify once it is visible here."""
+        p = self.durable.pending.get(gsid)
+        if p is None:
+            return []
+        fx = self._persist(("pending", gsid, replace(p, csn=csn, error=err, state="awaiting")))
+        return fx + self._release(now)
+
+    def _release(self, now: float) -> list[Effect]:
+        """Notify every pending submission whose outcome is known and, when it committed,
+        whose CSN has reached this server (4.2.2.6)."""
+        fx: list[Effect] = []
+        for gsid, p in sorted(self.durable.pending.items(), key=lambda kv: kv[0].ssn):
+            if p.state == "awaiting" and (p.error is not None or p.csn <= self.durable.last_csn):
+                fx += self._persist(("pending", gsid, replace(p, state="notifying", tries=0)))
+                fx += self._notify(gsid, now)
+        return fx
+
+    def _notify(self, gsid: m.GlobalSubmitID, now: float) -> list[Effect]:
+        p = self.durable.pending[gsid]
+        dest = p.from_peer if p.from_peer is not None else p.notify
+        if dest is None:
+            return self._done(gsid)
+        if p.tries >= self.options.notify_attempts:
+            return [Emit("notify-abandoned", {"ssn": gsid.ssn}), *self._done(gsid)]
+        p.tries += 1
+        body = m.SubmittedUpdateResultNotification(gsid, p.csn or 0, self.zone, p.error)
+        return [self._call(dest, body, "notify", gsid),
+                SetTimer(("notify", gsid), now + self.options.notify_retry)]
+
+    def _done(self, gsid: m.GlobalSubmitID) -> list[Effect]:
+        p = self.durable.pending[gsid]
+        fx = self._persist(("done", gsid))
+        fx.append(Emit("result", {"ssn": gsid.ssn, "incarn": gsid.server.incarn,
+                                  "csn": p.csn or 0,
+                                  "error": p.error.code if p.error else None}))
+        return fx
+
+    # ------------------------------------------------------------------ requests in
+
+    def _request(self, peer: Any, req: m.ArsRequest, now: float) -> list[Effect]:
+        b = req.body
+        if isinstance(b, m.PropagateSubmittedUpdate):
+            return self._on_propagate(peer, req, now)
+        if isinstance(b, m.SubmittedUpdateResultNotification):
+            ack = Send(peer, m.ArsResponse(req.req_num, m.ArsAnswer()))
+            p = self.durable.pending.get(b.gsid)
+            if p is None or p.state not in ("propagating", "propagated"):
+                return [ack]
+            return [ack, *self._result(b.gsid, b.csn, b.error, now)]
+        if isinstance(b, m.PushCommittedUpdates):
+            if peer not in self.upstreams:
+                return [Send(peer, m.ArsResponse(req.req_num, self._err(m.PUSH_NOT_UPSTREAM, peer)))]
+            return [Send(peer, m.ArsResponse(req.req_num, m.ArsAnswer())), *self._pull(peer, now)]
+        if isinstance(b, m.PullCommittedUpdates):
+            return [Send(peer, m.ArsResponse(req.req_num, self._serve_pull(peer, b)))]
+        if isinstance(b, m.ContentEncodingNegotiation):
+            names = tuple(n for n in b.names if n in m.ENCODINGS)
+            return [Send(peer, m.ArsResponse(req.req_num, m.ArsAnswer(encodings=names)))]
+        return [Send(peer, m.ArsResponse(req.req_num, self._err(m.SUBPROTOCOL_UNSUPPORTED)))]
+
+    def _serve_pull(self, peer: str, b: m.PullCommittedUpdates) -> m.ArsAnswer | m.ArsError:
+        if peer not in self.downstreams:
+            return self._err(m.PULL_NOT_DOWNSTREAM, peer)
+        self._push_outstanding.discard(peer)
+        groups: list[m.UpdateGroup] = []
+        for st in b.states:
+            if st.zone != self.zone:
+                return self._err(m.UPSTREAM_ZONE_NOT_HELD, st.zone)
+            if st.last_seen_csn == 0:
+                groups.append(self._all_zone())
+                continue
+            if st.last_seen_csn < self.durable.truncated_through:
+                return self._err(m.BEFORE_TRUNCATION, f"CSN {st.last_seen_csn}, truncation "
+                                 f"point {self.durable.truncated_through}")
+            groups += committed_since(self.durable.log, st.last_seen_csn, self.zone,
+                                      collapse=self.options.collapse)
+        return m.ArsAnswer(groups=tuple(groups))
+
+    def _all_zone(self) -> m.UpdateGroup:
+        data = tuple(m.DatumAndOp(n, c, "write", csn)
+                     for n, (c, csn) in sorted(self.durable.docs.items()))
+        return m.UpdateGroup(data, max(self.durable.last_csn, 1), self.zone, all_zone=True)
+
+    # ------------------------------------------------------------------ push / pull
+
+    def _push_all(self) -> list[Effect]:
+        fx: list[Effect] = []
+        for d in self.downstreams:
+            if d not in self._push_outstanding:
+                self._push_outstanding.add(d)
+                fx.append(self._call(d, m.PushCommittedUpdates(self.server.host, self.server.port),
+                                     "push"))
+        return fx
+
+    def _pull(self, upstream: str, now: float, last_seen: int | None = None) -> list[Effect]:
+        if self._pulling is not None:
+            self._pull_again = upstream
+            return []
+        self._pulling = upstream
+        seen = self.durable.last_csn if last_seen is None else last_seen
+        body = m.PullCommittedUpdates(self.server.host, self.server.port,
+                                      (m.ReplState(self.zone, seen),))
+        return [self._call(upstream, body, "pull", seen)]
+
+    def _pulled(self, out: _Out, result: m.ArsAnswer | m.ArsError | None,
+                now: float) -> list[Effect]:
+        self._pulling = None
+        fx: list[Effect] = []
+        if isinstance(result, m.ArsError) and result.code == m.BEFORE_TRUNCATION:
+            return [Emit("full-transfer", {"from": out.peer, "after": out.key}),
+                    *self._pull(out.peer, now, last_seen=0)]
+        if isinstance(result, m.ArsAnswer):
+            fx += self._apply_committed(out.peer, result.groups)
+            fx += self._release(now)
+            if self.durable.last_csn > out.key:
+                fx += self._push_all()
+        again, self._pull_again = self._pull_again, None
+        if again is not None:
+            fx += self._pull(again, now)
+        return fx
+
+    def _apply_committed(self, upstream: str, groups: Iterable[m.UpdateGroup]) -> list[Effect]:
+        """Apply the gap-free prefix of ``groups`` after our last CSN, each group whole."""
+        fx: list[Effect] = []
+        for g in groups:
+            if g.all_zone:
+                if (g.csn or 0) < self.durable.last_csn:
+                    fx.append(Emit("ars-refused", {"why": "stale AllZoneData", "csn": g.csn}))
+                    break
+                fx += self._persist(("zone", g.csn, g.data))
+                fx.append(Emit("zone-transfer", {"csn": g.csn, "from": upstream,
+                                                 "docs": len(g.data)}))
+                continue
+            want = max(self.durable.last_csn, 1) + 1
+            if g.csn is None or g.csn < want:
+                continue  # already have it
+            if g.csn > want or g.zone not in (None, self.zone):
+                fx.append(Emit("ars-refused", {"why": "gap in committed CSNs", "want": want,
+                                               "got": g.csn, "from": upstream}))
+                break
+            entry = Committed(g.csn, g.gsid, tuple(replace(d, csn=g.csn) for d in g.data))
+            fx += self._persist(("commit", entry))
+            fx.append(Emit("apply", {"csn": g.csn, "ssn": g.gsid.ssn if g.gsid else None,
+                                     "docs": [d.name for d in g.data]}))
+        return fx
+
+    # ------------------------------------------------------------------ answers
+
+    def _answered(self, out: _Out, result: m.ArsAnswer | m.ArsError | None,
+                  now: float) -> list[Effect]:
+        if out.why == "pull":
+            return self._pulled(out, result, now)
+        if out.why == "push":
+            if result is None:
+                self._push_outstanding.discard(out.peer)
+            return []
+        if out.why == "propagate":
+            gsid, idx = out.key
+            p = self.durable.pending.get(gsid)
+            if p is None or p.state != "propagating":
+                return []
+            if isinstance(result, m.ArsAnswer):
+                if p.group is None:  # FailedUpdateSubmission delivered: nothing more to wait for
+                    return self._persist(("done", gsid))
+                return self._persist(("pending", gsid, replace(p, state="propagated")))
+            if isinstance(result, m.ArsError) and result.code == m.DUPLICATE_SUBMISSION:
+                # an upstream already holds it (our earlier attempt got through): wait for it
+                return self._persist(("pending", gsid, replace(p, state="propagated")))
+            return self._propagate(gsid, now, idx + 1)
+        if out.why == "notify":
+            p = self.durable.pending.get(out.key)
+            if isinstance(result, m.ArsAnswer) and p is not None and p.state == "notifying":
+                return self._done(out.key)
+            return []
+        if out.why == "notify-down":
+            if result is None:  # the downstream server missed it: retry later
+                return [self._call(out.peer, out.req.body, "notify-down", out.key)]
+            return []
+        return []
+
+
+def committed_since(log: Iterable[Committed], last_seen: int, zone: str, *,
+                    collapse: bool) -> list[m.UpdateGroup]:
+    """The committed groups after ``last_seen``, every CSN present (4.1.3: an entry whose
+    documents all have later updates in the range is sent empty, a noop)."""
+    entries = [e for e in log if e.csn > last_seen]
+    latest: dict[str, int] = {}
+    if collapse:
+        for e in entries:
+            for d in e.data:
+                latest[d.name] = e.csn
+    out = []
+    for e in entries:
+        data = e.data
+        if collapse:
+            data = tuple(replace(d, action="delete" if d.action == "delete" else "write")
+                         for d in e.data if latest[d.name] == e.csn)
+        out.append(m.UpdateGroup(data, e.csn, zone, e.gsid))
+    return out
