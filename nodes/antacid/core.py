@@ -100,6 +100,7 @@ class ArsCore:
         self._push_outstanding: set[str] = set()
         self._pulling: str | None = None
         self._pull_again: str | None = None
+        self._down_retry: dict[tuple[str, m.GlobalSubmitID], m.Body] = {}
         self._held: dict[tuple[m.ServerId, int], tuple[Any, m.PropagateSubmittedUpdate]] = {}
 
     # ------------------------------------------------------------------ interface
@@ -147,6 +148,9 @@ class ArsCore:
             gsid = rest[0]
             p = self.durable.pending.get(gsid)
             return self._notify(gsid, now) if p and p.state == "notifying" else []
+        if kind == "notify-down":
+            body = self._down_retry.pop((rest[0], rest[1]), None)
+            return [self._call(rest[0], body, "notify-down", rest[1])] if body else []
         if kind == "reorder":
             return self._reorder_timeout(rest[0], rest[1], now)
         return []
@@ -517,7 +521,9 @@ class ArsCore:
             return []
         if out.why == "notify-down":
             if result is None:  # the downstream server missed it: retry later
-                return [self._call(out.peer, out.req.body, "notify-down", out.key)]
+                self._down_retry[(out.peer, out.key)] = out.req.body
+                return [SetTimer(("notify-down", out.peer, out.key),
+                                 now + self.options.notify_retry)]
             return []
         return []
 

@@ -210,3 +210,18 @@ def test_requests_from_servers_off_the_topology_are_refused() -> None:
     neg = net.cores["p"].on_message("r1", m.ArsRequest(3, m.ContentEncodingNegotiation(
         "blocks:z", ("DataWithOps", "EllipsisNotation"))), 0.0)
     assert neg[0].msg.result.encodings == ("DataWithOps",)
+
+
+def test_a_missed_result_notification_down_is_retried_on_a_timer() -> None:
+    net = settled()
+    net.submit("r1", (A, "x", "write"))
+    net.step()  # r1 -> p: PropagateSubmittedUpdate
+    net.cut.add(frozenset(("p", "r1")))
+    net.run()  # p's notification to r1 fails; nothing is resent at once
+    assert net.cores["r1"].durable.pending
+    net.cut.clear()
+    gsid = next(iter(net.cores["r1"].durable.pending))
+    net.timer("p", ("notify-down", "r1", gsid))
+    net.timer("r1", "pull")
+    net.run()
+    assert not net.cores["r1"].durable.pending and net.notified[-1].csn == 2
