@@ -4,6 +4,8 @@ malformed input is refused with the ARSError code to answer."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nodes.antacid import messages as m
 
@@ -87,3 +89,17 @@ def test_we_never_send_an_invalid_message() -> None:
         m.encode(m.ArsRequest(0, m.PushCommittedUpdates("h", 1)))
     with pytest.raises(ValueError, match="invalid ARS message"):
         m.encode(m.ArsRequest(1, m.PushCommittedUpdates("h", 0)))
+
+
+_text = st.text(st.characters(min_codepoint=0x20, max_codepoint=0xD7FF) | st.sampled_from("\n\t"),
+                max_size=40)
+_name = st.from_regex(r"blocks:[a-z]{1,8}(\.[a-z0-9]{1,8}){0,3}", fullmatch=True)
+
+
+@given(docs=st.lists(st.tuples(_name, _text, st.sampled_from(m.ACTIONS),
+                               st.none() | st.integers(0, m.U64)), min_size=1, max_size=5),
+       req=st.integers(1, m.U32), ssn=st.integers(1, m.U64))
+def test_any_document_content_round_trips(docs: list, req: int, ssn: int) -> None:
+    group = m.UpdateGroup(tuple(m.DatumAndOp(*d) for d in docs))
+    msg = m.ArsRequest(req, m.PropagateSubmittedUpdate(m.GlobalSubmitID(S, ssn), "h", 1, group))
+    assert m.parse(m.encode(msg)) == msg
