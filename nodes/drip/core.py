@@ -94,7 +94,9 @@ from nodes.drip.records import (
 from nodes.drip.seen import Seen
 
 BUGS = ("commit-partial-vote", "forget-in-progress", "skip-sync", "syncing-votes-no",
-        "inactive-takes-part")
+        "inactive-takes-part", "retake-duplicate-votes", "act-on-late-votes", "commit-after-abort")
+#: bug modes where an initiator keeps an aborted vote open and commits on a late yes
+LATE_BUGS = frozenset({"act-on-late-votes", "commit-after-abort"})
 #: the reserved key whose committed value is the membership (a sorted list of node ids) and
 #: whose version is the membership epoch; clients cannot write it (see docs/drip.md)
 MEMBERS_KEY = "drip:members"
@@ -554,9 +556,12 @@ class DripCore:
         if self.state == "inactive" and "inactive-takes-part" not in self.bugs:
             raise Unavailable(f"node {self.me} is inactive")
         up = msg.update
+        retake = False
         if self.seen.before(msg.initiator, msg.counter, msg.reset):
-            return [Send(hop, VoteResponse(self.me, True, msg.initiator, msg.counter, up.uid,
-                                           duplicate=True))]
+            if "retake-duplicate-votes" not in self.bugs:
+                return [Send(hop, VoteResponse(self.me, True, msg.initiator, msg.counter, up.uid,
+                                               duplicate=True))]
+            retake = True  # bug: votes on (and answers) a repeat again, without forwarding it
         self._learn(msg.initiator)
         rows = Counters((self._row(msg.initiator),))
         reason = self._own_vote(up, msg.initiator)
@@ -574,7 +579,7 @@ class DripCore:
         if replaced is not None and replaced != up.uid:  # syncing (or a bug): the old vote goes
             out.append(Emit("release", {"uid": replaced, "key": up.key, "why": "replaced"}))
         out.append(SetTimer(("lock", up.key, up.uid), now + self.cfg.lock_ttl_s))
-        downstream = set(self.active_peers(exclude=hop))
+        downstream = set() if retake else set(self.active_peers(exclude=hop))
         t = Tally(up, msg.initiator, msg.counter, hop, downstream, {self.me}, set(), version, now)
         if not downstream:
             return out + [self._respond(t)]
@@ -602,6 +607,8 @@ class DripCore:
         if r.uid is None:
             return self._on_bare_vote(hop, r, now)
         t = self.tallies.get(r.uid)
+        if t is not None and t.decided and hop in t.pending and self.bugs & LATE_BUGS:
+            return self._bug_late_commit(t, hop, r, now)
         if t is None or t.decided or hop not in t.pending:
             # spec 4.5.1: no action for responses after the timeout (or never asked for)
             return [Emit("late-vote", {"uid": r.uid, "from": hop, "vote": "yes" if r.yes else "no"})]
@@ -613,6 +620,27 @@ class DripCore:
             t.no_voters.add(hop)
         t.version = max(t.version, r.version)
         return self._progress(t, now)
+
+    def _bug_late_commit(self, t: Tally, hop: str, r: VoteResponse, now: float
+                         ) -> list[Effect]:
+        """Bug modes only: an aborted vote kept open takes a late answer, and commits when
+        the vote is complete after all: ``act-on-late-votes`` journals a second ``decide``
+        (its client was told "aborted"); ``commit-after-abort`` does not, and answers its
+        client only now ("committed"), as if the abort had never been."""
+        out: list[Effect] = [Emit("late-vote", {"uid": r.uid, "from": hop,
+                                                "vote": "yes" if r.yes else "no"})]
+        t.pending.discard(hop)
+        t.voters |= set(r.voters)
+        t.statements.update(r.statements)
+        t.no_voters |= set(r.no_voters) | (set() if r.yes or r.no_voters else {hop})
+        t.version = max(t.version, r.version)
+        if t.pending or t.no_voters or t.update.uid in self.d.applied or \
+                self.required(t.update) - t.voters:
+            return out
+        again = self._decide(t, now, None)
+        if "commit-after-abort" in self.bugs:
+            return out + [e for e in again if not (isinstance(e, Emit) and e.type == "decide")]
+        return out + [e for e in again if not isinstance(e, Reply)]
 
     def _on_bare_vote(self, hop: str, r: VoteResponse, now: float) -> list[Effect]:
         """A vote response without a body (the spec's example): it names no update, so it
@@ -647,7 +675,8 @@ class DripCore:
                 ) -> list[Effect]:
         """Initiator: commit on an all-yes aggregate of every member, else abort."""
         t.decided = True
-        self.tallies.pop(t.update.uid, None)
+        if not self.bugs & LATE_BUGS:
+            self.tallies.pop(t.update.uid, None)
         up = t.update
         required = self.required(up)
         missing = sorted(required - t.voters - t.no_voters)
@@ -671,7 +700,8 @@ class DripCore:
             out.append(self._p(Counters((self._row(self.me),))))
             abort = Abort(self.me, counter, reset, up.uid, up.key)
             out += [Send(p, abort) for p in self.active_peers()]
-        out.append(self._done(t.token, False, {"error": "aborted: " + str(why)}))
+        if "commit-after-abort" not in self.bugs:  # the bug answers when a late yes commits
+            out.append(self._done(t.token, False, {"error": "aborted: " + str(why)}))
         return out
 
     def _on_abort(self, hop: str, msg: Abort, now: float) -> list[Effect]:

@@ -20,7 +20,7 @@ from faults import schedules as sch
 from harness.nemesis_generator import Faults, from_schedule
 from harness.spec import TestSpec
 from harness.suites.drip import PROTOCOL
-from nodes.drip.topology import figure1, line, ring
+from nodes.drip.topology import figure1, full, line, ring
 
 pytestmark = pytest.mark.chaos
 
@@ -165,6 +165,40 @@ def test_bug_inactive_takes_part_is_caught(chaos_run) -> None:
                       bugs=["inactive-takes-part"], options={"rate": 20},
                       schedule=slow_sends_in_turn(["n2", "n4"], five)),
               expect="2pc", anomaly="inactive-participated", min_ok=MIN_OK_PER_S * 10)
+
+
+def test_bug_retake_duplicate_votes_is_caught(chaos_run) -> None:
+    """On a ring every vote request reaches the far side by both ways round: the second copy
+    carries a counter already seen (spec 4.4), which the bug votes on again."""
+    chaos_run(partial(spec, "drip-bug-retake", 5, ring, time_limit=8.0,
+                      bugs=["retake-duplicate-votes"], options={"keys": 16}),
+              expect="2pc", anomaly="propagated-twice", min_ok=MIN_OK_PER_S * 8)
+
+
+def late_votes(all_nodes: list[str]) -> list[sch.Step]:
+    """One node at a time has its sends slowed past the initiators' vote timeout: its yes
+    arrives after they aborted (and the updates it initiates hear back only late)."""
+    return slow_sends_in_turn(all_nodes[:3], all_nodes, hold_s=3.0)
+
+
+def test_bug_act_on_late_votes_is_caught(chaos_run) -> None:
+    """Spec 4.5.1: no action for vote responses after the timeout; the bug decides again
+    (and commits) when the late yes completes the vote."""
+    five = [f"n{i}" for i in range(1, 6)]
+    chaos_run(partial(spec, "drip-bug-late-votes", 5, full, time_limit=12.0,
+                      bugs=["act-on-late-votes"], options={"rate": 20, "keys": 16},
+                      schedule=late_votes(five)),
+              expect="2pc", anomaly="late-vote-acted-on", min_ok=MIN_OK_PER_S * 10)
+
+
+def test_bug_commit_after_abort_is_caught(chaos_run) -> None:
+    """The same late commit without a second decision in the journal: only the applies
+    show that an update its initiator aborted was committed after all."""
+    five = [f"n{i}" for i in range(1, 6)]
+    chaos_run(partial(spec, "drip-bug-commit-after-abort", 5, full, time_limit=12.0,
+                      bugs=["commit-after-abort"], options={"rate": 20, "keys": 16},
+                      schedule=late_votes(five)),
+              expect="2pc", anomaly="aborted-update-applied", min_ok=MIN_OK_PER_S * 10)
 
 
 def test_correct_member_killed_for_good_then_decommissioned(chaos_run) -> None:
