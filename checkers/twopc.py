@@ -31,6 +31,8 @@ Properties, each an anomaly kind:
   counter reset in between. The spec's "a counter <= the saved one is not propagated" is
   relaxed on purpose (nodes/drip/seen.py keeps a window for counters overtaken in flight: a
   commit travels the outbox long after later votes), so only the exact repeat is judged.
+* membership — ``membership-disagreement``: two nodes (or one, twice) journaled different
+  member sets for one agreed epoch.
 * late responses — ``late-vote-acted-on``: an initiator decided an update again after a vote
   response for it came in late (spec 4.5.1: no action for responses after the timeout).
 
@@ -109,6 +111,9 @@ class Evidence:
     #: agreed memberships (docs/drip.md "Membership"): epoch -> members, from ``members``
     #: events; epoch 0 (none agreed) is ``members``
     epochs: dict[int, list[str]] = field(default_factory=dict)
+    #: every node's view of each agreed epoch: epoch -> [(node, members, the event saying so)]
+    epoch_views: dict[int, list[tuple[str, list[str], dict[str, Any]]]] = field(
+        default_factory=dict)
 
     def active(self, node: str) -> bool:
         return self.nodes[node]["state"].get("state") == "active"
@@ -123,6 +128,7 @@ def gather(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
     sync_skips: list[Anomaly] = []
     journal_rules: list[Anomaly] = []
     epochs: dict[int, list[str]] = {}
+    views: dict[int, list[tuple[str, list[str], dict[str, Any]]]] = defaultdict(list)
     for name, obs in sorted(nodes.items()):
         journal_rules += _timeline_rules(name, obs.get("events") or [])
         held: dict[str, set[str]] = defaultdict(set)
@@ -135,6 +141,8 @@ def gather(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
                 decided[str(ev.get("uid"))] = (name, ev)
             elif t == "members" and int(ev.get("epoch") or 0) > 0:
                 epochs.setdefault(int(ev["epoch"]), sorted(ev.get("members") or []))
+            if t in ("members", "start") and int(ev.get("epoch") or 0) > 0:
+                views[int(ev["epoch"])].append((name, sorted(ev.get("members") or []), ev))
             elif t == "vote":
                 uid, key = str(ev.get("uid")), str(ev.get("key"))
                 votes[uid].setdefault(name, ev)
@@ -170,7 +178,7 @@ def gather(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
     return Evidence(nodes, sorted(nodes), _updates(history),
                     applied, decided, votes, overlaps, sync_skips, journal_rules, committed,
                     {n: _final_kv(o["state"]) for n, o in nodes.items()
-                     if isinstance(o.get("state"), dict)}, version_of, epochs)
+                     if isinstance(o.get("state"), dict)}, version_of, epochs, dict(views))
 
 
 def validity(e: Evidence) -> list[Anomaly]:
@@ -351,8 +359,26 @@ def convergence(e: Evidence) -> list[Anomaly]:
          "differing_keys": diff[:20]})]
 
 
+def membership_agreement(e: Evidence) -> list[Anomaly]:
+    """Every node that took membership epoch E holds the same member set for E: the all-yes
+    rule of each decision at E is judged against that one set."""
+    out = []
+    for epoch, views in sorted(e.epoch_views.items()):
+        sets = {tuple(m) for _, m, _ in views}
+        if len(sets) < 2:
+            continue
+        out.append(Anomaly(
+            "membership-disagreement",
+            f"nodes hold {len(sets)} different member sets for epoch {epoch}: "
+            + "; ".join(f"{sorted({n for n, m, _ in views if tuple(m) == s})} {list(s)}"
+                        for s in sorted(sets)),
+            {"epoch": epoch, "views": [where(n, ev, members=m) for n, m, ev in views]}))
+    return out
+
+
 #: the properties, in the order their anomalies are listed
-PROPERTIES = (validity, vote_rule, atomicity, agreement, isolation, convergence)
+PROPERTIES = (validity, vote_rule, atomicity, agreement, isolation, convergence,
+              membership_agreement)
 
 
 def check(test: dict[str, Any], history: list[Op], observations: dict[str, Any]) -> Result:

@@ -141,3 +141,20 @@ def test_the_checker_still_needs_every_staying_member() -> None:
     r = check({}, h, obs)
     bad = [a for a in r.anomalies if a.kind == "commit-without-all-yes"]
     assert bad and "u2" in bad[0].message and "n2" in bad[0].message
+
+
+def test_the_checker_needs_one_member_set_per_epoch() -> None:
+    from checkers.twopc import check
+
+    _, h, obs = _decommissioned_run()
+    r = check({}, h, obs)
+    assert not r.anomalies, r.explain()  # "unknown" only: n4 is dead, so it left no state
+    views = [(n, ev) for n, o in obs["nodes"].items() for ev in o["events"]
+             if ev["type"] == "members" and ev.get("epoch") == 1]
+    assert {n for n, _ in views} == {"n1", "n2", "n3"}  # every staying member took epoch 1
+    views[-1][1]["members"] = ["n1", "n2", "n3", "n4"]  # one node's epoch 1 kept n4
+    r = check({}, h, obs)
+    bad = [a for a in r.anomalies if a.kind == "membership-disagreement"]
+    assert r.valid is False and len(bad) == 1, r.explain()
+    assert "epoch 1" in bad[0].message and views[-1][0] in bad[0].message
+    assert len(bad[0].witness["views"]) == len(views)
