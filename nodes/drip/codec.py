@@ -38,9 +38,20 @@ H_SYNC_COMPLETE = "DRiP-Sync-Complete"
 H_AUTH = "Authorization"
 
 U64_MAX = 2**64 - 1
+#: the highest version a node takes: SQLite's INTEGER holds 2**63-1, and the next commit of the
+#: key adds one, so 2**63-1 itself is refused too (docs/drip.md "Limits and refusals")
+MAX_VERSION = 2**63 - 2
 _DIGITS = re.compile(r"[0-9]{1,20}")
+_BUDGET = re.compile(r"[0-9]{1,9}")  # ASCII digits only: str.isdigit() takes "²" and "١"
 _NODE_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 MAX_KEY = 256
+#: nesting of a request body's JSON (arrays and objects); deeper is refused, never recursed into
+MAX_DEPTH = 32
+#: node ids in one list of a body (heartbeat members, vote voters and no-voters, statements)
+MAX_MEMBERS = 256
+#: default bound of one value, its JSON encoding in bytes (option ``max_value_bytes``)
+MAX_VALUE_BYTES = 1024 * 1024
 STATES = ("active", "inactive", "sync")
 
 
@@ -50,6 +61,17 @@ class CodecError(ValueError):
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The bounds a node puts on what it decodes; ``max_budget_ms`` None: no cap (tests)."""
+
+    max_value_bytes: int = MAX_VALUE_BYTES
+    max_budget_ms: int | None = None
+
+
+DEFAULT_LIMITS = Limits()
 
 
 # --------------------------------------------------------------------------- headers
@@ -72,6 +94,29 @@ def parse_counter(v: str | None) -> int:
     n = int(v)
     if n > U64_MAX:
         raise CodecError(f"{H_COUNTER}: {v} exceeds the unsigned 64-bit maximum {U64_MAX}")
+    return n
+
+
+def parse_reset(v: str | None, counter: int) -> bool:
+    """The reset flag; true only with counter 0, the wrap-around `next_counter` makes (a reset
+    at any other counter would wipe the receiver's duplicate history of that initiator)."""
+    reset = parse_bool(v, H_RESET)
+    if reset and counter != 0:
+        raise CodecError(f"{H_RESET}: true only at the wrap-around to counter 0, "
+                         f"not at {counter}")
+    return reset
+
+
+def parse_budget(v: str | None, limits: Limits) -> int | None:
+    if v is None:
+        return None
+    if not _BUDGET.fullmatch(v):
+        raise CodecError(f"{H_BUDGET}: {v!r} must be a whole number of milliseconds "
+                         "(1-9 ASCII digits)")
+    n = int(v)
+    if limits.max_budget_ms is not None and n > limits.max_budget_ms:
+        raise CodecError(f"{H_BUDGET}: {n} exceeds this node's vote timeout "
+                         f"{limits.max_budget_ms} ms")
     return n
 
 
@@ -119,7 +164,7 @@ class Update:
         return {"id": self.uid, "key": self.key, "value": self.value, "owner": self.owner}
 
     @classmethod
-    def from_json(cls, d: Any) -> Update:
+    def from_json(cls, d: Any, limits: Limits = DEFAULT_LIMITS) -> Update:
         if not isinstance(d, dict):
             raise CodecError("body: expected a JSON object {id, key, value, owner?}")
         uid, key = d.get("id"), d.get("key")
@@ -132,6 +177,10 @@ class Update:
         owner = d.get("owner")
         if owner is not None and not isinstance(owner, str):
             raise CodecError("body.owner: expected a string or null")
+        size = len(json.dumps(d["value"], separators=(",", ":")))
+        if size > limits.max_value_bytes:
+            raise CodecError(f"body.value: {size} bytes of JSON exceeds this node's maximum "
+                             f"value size {limits.max_value_bytes} (option max_value_bytes)")
         return cls(uid, key, d["value"], owner)
 
 
@@ -150,18 +199,17 @@ class Item:
                 "owner": self.owner}
 
     @classmethod
-    def from_json(cls, d: Any) -> Item:
-        u = Update.from_json(d)
-        v = d.get("version")
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            raise CodecError("item.version: expected a non-negative integer")
-        return cls(u.key, u.value, v, u.uid, u.owner)
+    def from_json(cls, d: Any, limits: Limits = DEFAULT_LIMITS) -> Item:
+        u = Update.from_json(d, limits)
+        return cls(u.key, u.value, _int(d, "version", "item"), u.uid, u.owner)
 
 
-def _int(d: dict[str, Any], k: str) -> int:
+def _int(d: dict[str, Any], k: str, where: str = "body", top: int = MAX_VERSION) -> int:
     v = d.get(k)
     if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-        raise CodecError(f"body.{k}: expected a non-negative integer")
+        raise CodecError(f"{where}.{k}: expected a non-negative integer")
+    if v > top:
+        raise CodecError(f"{where}.{k}: {v} exceeds the maximum {top}")
     return v
 
 
@@ -169,11 +217,15 @@ def _ids(d: dict[str, Any], k: str) -> tuple[str, ...]:
     v = d.get(k, [])
     if not isinstance(v, list):
         raise CodecError(f"body.{k}: expected a list of node ids")
+    if len(v) > MAX_MEMBERS:
+        raise CodecError(f"body.{k}: {len(v)} node ids, more than the maximum {MAX_MEMBERS}")
     return tuple(sorted({parse_node_id(x, f"body.{k}") for x in v}))
 
 
 def _statements(d: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     raw = d.get("statements", {})
+    if isinstance(raw, dict) and len(raw) > MAX_MEMBERS:
+        raise CodecError(f"vote response body.statements: more than {MAX_MEMBERS}")
     if not isinstance(raw, dict) or not all(isinstance(v, str) and len(v) <= 4096
                                             for v in raw.values()):
         raise CodecError("vote response body.statements: expected {node id: signed statement}")
@@ -188,10 +240,31 @@ def vote_digest(uid: str, initiator: str, counter: int) -> str:
 
 
 def decode_json(raw: bytes) -> Any:
+    """A body's JSON, refused (`CodecError`) when malformed, nested deeper than `MAX_DEPTH`, or
+    holding a lone surrogate (which SQLite and UTF-8 cannot store) in any string."""
     try:
-        return json.loads(raw) if raw else None
+        d = json.loads(raw) if raw else None
+    except RecursionError:
+        raise CodecError(f"body: JSON nested deeper than {MAX_DEPTH}") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise CodecError(f"body is not valid JSON: {e}") from None
+    _check_tree(d)
+    return d
+
+
+def _check_tree(d: Any) -> None:
+    """Depth and surrogates of a parsed body, walked without recursion."""
+    todo: list[tuple[Any, int]] = [(d, 0)]
+    while todo:
+        x, depth = todo.pop()
+        if isinstance(x, str):
+            if _SURROGATE.search(x):
+                raise CodecError("body: a string holds a lone surrogate (not valid Unicode)")
+        elif isinstance(x, dict | list):
+            if depth >= MAX_DEPTH:
+                raise CodecError(f"body: JSON nested deeper than {MAX_DEPTH}")
+            items = [*x.keys(), *x.values()] if isinstance(x, dict) else x
+            todo.extend((y, depth + 1) for y in items)
 
 
 # --------------------------------------------------------------------------- messages
@@ -397,7 +470,7 @@ def _path_id(path_id: str, sender: str) -> None:
 
 
 def decode(method: str, path: str, headers: Any, body: bytes,
-           auth: str | None = None) -> Message:
+           auth: str | None = None, limits: Limits = DEFAULT_LIMITS) -> Message:
     """Parse one request.
 
     ``headers`` is any case-insensitive mapping (aiohttp's CIMultiDict).
@@ -410,13 +483,10 @@ def decode(method: str, path: str, headers: Any, body: bytes,
         ttype = parse_ttype(headers.get(H_TTYPE))
         if ttype != "update":
             raise CodecError(f"/voting carries updates only, not {H_TTYPE}: {ttype}")
-        budget = headers.get(H_BUDGET)
-        if budget is not None and not (budget.isdigit() and len(budget) <= 9):
-            raise CodecError(f"{H_BUDGET}: {budget!r} must be a whole number of milliseconds")
-        return Voting(sender, parse_counter(headers.get(H_COUNTER)),
-                      parse_bool(headers.get(H_RESET), H_RESET),
-                      Update.from_json(decode_json(body)), auth,
-                      int(budget) if budget is not None else None)
+        budget = parse_budget(headers.get(H_BUDGET), limits)
+        counter = parse_counter(headers.get(H_COUNTER))
+        return Voting(sender, counter, parse_reset(headers.get(H_RESET), counter),
+                      Update.from_json(decode_json(body), limits), auth, budget)
     if method == "POST" and parts[-2:-1] == ["response"] and (
             (len(parts) == 5 and parts[:2] == ["voting", "peernode"])
             or (len(parts) == 4 and parts[0] == "node")):
@@ -435,7 +505,7 @@ def decode(method: str, path: str, headers: Any, body: bytes,
         if not isinstance(dup, bool):
             raise CodecError("vote response body.duplicate: expected a boolean")
         return VoteResponse(sender, parts[-1] == "yes", parse_node_id(d.get("initiator"),
-                            "body.initiator"), _int(d, "counter"), uid, _ids(d, "voters"),
+                            "body.initiator"), _int(d, "counter", top=U64_MAX), uid, _ids(d, "voters"),
                             _ids(d, "no_voters"), _int(d, "version") if "version" in d else 0,
                             dup, _statements(d))
     if method == "POST" and parts == ["abort"]:
@@ -445,17 +515,18 @@ def decode(method: str, path: str, headers: Any, body: bytes,
         uid, key = d.get("id"), d.get("key")
         if not isinstance(uid, str) or not uid or not isinstance(key, str) or not key:
             raise CodecError("abort body: expected non-empty strings id and key")
-        return Abort(sender, parse_counter(headers.get(H_COUNTER)),
-                     parse_bool(headers.get(H_RESET), H_RESET), uid, key, auth)
+        counter = parse_counter(headers.get(H_COUNTER))
+        return Abort(sender, counter, parse_reset(headers.get(H_RESET), counter), uid, key, auth)
     if method == "POST" and parts == ["commit"]:
         ttype = parse_ttype(headers.get(H_TTYPE))
         counter = parse_counter(headers.get(H_COUNTER))
-        reset = parse_bool(headers.get(H_RESET), H_RESET)
+        reset = parse_reset(headers.get(H_RESET), counter)
         d = decode_json(body)
         if ttype == "update":
             if not isinstance(d, dict):
                 raise CodecError("commit body: expected a JSON object")
-            return Commit(sender, counter, reset, Update.from_json(d), _int(d, "version"), auth)
+            return Commit(sender, counter, reset, Update.from_json(d, limits), _int(d, "version"),
+                          auth)
         complete = parse_bool(headers.get(H_SYNC_COMPLETE), H_SYNC_COMPLETE)
         if not isinstance(d, dict) or not isinstance(d.get("items"), list):
             raise CodecError("sync body: expected {sync_id, items: [...]}")
@@ -463,7 +534,7 @@ def decode(method: str, path: str, headers: Any, body: bytes,
         if not isinstance(sid, str) or not sid:
             raise CodecError("sync body.sync_id: expected a non-empty string")
         return SyncBatch(sender, counter, reset, complete, sid,
-                         tuple(Item.from_json(i) for i in d["items"]))
+                         tuple(Item.from_json(i, limits) for i in d["items"]))
     if method == "POST" and len(parts) == 3 and parts[:2] == ["heartbeat", "node"]:
         _path_id(parts[2], sender)
         d = decode_json(body) or {}

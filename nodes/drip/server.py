@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -82,6 +81,8 @@ class Options:
     sync_timeout_s: float = 5.0
     sync_batch: int = 1000
     entitlement: str = "none"
+    #: the largest value a node takes, its JSON in bytes (docs/drip.md "Limits and refusals")
+    max_value_bytes: int = codec.MAX_VALUE_BYTES
     #: a fresh data directory joining a running mesh: sync before going active (docs/drip.md)
     join: bool = False
 
@@ -140,6 +141,7 @@ class DripNode(JournalingHost):
                        heartbeat_s=o.heartbeat_s, peer_timeout_s=o.peer_timeout_s),
             get_policy(o.entitlement), extra.mesh_members, join=o.join)
         self.loop = CoreLoop(self.core, self, self.clock.monotonic)
+        self.limits = codec.Limits(o.max_value_bytes, int(o.vote_timeout_s * 1000))
         self.refusals = Refusals()
         self.admin = AdminServer(self.me, self._snapshot, self.journal, self.clock, cfg.host,
                                  cfg.ports.admin)
@@ -164,7 +166,7 @@ class DripNode(JournalingHost):
             timeout=aiohttp.ClientTimeout(total=self.opts.peer_timeout_s))
         peer_app = web.Application(client_max_size=64 * 1024 * 1024)
         peer_app.router.add_route("*", "/{tail:.*}", self.handle_peer)
-        client_app = web.Application()
+        client_app = web.Application(client_max_size=self.opts.max_value_bytes + 64 * 1024)
         client_app.router.add_post("/client/update", self.handle_update)
         client_app.router.add_get("/client/read", self.handle_read)
         await self._serve(peer_app, self.cfg.ports.peer, self.server_ssl)
@@ -198,10 +200,23 @@ class DripNode(JournalingHost):
         self.journal.close()
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
-        t = asyncio.ensure_future(coro)
+        """Every background task of the node (peer requests, the committer) runs here,
+        under one guard (`_guarded`): whatever one peer or one message makes it raise is
+        logged and journaled, and the node goes on."""
+        t = asyncio.ensure_future(self._guarded(coro))
         self.tasks.add(t)
         t.add_done_callback(self.tasks.discard)
         return t
+
+    async def _guarded(self, coro: Any) -> Any:
+        try:
+            return await coro
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any peer's doing; RecursionError included
+            self.journal.node_error(f"background task {getattr(coro, '__name__', coro)}", e,
+                                    evidence=False, logger=log)
+            return None
 
     # ---- Host: what the loop performs --------------------------------------------------------
     def send(self, to: Any, msg: Any) -> None:
@@ -294,15 +309,17 @@ class DripNode(JournalingHost):
                 raw = await r.read()
                 status = r.status
                 try:
-                    body = json.loads(raw) if raw else None
-                except ValueError:
+                    body = codec.decode_json(raw)
+                except CodecError as e:  # a reply too deep or malformed: its status still counts
+                    self._note_refusal("malformed-reply", peer=to, error=str(e))
                     body = None
         except (aiohttp.ClientError, TimeoutError, OSError) as e:
             log.debug("%s -> %s %s failed: %s", self.me, to, type(msg).__name__, e)
             body = f"{type(e).__name__}: {e}"
-        if status not in (0, 200):
-            log.debug("%s -> %s %s: %s %s", self.me, to, type(msg).__name__, status, body)
-        self._queue((None, to, Outcome(msg, status, body)))
+        finally:  # the core hears how every send ended, whatever it raised (its outbox waits)
+            if status not in (0, 200):
+                log.debug("%s -> %s %s: %s %s", self.me, to, type(msg).__name__, status, body)
+            self._queue((None, to, Outcome(msg, status, body)))
 
     # ---- group commit -------------------------------------------------------------------------
     # Durability rule (unchanged): nothing a peer or client hears leaves before every record
@@ -386,9 +403,12 @@ class DripNode(JournalingHost):
             return self._refuse(401, e.reason, str(e), ident)
         body = await req.read()
         try:
-            msg = codec.decode(req.method, req.path, req.headers, body, auth)
+            msg = codec.decode(req.method, req.path, req.headers, body, auth, self.limits)
         except CodecError as e:
             return self._refuse(e.status, "malformed", str(e), ident)
+        except Exception as e:  # noqa: BLE001 - a decoder bug must be a 400, never a 500
+            return self._refuse(400, "malformed", f"undecodable request: {type(e).__name__}: "
+                                f"{e}", ident)
         try:
             self.verifier.bind(claims, codec.signed_digest(msg),
                                once=not isinstance(msg, codec.FLOODED), now=now)
@@ -416,9 +436,13 @@ class DripNode(JournalingHost):
         504 no outcome in time (unknown).
         """
         try:
-            up = Update.from_json(codec.decode_json(await req.read()))
+            up = Update.from_json(codec.decode_json(await req.read()), self.limits)
         except CodecError as e:
-            return _err(400, str(e))
+            return self._refuse(400, "client-malformed", str(e), None)
+        except web.HTTPRequestEntityTooLarge as e:
+            return self._refuse(400, "client-too-large", f"{e.text}: the maximum value size is "
+                                f"{self.opts.max_value_bytes} bytes (option max_value_bytes)",
+                                None)
         return await self._decided(ClientUpdate(up))
 
     async def handle_members(self, req: web.Request) -> web.Response:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
 import time
 from pathlib import Path
@@ -92,7 +93,7 @@ def test_bad_requests_get_clear_errors_and_change_nothing(mesh_factory, jwt_mode
              "Content-Type": "application/json"}
         for k, v in over.items():
             k = {"node": codec.H_NODE, "counter": codec.H_COUNTER, "reset": codec.H_RESET,
-                 "auth": codec.H_AUTH, "ttype": codec.H_TTYPE}[k]
+                 "auth": codec.H_AUTH, "ttype": codec.H_TTYPE, "budget": codec.H_BUDGET}[k]
             if v is None:
                 h.pop(k, None)
             else:
@@ -124,6 +125,22 @@ def test_bad_requests_get_clear_errors_and_change_nothing(mesh_factory, jwt_mode
         ("n1", "/voting", headers(ttype="bulk"), body, 400, "DRiP-Transaction-Type"),
         ("n1", "/voting", headers(), b"{oops", 400, "not valid JSON"),
         ("n1", "/voting", headers(), b'{"id": "x"}', 400, "body.key"),
+        # bounded numbers and sizes (issue 26): each a 400 with its reason, never a 500
+        ("n1", "/commit", headers(), b'{"id":"bad1","key":"k","value":1,"version":%d}'
+         % (2**63 - 1), 400, "exceeds the maximum"),
+        ("n1", "/commit", headers(), b'{"id":"bad1","key":"k","value":1,"version":%d}'
+         % 2**64, 400, "exceeds the maximum"),
+        ("n1", "/voting", headers(budget="\u00b2"), body, 400, "ASCII digits"),
+        ("n1", "/voting", headers(budget="999999999"), body, 400, "vote timeout"),
+        ("n1", "/voting", headers(reset="true"), body, 400, "wrap-around"),
+        ("n1", "/voting", headers(), b"[" * 100_000 + b"]" * 100_000, 400, "nested deeper"),
+        ("n1", "/voting", headers(), b"[" * 40 + b"]" * 40, 400, "nested deeper"),
+        ("n1", "/voting", headers(), b'{"id":"s","key":"\\ud800","value":1}', 400,
+         "lone surrogate"),
+        ("n1", "/voting", headers(), b'{"id":"s","key":"k","value":"%s"}' % (b"x" * 2**20),
+         400, "maximum value size"),
+        ("n1", "/heartbeat/node/n1", headers(), json.dumps(
+            {"members": [f"g{i}" for i in range(300)]}).encode(), 400, "more than the maximum"),
     ]
     not_peers = [("n3", headers()), ("intruder", headers())]  # to n1, whose only peer is n2
 
@@ -144,8 +161,14 @@ def test_bad_requests_get_clear_errors_and_change_nothing(mesh_factory, jwt_mode
                     assert r.status == 403 and "not a configured peer" in got["error"], got
             plain = ssl.create_default_context(cafile=m.extra["n1"]["tls"]["ca"])
             plain.check_hostname = False
-            async with s.post(url + "/voting", headers=headers(), data=body, ssl=plain) as r:
-                assert r.status == 403 and "client certificate" in (await r.json())["error"]
+            with pytest.raises(aiohttp.ClientError):  # no client certificate: no handshake
+                async with s.post(url + "/voting", headers=headers(), data=body, ssl=plain) as r:
+                    await r.read()
+            # a lone surrogate on the client port is refused before any waiter is made, so
+            # the same update id, well formed, still commits (it answered 409 forever)
+            bad = b'{"id":"sur1","key":"\\udc80","value":1}'
+            async with s.post(m.client("n1") + "/client/update", data=bad) as r:
+                assert r.status == 400 and "surrogate" in (await r.json())["error"]
             for n in m.ids:
                 st = await m.state(s, n)
                 assert st["kv"] == {} and st["locks"] == {}, (n, st)
@@ -169,6 +192,8 @@ def test_bad_requests_get_clear_errors_and_change_nothing(mesh_factory, jwt_mode
                 kinds = {e["reason"] for e in (await r.json())["events"]
                          if e["type"] == "refused"}
             assert {"replayed", "retargeted", "bad-token", "malformed"} <= kinds, kinds
+            status, got = await m.update(s, "n1", "sk", 1, "sur1")  # the refused id is free
+            assert status == 200, got
     run(go())
 
 
