@@ -39,6 +39,7 @@ from aiohttp import web
 from nodes.common.admin import AdminServer
 from nodes.common.clock import Clock
 from nodes.common.config import ConfigError, NodeConfig
+from nodes.common.conns import ConnGuard
 from nodes.common.journal import Journal
 from nodes.common.loop import Answers, CoreLoop, JournalingHost
 from nodes.common.refusals import Refusals
@@ -83,6 +84,12 @@ class Options:
     entitlement: str = "none"
     #: the largest value a node takes, its JSON in bytes (docs/drip.md "Limits and refusals")
     max_value_bytes: int = codec.MAX_VALUE_BYTES
+    #: open connections per port (peer, client); one more is closed at once
+    max_conns: int = 256
+    #: a connection's first request head (and a TLS handshake) must arrive within this
+    head_timeout_s: float = 5.0
+    #: an idle keep-alive connection is closed after this (aiohttp keepalive_timeout)
+    keepalive_s: float = 30.0
     #: a fresh data directory joining a running mesh: sync before going active (docs/drip.md)
     join: bool = False
 
@@ -157,6 +164,7 @@ class DripNode(JournalingHost):
         self._committer: asyncio.Task[Any] | None = None
         self.tasks: set[asyncio.Task[Any]] = set()
         self.runners: list[web.AppRunner] = []
+        self.servers: list[asyncio.base_events.Server] = []
         self.session: aiohttp.ClientSession | None = None
 
     # ---- life cycle -------------------------------------------------------------------------
@@ -178,11 +186,18 @@ class DripNode(JournalingHost):
                  self.cfg.ports.peer, self.cfg.ports.client)
 
     async def _serve(self, app: web.Application, port: int, ssl_ctx: Any) -> None:
-        runner = web.AppRunner(app, access_log=None)
+        """Serve ``app`` through a `ConnGuard` (connection limit, head-read timeout): aiohttp
+        has no knob for either, so not a ``TCPSite``."""
+        o = self.opts
+        runner = web.AppRunner(app, access_log=None, keepalive_timeout=o.keepalive_s)
         await runner.setup()
-        await web.TCPSite(runner, self.cfg.host, port, ssl_context=ssl_ctx,
-                          reuse_address=True).start()
         self.runners.append(runner)
+        assert runner.server is not None
+        guard = ConnGuard(runner.server, o.max_conns, o.head_timeout_s,
+                          lambda reason: self._note_refusal(reason, port=port))
+        self.servers.append(await asyncio.get_running_loop().create_server(
+            guard, self.cfg.host, port, ssl=ssl_ctx, reuse_address=True,
+            ssl_handshake_timeout=o.head_timeout_s if ssl_ctx is not None else None))
 
     async def stop(self) -> None:
         self.loop.close()
@@ -192,6 +207,8 @@ class DripNode(JournalingHost):
             t.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
         await self.admin.stop()
+        for srv in self.servers:
+            srv.close()
         for r in self.runners:
             await r.cleanup()
         if self.session is not None:

@@ -197,6 +197,47 @@ def test_bad_requests_get_clear_errors_and_change_nothing(mesh_factory, jwt_mode
     run(go())
 
 
+def test_slow_heads_and_excess_connections_are_closed_on_both_ports(mesh_factory) -> None:
+    """Issue 26 item 9: partial requests stayed open forever and nothing bounded their number.
+    Now a head must arrive within head_timeout_s and a port holds at most max_conns."""
+    m = mesh_factory(2, [("n1", "n2")], options={"head_timeout_s": 1.0, "max_conns": 4})
+    partial = b"POST /client/update HTTP/1.1\r\nHost: x\r\n"
+
+    async def closed(r: asyncio.StreamReader, within: float) -> bool:
+        try:
+            return await asyncio.wait_for(r.read(), within) == b""
+        except (ConnectionError, ssl.SSLError):
+            return True
+
+    async def go() -> None:
+        await m.start()
+        async with aiohttp.ClientSession() as s:
+            await m.wait_all_active(s)
+            port = m.ports["n1"]["client"]
+            conns = [await asyncio.open_connection("127.0.0.1", port) for _ in range(5)]
+            for _, w in conns:
+                w.write(partial)
+            assert await closed(conns[4][0], 1.0)  # over the limit: closed at once
+            t0 = time.monotonic()
+            for r, _ in conns[:4]:
+                assert await closed(r, 5.0)
+            assert time.monotonic() - t0 < 3.0
+            # the peer port: a real peer's TLS connection with a slow head is closed too
+            r, w = await asyncio.open_connection("127.0.0.1", m.ports["n1"]["peer"],
+                                                 ssl=_ssl_for(m, "n2"))
+            conns.append((r, w))
+            w.write(partial)
+            assert await closed(r, 3.0)
+            for _, w in conns:
+                w.close()
+            status, got = await m.update(s, "n1", "k", 1, "c1")  # the ports serve again
+            assert status == 200, got
+            refused = (await m.state(s, "n1"))["refused"]
+            assert refused.get("too-many-connections", 0) >= 1, refused
+            assert refused.get("head-timeout", 0) >= 5, refused
+    run(go())
+
+
 def test_kill_9_keeps_committed_data_and_the_node_syncs_back(mesh_factory) -> None:
     m = mesh_factory(3, [("n1", "n2"), ("n2", "n3"), ("n1", "n3")])
 

@@ -101,3 +101,49 @@ def test_a_relayed_yes_counts_only_with_the_voters_own_statement(tmp_path: Path,
         asyncio.run(go())
     finally:
         m.close()
+
+
+def test_a_reply_nested_100000_deep_is_refused_and_the_node_goes_on(tmp_path: Path) -> None:
+    """Issue 26 item 8: such a reply raised RecursionError out of n1's request task (only
+    ValueError was caught), so the core never heard how the send ended. Now it is a refused
+    reply (``malformed-reply``), the send counts as answered without a body, and n1's
+    heartbeats go on: it sees n2 reachable again once n2 answers sanely."""
+    m = Mesh(tmp_path, 2, [("n1", "n2")], options={"jwt_mode": "public"})
+    deep = b"[" * 100_000 + b"]" * 100_000
+    hostile = {"on": True}
+
+    async def fake_n2(req: web.Request) -> web.Response:
+        await req.read()
+        if hostile["on"]:
+            return web.Response(body=deep, content_type="application/json")
+        return web.json_response({"state": "active", "ok": True})
+
+    async def go() -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", fake_n2)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", m.ports["n2"]["peer"],
+                          ssl_context=server_context(_files(m, "n2"))).start()
+        try:
+            m.start_node("n1")
+            await m.wait_healthy("n1")
+            async with aiohttp.ClientSession() as s:
+                async def refused() -> dict[str, int]:
+                    return (await m.state(s, "n1"))["refused"]
+
+                deadline = time.monotonic() + 10
+                while (await refused()).get("malformed-reply", 0) < 3:
+                    assert time.monotonic() < deadline, await refused()
+                    await asyncio.sleep(0.2)
+                hostile["on"] = False  # n1's heartbeats go on: it sees n2 answer again
+                while not (await m.state(s, "n1"))["peers"]["n2"]["reachable"]:
+                    assert time.monotonic() < deadline + 10, await m.state(s, "n1")
+                    await asyncio.sleep(0.2)
+            assert "RecursionError" not in m.log("n1")
+        finally:
+            await runner.cleanup()
+    try:
+        asyncio.run(go())
+    finally:
+        m.close()
