@@ -10,11 +10,14 @@ the core's.
 
 Request checks on the peer port, in order (each failure changes nothing):
 
-1. TLS client certificate present and naming a configured peer, else 403 (spec 4.1: requests
-   from nodes that are not peers are ignored).
+0. Connections: at most ``max_conns`` per port, the first head within ``head_timeout_s``
+   (`nodes.common.conns`); the TLS handshake requires a client certificate.
+1. TLS client certificate naming a configured peer, else 403 (spec 4.1: requests from nodes
+   that are not peers are ignored).
 2. ``DRiP-Node-ID`` well formed, else 400.
 3. JWT in ``Authorization`` valid, unexpired, ``iss`` == ``DRiP-Node-ID``, else 401.
-4. Headers and body per the codec, else 400 (404 for an unknown endpoint).
+4. Headers and body per the codec, with its bounds (docs/drip.md "Limits and refusals"),
+   else 400 (404 for an unknown endpoint); any decode failure is a 400, never a 500.
 5. The JWT signs this very request (its ``req`` digest), and a token of a request made on the
    sender's own behalf is not a replay (its ``jti``), else 401 (`nodes.drip.auth`).
 6. For requests a node makes on its own behalf (everything but forwarded ``/voting``,
