@@ -46,9 +46,15 @@ class Limits:
     """What a peer may make us hold. Each bound turns into a session error when passed."""
 
     window: int = DEFAULT_WINDOW  # the receive window we grant each channel (RFC 3081)
-    max_frame: int = DEFAULT_WINDOW  # the largest frame payload we send and accept
+    max_frame: int = DEFAULT_WINDOW  # the largest frame payload we accept
+    send_frame: int = DEFAULT_WINDOW  # the largest frame payload we send (the window may cut it shorter)
     max_message: int = 1 << 20  # the largest message we reassemble
     max_channels: int = 64  # channels open at once, channel 0 included
+
+    def __post_init__(self) -> None:
+        # a peer may use the default window before it reads our SEQ: a smaller one cannot be enforced
+        if self.window < DEFAULT_WINDOW or self.max_frame < 1 or self.send_frame < 1 or self.max_message < 1 or self.max_channels < 1:
+            raise LocalProtocolError(f"BEEP limits need window >= {DEFAULT_WINDOW} and positive sizes: {self}")
 
 
 @dataclass
@@ -97,13 +103,15 @@ class Session:
         self.peer_profiles: tuple[str, ...] | None = None  # set by the peer's greeting
         self._parser = FrameParser(self.limits.max_frame)
         self._out = bytearray()
-        self._channels: dict[int, _Channel] = {0: self._new_channel(0, "")}
+        self._channels: dict[int, _Channel] = {}
+        self._open(0, "")
         self._next_channel = 1 if role == INITIATOR else 2
         self._requests: dict[int, mgmt.Start | mgmt.Close] = {}  # our channel 0 MSGs, by msgno
         self._channels[0].awaiting.append(0)  # the peer's greeting is the reply to an unsent MSG 0
         greeting = mgmt.encode(mgmt.Greeting(self.profiles))
         self._channels[0].queue.append(_Out(RPY, 0, mime.encode(greeting, mime.BEEP_XML)))
         self._pump()
+        self._announce(0)
 
     # ---- the byte side -------------------------------------------------------------------
 
@@ -201,8 +209,13 @@ class Session:
 
     # ---- sending internals ---------------------------------------------------------------
 
-    def _new_channel(self, number: int, profile: str) -> _Channel:
-        return _Channel(number, profile, self.limits.window)
+    def _open(self, number: int, profile: str) -> None:
+        self._channels[number] = _Channel(number, profile, self.limits.window)
+
+    def _announce(self, number: int) -> None:
+        """A window over the default is announced by SEQ once the peer knows the channel (RFC 3081 3.1.3)."""
+        if self.limits.window != DEFAULT_WINDOW:
+            self._out += Seq(number, 0, self.limits.window).encode()
 
     def _check_open(self) -> None:
         if self.closed:
@@ -248,7 +261,7 @@ class Session:
                 out = ch.queue[0]
                 remaining = len(out.payload) - out.sent
                 room = max(0, ch.peer_window - (ch.out_seq - ch.peer_ack) % MOD)
-                chunk = min(remaining, room, self.limits.max_frame)
+                chunk = min(remaining, room, self.limits.send_frame)
                 if remaining and not chunk:
                     break
                 piece = out.payload[out.sent:out.sent + chunk]
@@ -376,7 +389,8 @@ class Session:
         elif isinstance(request, mgmt.Start):
             if not isinstance(element, mgmt.Profile) or element.uri not in request.profiles:
                 raise mgmt.ManagementError(f"the answer to <start> must be a <profile> we asked for, not {element}")
-            self._channels[request.number] = self._new_channel(request.number, element.uri)
+            self._open(request.number, element.uri)
+            self._announce(request.number)
             events.append(ChannelStarted(request.number, element.uri, element.content, by_peer=False))
         else:
             if not isinstance(element, mgmt.Ok):
@@ -399,7 +413,10 @@ class Session:
             self._answer(msgno, mgmt.Error(500, str(exc)[:200]))
             return
         if isinstance(element, mgmt.Start):
-            self._answer(msgno, self._accept_start(element, events))
+            answer = self._accept_start(element, events)
+            self._answer(msgno, answer)
+            if isinstance(answer, mgmt.Profile):
+                self._announce(element.number)
         elif isinstance(element, mgmt.Close):
             answer = self._accept_close(element, events)
             self._answer(msgno, answer)
@@ -420,7 +437,7 @@ class Session:
             return mgmt.Error(550, f"{len(self._channels)} channels are open, the most this peer allows")
         for uri, content in zip(start.profiles, start.contents or ("",) * len(start.profiles), strict=True):
             if uri in self.profiles:
-                self._channels[start.number] = self._new_channel(start.number, uri)
+                self._open(start.number, uri)
                 events.append(ChannelStarted(start.number, uri, content, by_peer=True))
                 return mgmt.Profile(uri)
         return mgmt.Error(550, "all requested profiles are unsupported")
