@@ -27,7 +27,7 @@ def _transcript() -> tuple[bytes, list]:
     events = pump(initiator, listener)
     channel = initiator.start_channel(PROFILE, content="hi")
     events += pump(initiator, listener)
-    for body in (b"", b"x", b"hello, world " * 40, bytes(range(256)) * 3):
+    for body in (b"", b"x", b"hello, world " * 12, bytes(range(256))):
         initiator.send_msg(channel, body)
     initiator.send_msg(channel, b"<a/>", "application/xml")
     events += pump(initiator, listener)
@@ -49,10 +49,10 @@ def _replay(cuts: list[int]) -> list:
 
 def test_transcript_is_what_it_claims() -> None:
     messages = [e for e in EVENTS if isinstance(e, Message)]
-    assert [m.body for m in messages][2] == b"hello, world " * 40
+    assert [m.body for m in messages][2] == b"hello, world " * 12
     assert messages[-1].headers["content-type"] == "application/xml"
     assert messages[0].headers["content-type"] == "application/octet-stream"
-    assert TRANSCRIPT.count(b"MSG 1 3 * ") > 50  # the long message really is many frames
+    assert TRANSCRIPT.count(b"MSG 1 3 * ") > 20  # the long message really is many frames
 
 
 def test_every_single_cut_gives_the_same_events() -> None:
