@@ -104,6 +104,7 @@ class Session:
         self._parser = FrameParser(self.limits.max_frame)
         self._out = bytearray()
         self._channels: dict[int, _Channel] = {}
+        self._announcements: list[int] = []  # channels whose window SEQ waits for channel 0's queue
         self._open(0, "")
         self._next_channel = 1 if role == INITIATOR else 2
         self._requests: dict[int, mgmt.Start | mgmt.Close] = {}  # our channel 0 MSGs, by msgno
@@ -213,9 +214,12 @@ class Session:
         self._channels[number] = _Channel(number, profile, self.limits.window)
 
     def _announce(self, number: int) -> None:
-        """A window over the default is announced by SEQ once the peer knows the channel (RFC 3081 3.1.3)."""
+        """A window over the default is announced by SEQ (RFC 3081 3.1.3), but only after the
+        channel 0 reply that opens the channel has left: a SEQ for a channel the peer does not
+        know yet would end the session."""
         if self.limits.window != DEFAULT_WINDOW:
-            self._out += Seq(number, 0, self.limits.window).encode()
+            self._announcements.append(number)
+            self._pump()
 
     def _check_open(self) -> None:
         if self.closed:
@@ -271,6 +275,12 @@ class Session:
                 ch.out_seq = (ch.out_seq + chunk) % MOD
                 if not more:
                     ch.queue.popleft()
+            if ch.number == 0 and not ch.queue and self._announcements:
+                for number in self._announcements:
+                    if (opened := self._channels.get(number)) is not None:
+                        opened.acked = opened.in_seq
+                        self._out += Seq(number, opened.in_seq, self.limits.window).encode()
+                self._announcements.clear()
 
     # ---- receiving internals -------------------------------------------------------------
 

@@ -130,3 +130,19 @@ def test_header_numbers_stay_in_sequence_on_the_wire() -> None:
     seqnos = [(int(m[5]), int(m[6])) for m in HEADER.finditer(wire) if int(m[2]) == ch]
     for (seq, size), (nxt, _) in zip(seqnos, seqnos[1:], strict=False):
         assert nxt == seq + size
+
+
+def test_a_window_announcement_waits_for_the_reply_that_opens_the_channel() -> None:
+    """With channel 0's window full, the <profile> reply is held back, and so is the new channel's SEQ."""
+    initiator, listener = Session(INITIATOR, []), Session(LISTENER, [PROFILE], Limits(window=8192, max_frame=8192))
+    pump(initiator, listener)
+    listener._channels[0].peer_window = 0  # as if the initiator had closed channel 0's window
+    initiator.start_channel(PROFILE)
+    listener.receive_data(initiator.data_to_send())
+    held = listener.data_to_send()
+    assert b"SEQ 1 " not in held and b"RPY 0 1" not in held
+    listener.receive_data(Seq(0, listener._channels[0].peer_ack, 4096).encode())
+    out = listener.data_to_send()
+    assert out.index(b"RPY 0 1 ") < out.index(b"SEQ 1 0 8192\r\n")
+    assert [type(e).__name__ for e in initiator.receive_data(out)] == ["ChannelStarted"]
+    assert initiator.window_of(1) == (0, 8192)
