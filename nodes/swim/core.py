@@ -230,8 +230,15 @@ MAX_LOGGED = 64
 JOIN_ACK_PARTS = 4
 #: members admitted from outside the start-up address book (dynamic_members), at most
 MAX_DYNAMIC = 256
-#: periods a seed's join answer (Nak) is expected after our JoinReq to it
+#: periods a seed's join answer (JoinAck, Nak) is expected after our JoinReq to it
 JOIN_ANSWER_PERIODS = 3
+#: JoinNaks sent per sender per period, and to everyone per period: a forged JoinReq flood
+#: from (or spoofing) one address must not make a node answer it datagram for datagram
+NAKS_PER_SENDER_PER_PERIOD = 1
+NAKS_PER_PERIOD = 16
+#: periods a probe's sequence number stays valid for its ack (a late answer is normal); an
+#: ack naming a sequence number we did not issue in that window is refused (`ack-seq`)
+ACK_PERIODS = 4
 
 
 class SwimCore:
@@ -263,7 +270,10 @@ class SwimCore:
                                   counts=self.counters.refused)
         self._gen_refusals = Refusals(window=1, per_window=REFUSED_EVENTS_PER_PERIOD)
         self._joins_seen: tuple[int, dict[int, int]] = (0, {})  # (period, sender -> count)
-        self._join_asked: dict[int, int] = {}  # seed -> period of our last JoinReq to it
+        self._naks_seen: tuple[int, dict[int, int]] = (0, {})  # (period, sender -> count)
+        # seed -> {nonce of a JoinReq we sent it: its period}; a JoinAck must echo one
+        self._join_asked: dict[int, dict[int, int]] = {}
+        self._seqs: dict[int, int] = {}  # probe sequence numbers we issued -> their period
         self._gossip: dict[int, _Gossip] = {}
         self._seed_i = 0
         self._join_target: int | None = None
@@ -377,8 +387,7 @@ class SwimCore:
             case c.JoinAck():
                 self._on_join_ack(msg)
             case c.JoinNak():
-                if from_id is not None and self._join_asked.get(from_id, -JOIN_ANSWER_PERIODS) \
-                        >= self.period - JOIN_ANSWER_PERIODS:
+                if from_id is not None and self._asked(from_id):
                     self._on_join_nak(msg, from_id)  # else unsolicited: ignored
             case c.JoinRedirect():
                 self._on_redirect(msg, from_id)
@@ -411,7 +420,19 @@ class SwimCore:
                 claimed = msg.desc.id
         if claimed is not None and claimed != from_id:
             return "origin-mismatch"
+        if isinstance(msg, c.PingResponse) and msg.src == self.me and msg.payload.seq != 0 \
+                and msg.payload.seq not in self._seqs:
+            return "ack-seq"  # an ack to a probe we never sent (or long expired): forged
+        if isinstance(msg, c.JoinAck) and not self._asked(from_id, msg.payload.seq):
+            return "unsolicited-join-ack"
         return None
+
+    def _asked(self, to: int, nonce: int | None = None) -> bool:
+        """Did we send ``to`` a JoinReq within JOIN_ANSWER_PERIODS (with ``nonce``, if given)?
+        A JoinAck must echo the nonce of one: its view and sample are applied wholesale."""
+        recent = {n: p for n, p in self._join_asked.get(to, {}).items()
+                  if p >= self.period - JOIN_ANSWER_PERIODS}
+        return bool(recent) if nonce is None else nonce in recent
 
     def _refuse(self, why: str, msg: c.Message, from_id: int | None) -> None:
         """Count a refused datagram; journal it at most REFUSED_EVENTS_PER_PERIOD times per
@@ -423,15 +444,19 @@ class SwimCore:
     def _join_allowed(self, sender: int) -> bool:
         """Answer at most JOINS_PER_SENDER_PER_PERIOD JoinReqs per sender and
         JOINS_PER_PERIOD in all per period (a JoinAck reflects the whole view)."""
-        period, seen = self._joins_seen
-        if period != self.period:
-            seen = {}
-            self._joins_seen = (self.period, seen)
-        if seen.get(sender, 0) >= JOINS_PER_SENDER_PER_PERIOD or \
-                sum(seen.values()) >= JOINS_PER_PERIOD:
-            return False
-        seen[sender] = seen.get(sender, 0) + 1
-        return True
+        self._joins_seen, ok = _within(self._joins_seen, self.period, sender,
+                                       JOINS_PER_SENDER_PER_PERIOD, JOINS_PER_PERIOD)
+        return ok
+
+    def _nak(self, msg: c.JoinReq, from_id: int | None, nak: c.JoinNak) -> None:
+        """Send ``nak`` to the JoinReq's sender unless it (or everyone) had its Naks for this
+        period (`nak-rate`: counted): a refusal must not be an amplifier."""
+        self._naks_seen, ok = _within(self._naks_seen, self.period, msg.src.id,
+                                      NAKS_PER_SENDER_PER_PERIOD, NAKS_PER_PERIOD)
+        if ok:
+            self._send(msg.src.id, nak)
+        else:
+            self._refuse("nak-rate", msg, from_id)
 
     def _leave(self) -> None:
         if self.left:
@@ -561,6 +586,8 @@ class SwimCore:
 
     def _period(self) -> None:
         self.period += 1
+        for seq in [q for q, p in self._seqs.items() if p < self.period - ACK_PERIODS]:
+            del self._seqs[seq]
         if self.left:
             self._send_leaves()  # and nothing else: no probes, joins or announcements
             return
@@ -601,8 +628,11 @@ class SwimCore:
 
     def _new_seq(self) -> int:
         """A random non-zero 32-bit probe sequence number: an ack must name it, so a forger
-        cannot answer a probe it did not see (an incrementing counter is guessed at once)."""
-        return self.rng.getrandbits(32) or 1
+        cannot answer a probe it did not see (an incrementing counter is guessed at once).
+        Kept ACK_PERIODS periods, so an ack naming another is refused (`ack-seq`)."""
+        seq = self.rng.getrandbits(32) or 1
+        self._seqs[seq] = self.period
+        return seq
 
     def _nudge_suspects(self) -> None:
         """Ping each member whose suspicion we are timing, every period: the ping carries the
@@ -793,8 +823,12 @@ class SwimCore:
     def _join_req(self, to: int) -> None:
         """Every JoinReq we send (first join, a knock when alone, a redirect, a reconnect
         across a healed partition) carries the token's proof when one is configured."""
-        req = c.JoinReq(NodeInfo(self.me, self.gen), payload=self._payload(to, 0))
-        self._join_asked[to] = self.period
+        nonce = self.rng.getrandbits(32) or 1
+        req = c.JoinReq(NodeInfo(self.me, self.gen), payload=self._payload(to, nonce))
+        asked = self._join_asked.setdefault(to, {})
+        for n in [n for n, p in asked.items() if p < self.period - JOIN_ANSWER_PERIODS]:
+            del asked[n]  # bounded: at most a few JoinReqs to one member per window
+        asked[nonce] = self.period
         self._send(to, join_token.signed(self.opts.join_token, req))
 
     def _on_join_req(self, msg: c.JoinReq, from_id: int | None) -> None:
@@ -809,12 +843,12 @@ class SwimCore:
             self.counters.refused_strangers += 1
             return
         if self.opts.refuse_joins:
-            self._send(src.id, c.JoinNak(DOMAIN, NAK_REFUSED, "refused"))
+            self._nak(msg, from_id, c.JoinNak(DOMAIN, NAK_REFUSED, "refused"))
             return
         if not join_token.verified(self.opts.join_token, msg):
             # the hint says which token, never the token itself
-            self._send(src.id, c.JoinNak(DOMAIN, NAK_TOKEN_EXPECTED,
-                                         join_token.hint(self.opts.join_token)))
+            self._nak(msg, from_id, c.JoinNak(DOMAIN, NAK_TOKEN_EXPECTED,
+                                              join_token.hint(self.opts.join_token)))
             return
         if not self._join_allowed(src.id):
             # admitted JoinReqs only: their answers (JoinAck: the whole view) amplify
@@ -825,7 +859,7 @@ class SwimCore:
         if (cur is None or cur.state not in LIVE_STATES) and self._full():
             others = [m.id for m in self._live() if m.state is State.ALIVE]
             if not others:
-                self._send(src.id, c.JoinNak(DOMAIN, NAK_FULL, "at capacity"))
+                self._nak(msg, from_id, c.JoinNak(DOMAIN, NAK_FULL, "at capacity"))
                 return
             if src.id in self._redirected:
                 # asked again after a redirect: the group may be saturated (every member
@@ -836,7 +870,7 @@ class SwimCore:
                 del self.members[victim]
                 self._emit("evicted", member=victim, for_member=src.id)
                 self._apply(Update(UpdateKind.ALIVE, src, self.me), direct=True)
-                self._ack(src)
+                self._ack(src, msg.payload.seq)
                 return
             self._redirected.add(src.id)
             to = self.rng.choice(others)
@@ -846,15 +880,17 @@ class SwimCore:
             self._emit("join-redirected", member=src.id, to=to)
             return
         self._apply(Update(UpdateKind.ALIVE, src, self.me), direct=True)
-        self._ack(src)
+        self._ack(src, msg.payload.seq)
 
-    def _ack(self, src: NodeInfo) -> None:
+    def _ack(self, src: NodeInfo, nonce: int) -> None:
+        """JoinAck parts echo the JoinReq's nonce (its payload seq): the joiner applies
+        only an answer to a JoinReq it sent."""
         sample = [m.info() for m in self._live() if m.id != src.id and m.state is State.ALIVE]
         self.rng.shuffle(sample)
         sample = sample[: self.opts.sample_size or None]
         for i, part in enumerate(self._ack_parts(sample)):
             # the first part carries the gossip; the rest only more of the view
-            payload = self._payload(src.id, 0, sample=part, gossip=i == 0)
+            payload = self._payload(src.id, nonce, sample=part, gossip=i == 0)
             self._send(src.id, c.JoinAck(NodeInfo(self.me, self.gen), payload))
 
     # ---------------------------------------------------------------- packet budget
@@ -1161,3 +1197,15 @@ class SwimCore:
                 self._out.append(SetTimer(TICK, at))
         out, self._out = self._out, []
         return out
+
+
+def _within(seen: tuple[int, dict[int, int]], period: int, sender: int, per_sender: int,
+            per_period: int) -> tuple[tuple[int, dict[int, int]], bool]:
+    """A per-period allowance: (the new counts, whether ``sender`` may have one more)."""
+    at, counts = seen
+    if at != period:
+        at, counts = period, {}
+    if counts.get(sender, 0) >= per_sender or sum(counts.values()) >= per_period:
+        return (at, counts), False
+    counts[sender] = counts.get(sender, 0) + 1
+    return (at, counts), True

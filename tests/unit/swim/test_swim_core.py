@@ -14,6 +14,7 @@ from nodes.swim import join_token
 from nodes.swim.core import (
     NAK_TOKEN_EXPECTED,
     REDIRECT_AT_CAPACITY,
+    TICK,
     Emit,
     Options,
     Send,
@@ -177,14 +178,16 @@ def test_token_join_as_in_the_spec_session() -> None:
     assert secret not in nak.msg.etag
     assert not [e for e in stranger.on_message(1, nak.msg, 0.2) if isinstance(e, Send)]
     forged = dataclasses.replace(req.msg, token=nak.msg.etag.encode(), auth=b"{some auth}")
-    (nak2,) = [e for e in seed.on_message(321, forged, 0.25) if isinstance(e, Send)]
+    # one Nak per sender per period: the next period answers the forgery
+    seed.on_timer(TICK, 1.2)
+    (nak2,) = [e for e in seed.on_message(321, forged, 1.25) if isinstance(e, Send)]
     assert isinstance(nak2.msg, c.JoinNak)  # the hint alone is no credential
 
     new = SwimCore(321, 0, {1: ("10.3.2.17", 1)}, [1], Options(join_token=secret),
                    random.Random(1))
     (req,) = [e for e in new.start(0.0) if isinstance(e, Send)]
     assert req.msg.token == join_token.hint(secret).encode() and len(req.msg.auth) == 32
-    (ack,) = [e for e in seed.on_message(321, req.msg, 0.3) if isinstance(e, Send)]
+    (ack,) = [e for e in seed.on_message(321, req.msg, 1.3) if isinstance(e, Send)]
     assert isinstance(ack.msg, c.JoinAck) and ack.msg.desc == c.NodeInfo(1, 2)
     effects = new.on_message(1, ack.msg, 0.4)
     assert new.joined and any(isinstance(e, Emit) and e.type == "join-ok" for e in effects)

@@ -53,13 +53,13 @@ def test_seal_reserve_is_the_seal_overhead() -> None:
 
 def test_a_200_member_join_ack_is_split_and_the_joiner_learns_the_whole_view() -> None:
     seed = big_member(Options())
-    acks = sends(seed.on_message(1000, c.JoinReq(c.NodeInfo(1000, 0)), 0.1))
+    joiner = SwimCore(1000, 0, {x: ("10.0.0.1", x) for x in range(1, N + 2)}, [1], Options(),
+                      random.Random(1))
+    (req,) = sends(joiner.start(0.0))  # its JoinReq's nonce: every part echoes it
+    acks = sends(seed.on_message(1000, req.msg, 0.1))
     assert len(acks) == 2 and all(isinstance(a.msg, c.JoinAck) for a in acks)
     assert max(wire(a.msg) for a in acks) <= 1400
     assert len(c.encode(acks[0].msg)) > 1000  # the budget is used, not wasted
-    joiner = SwimCore(1000, 0, {x: ("10.0.0.1", x) for x in range(1, N + 2)}, [1], Options(),
-                      random.Random(1))
-    joiner.start(0.0)
     for a in acks:
         joiner.on_message(1, a.msg, 0.2)
     assert joiner.joined and set(joiner.members) == set(range(1, N + 2))
