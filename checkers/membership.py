@@ -50,7 +50,7 @@ from typing import Any
 
 from checkers.observations import evidence_gaps
 from checkers.options import option
-from checkers.result import Anomaly, Result, compose
+from checkers.result import NOT_EXERCISED, Anomaly, Result, compose, not_exercised
 from vocabulary.history import pairs
 
 E_RATIO = math.e / (math.e - 1)
@@ -266,14 +266,19 @@ def _stats(xs: list[float]) -> dict[str, Any]:
 # ------------------------------------------------------------------------ the four checks
 
 
-def _judged(r: Result, examined: dict[str, int], needs: dict[str, str]) -> Result:
+def _judged(r: Result, examined: dict[str, int], needs: dict[str, str],
+            idle: str = "") -> Result:
     """Attach what ``r`` examined; a pass that lacked a needed count (``needs``: key -> why it
-    matters, in words) proved nothing, so it becomes "unknown" with those reasons."""
+    matters, in words) proved nothing, so it becomes "unknown" with those reasons. ``idle``
+    (the evidence was there, but the run had nothing of this leaf's kind) makes it
+    :func:`not_exercised` with that reason: unknown, left out beside exercised siblings."""
     r.examined = examined
     why = [reason for key, reason in needs.items() if not examined.get(key)]
     if r.valid is True and why:
         r.valid, r.note = "unknown", "nothing to judge: " + "; ".join(why)
         r.stats["vacuous"] = True
+    elif r.valid is True and idle:
+        return not_exercised(r.checker, idle, r.stats, examined)
     return r
 
 
@@ -447,11 +452,6 @@ def check_completeness(al: Aligned, tl: Timeline, nodes: list[str], window: floa
         valid = False
         notes.append(f"mean time until all survivors mark dead {statistics.fmean(all_dead):.2f}s"
                      f" > {max_all_dead_s}")
-    if valid is True and not judged and tl.kills:
-        notes.append(f"{skipped} crash(es) shorter than the {window:.1f}s window: not judged")
-    if valid is True and not tl.kills:
-        # kept True: correct no-kill runs (heavy loss, ten quiet minutes) judge accuracy
-        notes.append("no node crashed: detection not exercised")
     r = Result("completeness", valid, anomalies[:20], {
         "crashes": len(tl.kills), "judged": judged, "too_short": skipped,
         "first_detection_periods": _stats(whole), "first_detection_since_crash_periods":
@@ -459,9 +459,14 @@ def check_completeness(al: Aligned, tl: Timeline, nodes: list[str], window: floa
         round(E_RATIO, 3), "all_survivors_dead_s": _stats(all_dead),
         "per_observer_dead_s": _stats(per_observer), "window_s": window},
         note="; ".join(notes))
+    # no crash long enough to judge: not exercised (correct no-kill runs, heavy loss or ten
+    # quiet minutes, are judged by accuracy; compose leaves this leaf out beside it)
+    idle = ("no node crashed" if not tl.kills else
+            f"{skipped} crash(es) shorter than the {window:.1f}s window, none judged")
     return _judged(r, {"journals": _journals(al), "crashes": len(tl.kills), "judged": judged,
                        "detected": len(firsts)},
-                   {"journals": "no node journal on the run's time axis"})
+                   {"journals": "no node journal on the run's time axis"},
+                   "" if judged else idle)
 
 
 def _death_episodes(al: Aligned, nodes: list[str]) -> list[tuple[str, float]]:
@@ -595,10 +600,10 @@ def check(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
     gaps = evidence_gaps(observations, event_types=JOURNAL_TYPES)
     if gaps:
         for r in results[1:-2]:  # the journal-based checks: no silent pass on torn evidence
-            if r.valid is True:
+            if r.valid is True or r.stats.pop(NOT_EXERCISED, None):  # nor "none" on them
                 r.valid, r.note = "unknown", "journal gaps: " + "; ".join(gaps[:5])
     top = compose("membership", results)
-    top.stats = {"alignment": al.method, "period_s": period, "suspicion_timeout_s": round(susp, 3),
+    top.stats = {**top.stats, "alignment": al.method, "period_s": period, "suspicion_timeout_s": round(susp, 3),
                  "nodes": len(nodes), "duration_s": round(tl.end, 3)}
     bad = [r.checker for r in results if r.valid is False]
     if bad:

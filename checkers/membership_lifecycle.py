@@ -70,10 +70,10 @@ def check_gossip_accuracy(al: Aligned, tl: Timeline, nodes: list[str], grace: fl
                 f"was not crashed, paused, gone or cut within {grace:.1f}s"),
                 {"node": o, "member": m, "time_s": round(t, 3), "gen": g, "by": e.get("by")}))
     r = Result("gossip-accuracy", not anomalies, anomalies[:20],
-               {"gossip_deaths": heard, "violations": len(anomalies), "grace_s": grace},
-               note="" if heard else "no death was heard by gossip: nothing spread to judge")
+               {"gossip_deaths": heard, "violations": len(anomalies), "grace_s": grace})
     return _judged(r, {"journals": _journals(al), "gossip_deaths": heard},
-                   {"journals": "no node journal on the run's time axis"})
+                   {"journals": "no node journal on the run's time axis"},
+                   "" if heard else "no death was heard by gossip: nothing spread to judge")
 
 
 def check_leave(al: Aligned, tl: Timeline, nodes: list[str], grace: float,
@@ -109,10 +109,10 @@ def check_leave(al: Aligned, tl: Timeline, nodes: list[str], grace: float,
                         f"{o} still held {x} {end - s:.1f}s after its Leave at {s:.3f}s"),
                         {"node": o, "member": x, "leave_s": round(s, 3)}))
     r = Result("leave", not anomalies, anomalies[:20], {"leaves": judged,
-                                                        "violations": len(anomalies)},
-               note="" if judged else "no node left: the leave lifecycle not exercised")
+                                                        "violations": len(anomalies)})
     return _judged(r, {"journals": _journals(al), "leaves": judged},
-                   {"journals": "no node journal on the run's time axis"})
+                   {"journals": "no node journal on the run's time axis"},
+                   "" if judged else "no node left")
 
 
 def check_detection(al: Aligned, tl: Timeline, nodes: list[str], susp: float,
@@ -138,11 +138,11 @@ def check_detection(al: Aligned, tl: Timeline, nodes: list[str], susp: float,
                 f"(suspicion timeout {susp:.1f}s)"),
                 {"member": m, "kind": kind, "from_s": round(a, 3), "to_s": round(b, 3)}))
     r = Result("detection", not anomalies, anomalies[:20],
-               {"outages": judged, "undetected": len(anomalies), "suspicion_timeout_s": susp},
-               note="" if judged else
-               f"no crash or pause lasted the {susp:.1f}s suspicion timeout: not exercised")
+               {"outages": judged, "undetected": len(anomalies), "suspicion_timeout_s": susp})
     return _judged(r, {"journals": _journals(al), "outages": judged},
-                   {"journals": "no node journal on the run's time axis"})
+                   {"journals": "no node journal on the run's time axis"},
+                   "" if judged else
+                   f"no crash or pause lasted the {susp:.1f}s suspicion timeout")
 
 
 def check_connectivity(states: dict[str, dict[str, Any] | None], nodes: list[str]) -> Result:
@@ -199,10 +199,10 @@ def check_refutation(al: Aligned, tl: Timeline, nodes: list[str], grace: float,
                     f"within {bound:.1f}s"), {"node": o, "member": m, "time_s": round(t, 3),
                                               "gen": g}))
     r = Result("refutation", not anomalies, anomalies[:20],
-               {"suspicions": judged, "unrefuted": len(anomalies), "bound_s": bound},
-               note="" if judged else "no live member was suspected: refutation not exercised")
+               {"suspicions": judged, "unrefuted": len(anomalies), "bound_s": bound})
     return _judged(r, {"journals": _journals(al), "suspicions": judged},
-                   {"journals": "no node journal on the run's time axis"})
+                   {"journals": "no node journal on the run's time axis"},
+                   "" if judged else "no live member was suspected")
 
 
 def check_cost(states: dict[str, dict[str, Any] | None], nodes: list[str],

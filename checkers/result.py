@@ -8,6 +8,11 @@ Every leaf says what it examined (``examined``: counts such as ops, keys, commit
 deliveries, journal events). A leaf that examined nothing of what it judges has proved
 nothing, so :func:`verdict` makes it ``unknown`` with the reason (Jepsen's ``stats`` checker:
 a ``:f`` with no ``ok`` op is not a pass).
+
+A leaf whose run simply had nothing of its kind (no node left, no long crash) is
+:func:`not_exercised`: ``unknown`` with the reason, not a pass. :func:`compose` judges a
+composite by its exercised children and lists the others (``stats["unexercised"]``); a
+composite none of whose children was exercised is itself not exercised (``unknown``).
 """
 
 from __future__ import annotations
@@ -154,9 +159,43 @@ def _walk(result: Result) -> Iterator[Result]:
         yield from _walk(c)
 
 
+#: the stats flag of a result whose run had nothing of its kind to judge
+NOT_EXERCISED = "not_exercised"
+
+
+def not_exercised(name: str, reason: str, stats: dict[str, Any] | None = None,
+                  examined: Mapping[str, int] | None = None) -> Result:
+    """A leaf that had nothing of its kind to judge: ``unknown`` with ``reason``, never True.
+    Beside exercised siblings, :func:`compose` leaves it out of the verdict and lists it."""
+    return Result(name, "unknown", [], {**(stats or {}), NOT_EXERCISED: True},
+                  note=f"not exercised: {reason}", examined=dict(examined or {}))
+
+
+def is_not_exercised(r: Result) -> bool:
+    return r.valid == "unknown" and r.stats.get(NOT_EXERCISED) is True
+
+
 def compose(name: str, results: Iterable[Result]) -> Result:
+    """Worst-wins over the exercised children; not-exercised ones are listed (as dotted paths
+    below ``name``) in ``stats["unexercised"]``. If none was exercised: not exercised."""
     rs = list(results)
-    return Result(checker=name, valid=worst(r.valid for r in rs), children=rs)
+    idle = [r for r in rs if is_not_exercised(r)]
+    judged = [r for r in rs if not is_not_exercised(r)]
+    paths: list[str] = []
+    for r in idle:
+        below = r.stats.get("unexercised")
+        paths += [f"{r.checker}.{p}" for p in below] if below else [r.checker]
+    for r in judged:
+        paths += [f"{r.checker}.{p}" for p in r.stats.get("unexercised", [])]
+    if idle and not judged:
+        return Result(checker=name, valid="unknown", children=rs,
+                      stats={NOT_EXERCISED: True, "unexercised": paths},
+                      note="not exercised: nothing of its kind in this run: " + ", ".join(paths))
+    out = Result(checker=name, valid=worst(r.valid for r in judged), children=rs)
+    if paths:
+        out.stats["unexercised"] = paths
+        out.note = "not exercised: " + ", ".join(paths)
+    return out
 
 
 def examined_text(examined: Mapping[str, int]) -> str:

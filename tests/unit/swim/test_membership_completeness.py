@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from checkers.membership import Aligned, Timeline, check_completeness
+from checkers.result import is_not_exercised
 from tests.unit.golden import Golden
 
 NODES = ["n1", "n2", "n3", "n4"]
@@ -69,9 +70,10 @@ def test_who_must_declare_it(golden: Golden) -> None:
 
 def test_short_and_unfinished_crashes(golden: Golden) -> None:
     r = golden(run(detected(), crash(down=10, up=13)))
-    assert r.valid is True and r.note == "1 crash(es) shorter than the 5.0s window: not judged"
+    assert is_not_exercised(r)
+    assert r.note == "not exercised: 1 crash(es) shorter than the 5.0s window, none judged"
     assert (r.stats["judged"], r.stats["too_short"]) == (0, 1)
     r = run(detected(), crash(down=10, up=float("inf"), end=40))  # still down at the end
     assert r.valid is True and r.stats["judged"] == 1
     r = golden(run(detected(), Timeline(end=60)))
-    assert r.valid is True and r.note == "no node crashed: detection not exercised"
+    assert is_not_exercised(r) and r.note == "not exercised: no node crashed"

@@ -1,6 +1,7 @@
 """Each membership leaf says what it examined and is unknown when it had nothing to judge:
-no final views, no journals, nothing seen spreading. Completeness with no crash stays True
-(correct no-kill chaos runs judge accuracy) but says that detection was not exercised."""
+no final views, no journals, nothing seen spreading. Completeness with no crash is not
+exercised (unknown, with the reason); the run stays valid on its exercised leaves (correct
+no-kill chaos runs judge accuracy) and lists it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 from checkers.membership import check as check_membership
+from checkers.result import is_not_exercised
 from tests.unit.golden import Golden
 from tests.unit.swim.test_membership_checker import (
     NODES,
@@ -55,11 +57,15 @@ def test_nothing_seen_spreading_is_unknown_dissemination(golden: Golden) -> None
     assert r.examined == {"journals": 4, "joins": 0, "deaths": 0, "spreads": 0}
 
 
-def test_no_crash_keeps_completeness_true_but_says_so(golden: Golden) -> None:
-    r = child(check_membership(test_desc(), hist(), obs(joined_group())), "completeness")
+def test_no_crash_makes_completeness_not_exercised_and_the_run_still_valid(
+        golden: Golden) -> None:
+    res = check_membership(test_desc(), hist(), obs(joined_group()))
+    r = child(res, "completeness")
     golden(r)
-    assert r.valid is True
-    assert "no node crashed: detection not exercised" in r.note
+    assert is_not_exercised(r) and r.note == "not exercised: no node crashed"
+    assert res.valid is True and "completeness" in res.stats["unexercised"]
+    for leaf in ("leave", "detection", "refutation", "gossip-accuracy"):  # nothing of theirs
+        assert is_not_exercised(child(res, leaf)) and leaf in res.stats["unexercised"]
     assert r.examined == {"journals": 4, "crashes": 0, "judged": 0, "detected": 0}
 
 
