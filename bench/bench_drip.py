@@ -30,11 +30,12 @@ from nodes.drip.topology import figure1  # noqa: E402
 
 async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, float]:
     lat: list[float] = []
-    aborted = 0
+    #: non-200 answers by status: 409 aborted, 503 not initiated (node inactive or syncing),
+    #: 504 no outcome in time; a run where 503s dominate has had nodes drop out under load
+    refused: dict[int, int] = {}
     stop = time.monotonic() + seconds
 
     async def worker(c: int, s: aiohttp.ClientSession) -> None:
-        nonlocal aborted
         i = 0
         while time.monotonic() < stop:
             t0 = time.perf_counter()
@@ -42,7 +43,7 @@ async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, float]:
             if st == 200:
                 lat.append(time.perf_counter() - t0)
             else:
-                aborted += 1
+                refused[st] = refused.get(st, 0) + 1
             i += 1
 
     async with aiohttp.ClientSession() as s:
@@ -51,7 +52,10 @@ async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, float]:
         await asyncio.gather(*(worker(c, s) for c in range(clients)))
         dt = time.monotonic() - t0
     lat.sort()
-    return {"commits": len(lat), "aborted": aborted, "seconds": round(dt, 2),
+    return {"commits": len(lat), "aborted": refused.get(409, 0),
+            "not_initiated": refused.get(503, 0), "no_outcome": refused.get(504, 0),
+            "other": sum(n for st, n in refused.items() if st not in (409, 503, 504)),
+            "seconds": round(dt, 2),
             "updates_per_s": round(len(lat) / dt, 1),
             "latency_ms_p50": round(1000 * statistics.median(lat), 1) if lat else -1,
             "latency_ms_p95": round(1000 * lat[int(0.95 * len(lat))], 1) if lat else -1,
