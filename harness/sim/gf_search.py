@@ -1,0 +1,195 @@
+"""Garlic Farm as a search target: what each schedule step does to a 5-server `GfSim`, and
+how its run is judged (the suite's Raft checkers on the journals, plus liveness after heal).
+
+Kinds: ``partition`` (shape ``a``: 0 isolate server ``b``; 1 two/three split; 2 bridge, where
+``b`` sees both halves that cannot see each other; 3 one-way cut into ``b``), ``heal``,
+``crash``, ``restart``, ``pause``/``resume`` (SIGSTOP/SIGCONT), ``loss`` and ``dup`` (rate
+``a``/10), ``delay`` (latency 1 + 20·``a`` ms, jitter 10·``b`` ms: jitter reorders),
+``write`` (a client entry to the leader), ``add``/``remove`` (a membership change of server
+``a`` sent to the leader). Every server keeps its records durable at once (the core persists
+before it sends), so a crash loses exactly what was in memory; clock skew is not drawn (the
+core reads no wall clock for a safety decision).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from checkers.raft import (
+    committed_not_lost,
+    election_safety,
+    membership_safety,
+    state_machine_safety,
+    vote_safety,
+)
+from checkers.result import Result
+from harness.sim.garlicfarm import GfSim, app_entry
+from harness.sim.search import Outcome, Step, Target
+from nodes.garlicfarm.codec import (
+    ClusterServer,
+    LogEntry,
+    MsgType,
+    Request,
+    ValueType,
+    encode_cluster_server,
+)
+from nodes.garlicfarm.core import NodeOptions
+
+IDS = (1, 2, 3, 4, 5)
+KINDS = ("partition", "heal", "crash", "restart", "pause", "resume", "loss", "dup", "delay",
+         "write", "add", "remove")
+BUGS = ("unsafe-config-change", "commit-without-majority", "forget-vote")
+CHECKS = (election_safety, vote_safety, state_machine_safety, committed_not_lost,
+          membership_safety)
+SETTLE_S = 6.0  # after the last heal: long enough for elections and catch-up, several times over
+
+
+def _server_req(kind: str, sid: int) -> Request:
+    t = MsgType.ADD_SERVER_REQUEST if kind == "add" else MsgType.REMOVE_SERVER_REQUEST
+    ent = LogEntry(0, ValueType.CLUSTER_SERVER,
+                   encode_cluster_server(ClusterServer(sid, f"tcp://127.0.0.1:{9000 + sid}")))
+    return Request(t, sid, 0, 0, entries=(ent,))
+
+
+def _write(v: Any) -> Request:
+    return Request(MsgType.CLIENT_REQUEST, 0, 0, 0, entries=(app_entry(v),))
+
+
+class _Run:
+    def __init__(self, seed: int, bugs: tuple[str, ...]) -> None:
+        self.sim = GfSim(IDS, seed=seed, bugs=bugs, opts=NodeOptions(meta_interval=0))
+        self.ops: list[dict[str, Any]] = []
+        self.writes = 0
+
+    def _leader(self) -> int | None:
+        ls = self.sim.leaders()
+        return ls[0] if ls else None
+
+    def _running(self, i: int) -> bool:
+        n = self.sim.nodes[i]
+        return n.up and not n.paused
+
+    def _request(self, kind: str, req: Request, value: Any) -> None:
+        lead = self._leader()
+        if lead is None:
+            self.ops.append({"t": round(self.sim.now, 6), "f": kind, "value": value,
+                             "type": "fail", "error": "no leader"})
+            return
+        token = self.sim.client_request(lead, req)
+        self.ops.append({"t": round(self.sim.now, 6), "f": kind, "value": value, "node": lead,
+                         "token": token})
+
+    def step(self, s: Step) -> None:
+        kind, dt, a, b = s
+        sim = self.sim
+        sim.run_for(dt / 1000)
+        i = IDS[b % len(IDS)]
+        if kind == "partition":
+            others = [j for j in IDS if j != i]
+            if a % 4 == 0:
+                sim.partition([i], others)
+            elif a % 4 == 1:
+                sim.partition(IDS[:2], IDS[2:]) if b % 2 else sim.partition(IDS[:3], IDS[3:])
+            elif a % 4 == 2:
+                half = (len(others) + 1) // 2
+                left, right = others[:half], others[half:]
+                sim.partition(left, right)  # i keeps both sides
+                sim.trace.append((sim.now, "bridge", i))
+            else:
+                j = IDS[a % len(IDS)]
+                if j != i:
+                    sim.net.cut_one_way(j, i)
+                    sim.trace.append((sim.now, "cut-one-way", j, i))
+        elif kind == "heal":
+            sim.heal()
+        elif kind == "crash" and sim.nodes[i].up:
+            sim.crash(i)
+        elif kind == "restart":
+            sim.restart(i)
+        elif kind == "pause" and self._running(i):
+            sim.pause(i)
+        elif kind == "resume":
+            sim.resume(i)
+        elif kind == "loss":
+            sim.net.loss = a / 10
+            sim.trace.append((sim.now, "loss", sim.net.loss))
+        elif kind == "dup":
+            sim.net.dup = a / 10
+            sim.trace.append((sim.now, "dup", sim.net.dup))
+        elif kind == "delay":
+            sim.net.latency, sim.net.jitter = 0.001 + 0.02 * a, 0.01 * b
+            sim.trace.append((sim.now, "delay", sim.net.latency, sim.net.jitter))
+        elif kind == "write":
+            self.writes += 1
+            self._request("write", _write(self.writes), self.writes)
+        elif kind in ("add", "remove"):
+            self._request(kind, _server_req(kind, IDS[a % len(IDS)]), IDS[a % len(IDS)])
+
+    def heal_all(self) -> None:
+        """The last heal: every fault undone, every server running."""
+        sim = self.sim
+        sim.heal()
+        sim.net.loss, sim.net.dup, sim.net.latency, sim.net.jitter = 0.0, 0.0, 0.001, 0.0
+        for i in IDS:
+            if sim.nodes[i].paused:
+                sim.resume(i)
+            if not sim.nodes[i].up:
+                sim.restart(i)
+        sim.trace.append((sim.now, "final-heal"))
+
+    def progress(self) -> dict[str, Any] | None:
+        """Liveness: after the last heal, a write is committed by a leader. None: it was."""
+        sim = self.sim
+        sim.run_for(SETTLE_S)
+        lead = self._leader()
+        if lead is None:
+            return {"kind": "no-leader-after-heal", "message":
+                    f"no leader {SETTLE_S:g} s after the last heal", "witness": {"t": sim.now}}
+        token = sim.client_request(lead, _write("final"))
+        sim.run_for(SETTLE_S)
+        resp = sim.replies.get(token)
+        self.ops.append({"t": round(sim.now, 6), "f": "write", "value": "final", "node": lead,
+                         "token": token, "accepted": getattr(resp, "accepted", None)})
+        if resp is None or not resp.accepted:
+            return {"kind": "no-progress-after-heal", "message":
+                    f"leader {lead} did not commit a write within {SETTLE_S:g} s after the "
+                    f"last heal", "witness": {"leader": lead, "t": sim.now}}
+        return None
+
+    def observations(self) -> dict[str, Any]:
+        nodes: dict[str, Any] = {f"n{i}": {"events": [], "state": None} for i in IDS}
+        for seq, e in enumerate(self.sim.events):
+            nodes[f"n{e.node}"]["events"].append({"seq": seq, "t": e.t, "type": e.type,
+                                                  **e.fields})
+        return {"nodes": nodes}
+
+    def replies(self) -> None:
+        for op in self.ops:
+            if "token" in op and "accepted" not in op:
+                r = self.sim.replies.get(op["token"])
+                op["accepted"] = getattr(r, "accepted", None)
+
+
+def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
+    """Run ``schedule`` on a fresh 5-server cluster and judge it."""
+    r = _Run(seed, bugs)
+    r.sim.wait_leader()
+    for s in schedule:
+        r.step(s)
+    r.heal_all()
+    stuck = r.progress()
+    r.replies()
+    obs = r.observations()
+    witness: list[dict[str, Any]] = []
+    for chk in CHECKS:
+        res: Result = chk({}, [], obs)
+        if res.valid is False:
+            witness += [{"checker": res.checker, **a.to_json()} for a in res.anomalies]
+    if stuck:
+        witness.append({"checker": "liveness", **stuck})
+    trace = r.sim.trace_bytes() + json.dumps(r.ops, sort_keys=True).encode()
+    return Outcome(not witness, witness, trace, r.ops, r.sim.now)
+
+
+TARGET = Target("garlicfarm", KINDS, BUGS, run)

@@ -1,0 +1,93 @@
+"""Search fault schedules on the simulator with hypothesis, so a failing schedule shrinks.
+
+A schedule is a list of steps ``[kind, dt_ms, a, b]``: wait ``dt_ms`` virtual milliseconds,
+then apply fault or op ``kind`` with small-integer arguments ``a`` and ``b`` (which node,
+which shape, how much); the protocol's `Target` says what each kind means. Schedules are
+drawn by ``hypothesis.find`` (not ``@given``): ``find`` is callable from a command, returns
+the *shrunk* failing example itself, and takes a ``random`` so ``--seed`` fixes the search.
+Its database is off (a replay file, not a hidden cache, is how a failure is kept) and there
+is no per-example deadline: the wall budget is checked between examples instead.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import strategies as st
+
+Step = list[Any]  # [kind, dt_ms, a, b]
+
+
+@dataclass
+class Outcome:
+    """One simulated run: the checker's verdict, its witness and the run's bytes."""
+
+    ok: bool
+    witness: list[dict[str, Any]]
+    trace: bytes
+    ops: list[dict[str, Any]] = field(default_factory=list)
+    sim_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Target:
+    """A protocol plugged into the search: its fault/op kinds and how to run a schedule."""
+
+    name: str
+    kinds: tuple[str, ...]
+    bugs: tuple[str, ...]
+    run: Callable[[list[Step], int, tuple[str, ...]], Outcome]
+
+
+class OutOfBudget(Exception):
+    """The wall budget ran out before a failing schedule was found."""
+
+
+def schedules(kinds: tuple[str, ...], max_steps: int = 24) -> st.SearchStrategy[list[Step]]:
+    step = st.tuples(st.sampled_from(kinds), st.integers(0, 400), st.integers(0, 4),
+                     st.integers(0, 4)).map(list)
+    return st.lists(step, max_size=max_steps)
+
+
+@dataclass
+class Found:
+    schedule: list[Step]
+    outcome: Outcome
+    first_failure_s: float
+    examples: int
+    wall_s: float
+
+
+def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
+           max_steps: int = 24) -> Found | None:
+    """Draw schedules until one fails (then shrink it) or ``budget_s`` wall seconds pass."""
+    start = time.monotonic()
+    first: list[float] = []
+    count = [0]
+
+    def fails(schedule: list[Step]) -> bool:
+        if not first and time.monotonic() - start > budget_s:
+            raise OutOfBudget
+        if first and time.monotonic() - start > budget_s * 2:
+            return False  # shrinking past its share of the budget: keep what we have
+        count[0] += 1
+        bad = not target.run(schedule, seed, bugs).ok
+        if bad and not first:
+            first.append(time.monotonic() - start)
+        return bad
+
+    cfg = settings(database=None, deadline=None, max_examples=10**9, derandomize=False,
+                   phases=(Phase.generate, Phase.shrink),
+                   suppress_health_check=list(HealthCheck))
+    try:
+        schedule = find(schedules(target.kinds, max_steps), fails, settings=cfg,
+                        random=random.Random(seed))
+    except OutOfBudget:
+        return None
+    return Found(schedule, target.run(schedule, seed, bugs), first[0], count[0],
+                 time.monotonic() - start)
