@@ -670,6 +670,9 @@ def parser() -> argparse.ArgumentParser:
     cl.add_argument("--dry-run", action="store_true", help="only say what would be removed")
     cl.set_defaults(fn=cmd_clean)
 
+    from harness.sim.cli import add_commands as add_sim
+
+    add_sim(sub)  # sim run, sim replay
     for ep in sorted(entry_points(group=COMMANDS), key=lambda e: e.name):
         ep.load()(sub)  # ours: report, serve (reports.cli); a plugin's own
     summaries = {a.dest: a.help for a in sub._choices_actions}

@@ -1,0 +1,103 @@
+"""`harness sim run` and `harness sim replay`: the search and its replay from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from harness.sim import replayfile
+from harness.sim.search import Target, search
+
+
+def targets() -> dict[str, Target]:
+    """Protocols the search can drive (a protocol plugs in with a `Target`)."""
+    from harness.sim.gf_search import TARGET as GF
+
+    return {GF.name: GF}
+
+
+def budget(text: str) -> float:
+    """``60s``, ``2m`` or a bare number of seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([sm]?)\s*", text)
+    if not m or float(m.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a budget: give seconds, e.g. 60s or 2m")
+    return float(m.group(1)) * (60 if m.group(2) == "m" else 1)
+
+
+def _usage(message: str) -> Exception:
+    from harness.cli import UsageError  # exit 254: nothing ran
+
+    return UsageError(message)
+
+
+def _target(name: str) -> Target:
+    ts = targets()
+    if name not in ts:
+        raise _usage(f"no simulator search for {name!r}; choose from "
+                         f"{', '.join(sorted(ts))}")
+    return ts[name]
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    t = _target(a.protocol)
+    bad = [b for b in a.bug if b not in t.bugs]
+    if bad:
+        raise _usage(f"{t.name} has no bug mode {', '.join(bad)}; choose from "
+                         f"{', '.join(t.bugs)}")
+    bugs = tuple(a.bug)
+    print(f"searching {t.name} schedules, seed {a.seed}, bug {','.join(bugs) or '(none)'}, "
+          f"budget {a.budget:g} s", file=sys.stderr)
+    found = search(t, a.seed, bugs, a.budget)
+    if found is None:
+        print(f"no failing schedule found within {a.budget:g} s")
+        return 0
+    rec = replayfile.record(t.name, a.seed, bugs, found.schedule, found.outcome)
+    out = Path(a.out or f"sim-{t.name}-{a.seed}.json")
+    replayfile.write(out, rec)
+    print(replayfile.screen(rec))
+    print(f"first failure after {found.first_failure_s:.1f} s wall ({found.examples} schedules "
+          f"run); shrunk to {len(found.schedule)} step(s); replay: harness sim replay {out}")
+    return 1
+
+
+def cmd_replay(a: argparse.Namespace) -> int:
+    try:
+        rec = replayfile.read(Path(a.file))
+    except ValueError as e:
+        raise _usage(str(e)) from e
+    t = _target(rec["protocol"])
+    outcome = t.run([list(s) for s in rec["schedule"]], int(rec["seed"]), tuple(rec["bug"]))
+    now = replayfile.record(t.name, int(rec["seed"]), tuple(rec["bug"]), rec["schedule"], outcome)
+    print(replayfile.screen(now))
+    want = rec.get("trace_sha256")
+    if want and want != now["trace_sha256"]:
+        print(f"NOT reproduced byte for byte: trace {now['trace_sha256'][:16]} != recorded "
+              f"{want[:16]} (the core or the simulator changed since the file was written)")
+        return 2
+    print("reproduced byte for byte" if want else "replayed (the file records no trace hash)")
+    return 0 if outcome.ok else 1
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    s = sub.add_parser("sim", help="search fault schedules in deterministic simulation",
+                       description="Run a protocol's real core on a simulated network and clock "
+                       "under hypothesis-drawn fault schedules; a failure is shrunk and written "
+                       "as a replay file.")
+    ss = s.add_subparsers(dest="sim_cmd", required=True, metavar="SUBCOMMAND")
+    r = ss.add_parser("run", help="search schedules until one fails or the budget runs out")
+    r.add_argument("protocol", help="garlicfarm")
+    r.add_argument("--budget", type=budget, default=60.0,
+                   help="wall time to search for a first failure, e.g. 60s or 2m (shrinking "
+                        "gets as long again at most) (default: 60s)")
+    r.add_argument("--seed", type=int, default=0, help="seed of the search and the simulation "
+                                                       "(default: 0)")
+    r.add_argument("--bug", action="append", default=[], metavar="NAME",
+                   help="switch on a bug mode of the protocol; repeatable")
+    r.add_argument("--out", metavar="FILE", help="replay file to write on a failure "
+                                                 "(default: sim-PROTOCOL-SEED.json)")
+    r.set_defaults(fn=cmd_run)
+    p = ss.add_parser("replay", help="rerun a replay file and print its schedule and witness")
+    p.add_argument("file", metavar="FILE")
+    p.set_defaults(fn=cmd_replay)
