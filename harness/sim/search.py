@@ -64,8 +64,10 @@ class Found:
 
 
 def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
-           max_steps: int = 24) -> Found | None:
-    """Draw schedules until one fails (then shrink it) or ``budget_s`` wall seconds pass."""
+           max_steps: int = 24, shrink_s: float | None = None) -> Found | None:
+    """Draw schedules until one fails or ``budget_s`` wall seconds pass; then shrink it for
+    at most ``shrink_s`` more (default: ``budget_s``), keeping the smallest failing one."""
+    shrink_for = budget_s if shrink_s is None else shrink_s
     start = time.monotonic()
     first: list[float] = []
     count = [0]
@@ -73,7 +75,7 @@ def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
     def fails(schedule: list[Step]) -> bool:
         if not first and time.monotonic() - start > budget_s:
             raise OutOfBudget
-        if first and time.monotonic() - start > budget_s * 2:
+        if first and time.monotonic() - start > first[0] + shrink_for:
             return False  # shrinking past its share of the budget: keep what we have
         count[0] += 1
         bad = not target.run(schedule, seed, bugs).ok

@@ -1,0 +1,99 @@
+"""Simulator speed: simulated seconds per wall second, per protocol, under steady load.
+
+Garlic Farm: 5 servers, a client write to the leader every ``--interval`` simulated seconds
+(all through the codec, every entry replicated, committed and applied); the target is
+>= 1,000x real time. SWIM: 5 members probing (1 s period). SDS: 5 participants, one send
+every ``--interval`` round robin. Each figure is the median of ``--repeat`` runs.
+
+    .venv/bin/python -m bench.bench_sim --seconds 60 --interval 0.02
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+
+from harness.sim.driver import Simulation
+
+
+def _loaded(sim: Simulation, seconds: float, interval: float, act: Callable[[int], None]) -> float:
+    """Run ``seconds`` of simulated time, calling ``act(k)`` every ``interval``; wall seconds."""
+    start = time.perf_counter()
+    k = 0
+    end = sim.now + seconds
+    while sim.now < end:
+        act(k)
+        k += 1
+        sim.run_for(interval)
+    return time.perf_counter() - start
+
+
+def garlicfarm(seconds: float, interval: float, seed: int) -> tuple[float, int]:
+    from harness.sim.garlicfarm import GfSim, app_entry
+    from nodes.garlicfarm.codec import MsgType, Request
+
+    sim = GfSim([1, 2, 3, 4, 5], seed=seed)
+    lead = sim.wait_leader()
+
+    def write(k: int) -> None:
+        sim.client_request(lead, Request(MsgType.CLIENT_REQUEST, 0, 0, 0,
+                                         entries=(app_entry(k),)))
+
+    wall = _loaded(sim, seconds, interval, write)
+    applied = len(sim.applied(lead))
+    if applied < 0.9 * seconds / interval:
+        raise SystemExit(f"garlicfarm: only {applied} writes applied: the load did not run")
+    return wall, applied
+
+
+def swim(seconds: float, interval: float, seed: int) -> tuple[float, int]:
+    from harness.sim.swim import SwimSim
+    from nodes.swim.core import Options
+
+    sim = SwimSim(5, Options(period_s=1.0, probe_timeout_s=0.5, suspicion_mult=4), seed=seed)
+    wall = _loaded(sim, seconds, 1.0, lambda k: None)
+    return wall, sim.sent
+
+
+def sds(seconds: float, interval: float, seed: int) -> tuple[float, int]:
+    from harness.sim.sds import SdsSim
+
+    names = [f"p{i}" for i in range(1, 6)]
+    sim = SdsSim(names, seed=seed)
+    wall = _loaded(sim, seconds, interval, lambda k: sim.send(names[k % 5], f"m{k}"))
+    return wall, len(sim.delivered[names[0]])
+
+
+BENCHES = {"garlicfarm": garlicfarm, "swim": swim, "sds": sds}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=60.0, help="simulated seconds per run")
+    ap.add_argument("--interval", type=float, default=0.02, help="seconds between client ops")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", choices=sorted(BENCHES), action="append")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    out = {}
+    for name in a.only or BENCHES:
+        walls, work = [], 0
+        for r in range(a.repeat):
+            wall, work = BENCHES[name](a.seconds, a.interval, r + 1)
+            walls.append(wall)
+        wall = statistics.median(walls)
+        out[name] = {"sim_s": a.seconds, "wall_s": round(wall, 3),
+                     "speedup": round(a.seconds / wall, 1), "work": work}
+        if not a.json:
+            mark = "  (target >= 1000x)" if name == "garlicfarm" else ""
+            print(f"{name:<11} {a.seconds:g} sim s in {wall:.3f} wall s: "
+                  f"{a.seconds / wall:,.0f}x real time; {work} ops/messages{mark}")
+    if a.json:
+        print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
