@@ -49,7 +49,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     bugs = tuple(a.bug)
     print(f"searching {t.name} schedules, seed {a.seed}, bug {','.join(bugs) or '(none)'}, "
           f"budget {a.budget:g} s", file=sys.stderr)
-    found = search(t, a.seed, bugs, a.budget)
+    found = search(t, a.seed, bugs, a.budget, shrink_s=a.shrink)
     if found is None:
         print(f"no failing schedule found within {a.budget:g} s")
         return 0
@@ -91,6 +91,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     r.add_argument("--budget", type=budget, default=60.0,
                    help="wall time to search for a first failure, e.g. 60s or 2m (shrinking "
                         "gets as long again at most) (default: 60s)")
+    r.add_argument("--shrink", type=budget, default=None,
+                   help="wall time to shrink a failure once found (default: as --budget)")
     r.add_argument("--seed", type=int, default=0, help="seed of the search and the simulation "
                                                        "(default: 0)")
     r.add_argument("--bug", action="append", default=[], metavar="NAME",

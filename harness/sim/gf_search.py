@@ -3,7 +3,7 @@ how its run is judged (the suite's Raft checkers on the journals, plus liveness 
 
 Kinds: ``partition`` (shape ``a``: 0 isolate server ``b``; 1 two/three split; 2 bridge, where
 ``b`` sees both halves that cannot see each other; 3 one-way cut into ``b``), ``heal``,
-``crash``, ``restart``, ``pause``/``resume`` (SIGSTOP/SIGCONT), ``loss`` and ``dup`` (rate
+``crash``, ``restart``, ``pause``/``resume`` (server ``b`` counted from the leader) (SIGSTOP/SIGCONT), ``loss`` and ``dup`` (rate
 ``a``/10), ``delay`` (latency 1 + 20·``a`` ms, jitter 10·``b`` ms: jitter reorders),
 ``write`` (a client entry to the leader), ``add``/``remove`` (a membership change of server
 ``a`` sent to the leader). Every server keeps its records durable at once (the core persists
@@ -42,7 +42,7 @@ KINDS = ("partition", "heal", "crash", "restart", "pause", "resume", "loss", "du
 BUGS = ("unsafe-config-change", "commit-without-majority", "forget-vote")
 CHECKS = (election_safety, vote_safety, state_machine_safety, committed_not_lost,
           membership_safety)
-SETTLE_S = 6.0  # after the last heal: long enough for elections and catch-up, several times over
+SETTLE_S = 3.0  # after the last heal: five times the longest election timeout (0.6 s)
 
 
 def _server_req(kind: str, sid: int) -> Request:
@@ -66,6 +66,13 @@ class _Run:
         ls = self.sim.leaders()
         return ls[0] if ls else None
 
+    def _pick(self, b: int) -> int:
+        """Server ``b`` counted from the current leader (0: the leader, when there is one), so
+        that faults aimed at the leader are as likely as they matter, and shrink to 0."""
+        lead = set(self.sim.leaders())
+        order = sorted(IDS, key=lambda j: (j not in lead, j))
+        return order[b % len(order)]
+
     def _running(self, i: int) -> bool:
         n = self.sim.nodes[i]
         return n.up and not n.paused
@@ -84,7 +91,7 @@ class _Run:
         kind, dt, a, b = s
         sim = self.sim
         sim.run_for(dt / 1000)
-        i = IDS[b % len(IDS)]
+        i = self._pick(b)
         if kind == "partition":
             others = [j for j in IDS if j != i]
             if a % 4 == 0:

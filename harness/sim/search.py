@@ -11,6 +11,7 @@ is no per-example deadline: the wall budget is checked between examples instead.
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Callable
@@ -72,13 +73,18 @@ def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
     first: list[float] = []
     count = [0]
 
+    seen: dict[str, bool] = {}  # hypothesis asks again about a schedule it judged: same answer
+
     def fails(schedule: list[Step]) -> bool:
+        key = json.dumps(schedule)
+        if key in seen:
+            return seen[key]
         if not first and time.monotonic() - start > budget_s:
             raise OutOfBudget
         if first and time.monotonic() - start > first[0] + shrink_for:
             return False  # shrinking past its share of the budget: keep what we have
         count[0] += 1
-        bad = not target.run(schedule, seed, bugs).ok
+        bad = seen[key] = not target.run(schedule, seed, bugs).ok
         if bad and not first:
             first.append(time.monotonic() - start)
         return bad

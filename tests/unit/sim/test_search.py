@@ -16,20 +16,22 @@ from harness.sim.search import search
 
 pytestmark = pytest.mark.sim
 BUG = ("unsafe-config-change",)
-#: a schedule the search shrank to (seed 2): a restart, loss, partitions, then a removal
-FOUND = [["restart", 0, 0, 3], ["loss", 0, 2, 0], ["partition", 117, 0, 1],
-         ["partition", 238, 0, 1], ["remove", 0, 0, 0]]
+#: a schedule the search shrank to (seed 3): the leader crashes, a removal reaches the next
+#: leader before its first entry commits
+SEED = 3
+FOUND = [["partition", 172, 0, 3], ["restart", 89, 0, 1], ["crash", 0, 0, 0],
+         ["loss", 353, 1, 0], ["remove", 3, 0, 0], ["partition", 1, 0, 0]]
 
 
 def test_a_schedule_runs_the_same_byte_for_byte_and_the_seed_matters() -> None:
-    a, b, c = run(FOUND, 2, ()), run(FOUND, 2, ()), run(FOUND, 3, ())
+    a, b, c = run(FOUND, SEED, ()), run(FOUND, SEED, ()), run(FOUND, SEED + 1, ())
     assert a.trace == b.trace and a.trace != c.trace
     assert a.ok, a.witness  # the correct core refuses the early change
     assert any(op["f"] == "remove" for op in a.ops)
 
 
 def test_the_known_schedule_fails_with_the_flaw_and_names_the_rule() -> None:
-    out = run(FOUND, 2, BUG)
+    out = run(FOUND, SEED, BUG)
     assert not out.ok
     assert {w["kind"] for w in out.witness} >= {"config-change-before-term-commit"}
 
@@ -42,8 +44,8 @@ def test_the_membership_flaw_is_found_shrunk_and_replayed(tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]
                                                            ) -> None:
     out = tmp_path / "r.json"
-    rc = main(["sim", "run", "garlicfarm", "--bug", "unsafe-config-change", "--seed", "2",
-               "--budget", "60s", "--out", str(out)])
+    rc = main(["sim", "run", "garlicfarm", "--bug", "unsafe-config-change", "--seed", str(SEED),
+               "--budget", "60s", "--shrink", "10s", "--out", str(out)])
     assert rc == 1
     rec = json.loads(out.read_text())
     assert rec["protocol"] == "garlicfarm" and rec["bug"] == list(BUG)
@@ -59,7 +61,7 @@ def test_the_membership_flaw_is_found_shrunk_and_replayed(tmp_path: Path,
 
 def test_a_replay_that_no_longer_matches_says_so(tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    rec = replayfile.record("garlicfarm", 2, BUG, FOUND, run(FOUND, 2, BUG))
+    rec = replayfile.record("garlicfarm", SEED, BUG, FOUND, run(FOUND, SEED, BUG))
     rec["trace_sha256"] = "0" * 64
     f = tmp_path / "r.json"
     replayfile.write(f, rec)
