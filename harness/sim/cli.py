@@ -6,9 +6,12 @@ import argparse
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.sim import replayfile
-from harness.sim.search import Target, search
+
+if TYPE_CHECKING:
+    from harness.sim.search import Target
 
 
 def targets() -> dict[str, Target]:
@@ -47,6 +50,10 @@ def cmd_run(a: argparse.Namespace) -> int:
         raise _usage(f"{t.name} has no bug mode {', '.join(bad)}; choose from "
                          f"{', '.join(t.bugs)}")
     bugs = tuple(a.bug)
+    try:
+        from harness.sim.search import search
+    except ImportError as e:
+        raise _usage(f"the search needs hypothesis ({e}): pip install -e '.[dev]'") from e
     print(f"searching {t.name} schedules, seed {a.seed}, bug {','.join(bugs) or '(none)'}, "
           f"budget {a.budget:g} s", file=sys.stderr)
     found = search(t, a.seed, bugs, a.budget, shrink_s=a.shrink)

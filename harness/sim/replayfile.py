@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from harness.sim.search import Outcome, Step
+if TYPE_CHECKING:
+    from harness.sim.search import Outcome, Step
 
 FIELDS = ("protocol", "seed", "bug", "schedule")
 
