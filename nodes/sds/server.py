@@ -16,6 +16,12 @@ Durability: the core's ``Persist`` effects (`nodes.common.loop`): every log entr
 client is told ``ok``; so is every message put in the incoming buffer (its id is in our
 bloom filter from then on, so peers take it as held). Datagrams read together share one
 fsync. A restart replays both files.
+
+``incoming.rec`` only ever appends (a held message leaves the buffer in memory, not on disk),
+so it is compacted at runtime: once it holds more than ``incoming_compact_min`` records and
+more than twice the messages still held, it is rewritten (atomically) with just those. The
+rewrite runs as its own event-loop callback, after the batch that triggered it has performed
+all its effects and fsynced: a held message that was delivered is then already in ``log.rec``.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ log = logging.getLogger("sds")
 
 LOG_FILE = "log.rec"
 HELD_FILE = "incoming.rec"
+#: ``incoming.rec`` is compacted above max(this, 2 x held) records (option ``incoming_compact_min``)
+COMPACT_MIN = 256
 #: socket buffers (bytes); the kernel caps them at net.core.rmem_max / wmem_max
 SOCKET_BUFFER = 4 * 1024 * 1024
 
@@ -78,9 +86,14 @@ class SdsNode(JournalingHost):
         self.held_path = cfg.data_dir / HELD_FILE
         self.held: RecordFile | None = None
         self._dirty: set[str] = set()
+        self.compact_min = int(cfg.option("incoming_compact_min", COMPACT_MIN))
+        if self.compact_min < 1:
+            raise ValueError(f"option incoming_compact_min must be >= 1, got {self.compact_min}")
+        self._held_records = 0  # records in incoming.rec (written since the last rewrite)
+        self._compaction_due = False
         self.io = {"datagrams_sent": 0, "datagrams_received": 0,
                    "send_buffer_full": 0, "send_errors": 0, "client_requests": 0,
-                   "client_errors": 0}
+                   "client_errors": 0, "incoming_compactions": 0}
         self.admin = AdminServer(cfg.id, self.state, self.journal, self.clock, cfg.host,
                                  cfg.ports.admin)
         self.entries = self._load(self.records.records_at_open, "log")
@@ -105,6 +118,36 @@ class SdsNode(JournalingHost):
             raise ValueError(f"SDS keeps no durable {what!r}")
         f.append(record, sync=False)
         self._dirty.add(what)
+        if what == HELD:
+            self._held_records += 1
+            if (not self._compaction_due
+                    and self._held_records > max(self.compact_min, 2 * len(self.core.incoming))):
+                self._compaction_due = True
+                # not now: later effects of this batch (the log entry of a held message just
+                # delivered) are not yet durable; a callback runs after the batch is performed
+                asyncio.get_running_loop().call_soon(self._compact_held)
+
+    def _compact_held(self) -> None:
+        """Rewrite ``incoming.rec`` with only the messages still held (atomic replace)."""
+        self._compaction_due = False
+        if self.held is None:
+            return  # stopped meanwhile
+        try:
+            self.held.close()
+            self._rewrite_held()
+            self.io["incoming_compactions"] += 1
+        except OSError as e:  # a full disk: keep appending to the old file, retry next time
+            self.journal.node_error("incoming.rec compaction failed", e, evidence=False,
+                                    logger=log)
+            self._held_records = 0  # not at once again: after another threshold's worth
+            self.held = RecordFile.open(self.held_path)
+            return
+        self.held = RecordFile.open(self.held_path)
+
+    def _rewrite_held(self) -> None:
+        held = [encode(b.msg) for b in self.core.incoming.values()]
+        rewrite_records(self.held_path, held)
+        self._held_records = len(held)
 
     def sync(self) -> None:
         if self.fsync:
@@ -176,14 +219,13 @@ class SdsNode(JournalingHost):
         snap = self.core.snapshot(self.now_ms())
         return {"id": self.cfg.id, "bugs": sorted(self.cfg.bugs),
                 "options": {k: v for k, v in vars(self.options).items()},
-                **snap, "io": dict(self.io)}
+                **snap, "io": {**self.io, "incoming_records": self._held_records}}
 
     # ---- life ---------------------------------------------------------------------------
 
     async def start(self) -> None:
         self.loop.start()  # restores the log and the incoming buffer, arms the tick
-        # keep only what still waits; the file is rewritten at each start
-        rewrite_records(self.held_path, [encode(b.msg) for b in self.core.incoming.values()])
+        self._rewrite_held()  # keep only what still waits; also rewritten at runtime
         self.held = RecordFile.open(self.held_path)
         self._journal_recovered(self.entries)
         loop = asyncio.get_running_loop()
@@ -248,4 +290,5 @@ class SdsNode(JournalingHost):
         self.records.close()
         if self.held is not None:
             self.held.close()
+            self.held = None
         self.journal.close()
