@@ -143,3 +143,42 @@ def test_no_resend_stall_is_caught_by_liveness(chaos_run) -> None:
     run(chaos_run, partial(sds_spec, "sds-bug-no-resend-liveness", 3, steps,
                            bugs=["no-resend"]), expect="liveness", anomaly="no-progress",
         min_ok=MIN_OK_PER_S * 10)
+
+
+def test_bug_no_lamport_update_is_caught(chaos_run) -> None:
+    """n3's wall clock runs 3 s behind: a node that does not advance its Lamport clock on
+    delivery stamps its sends below what it already logged (the others' wall-clock times)."""
+    steps = [(0.5, {"f": "clock-skew", "value": {"node": "n3", "offset_s": -3.0}}),
+             (6.0, {"f": "clock-reset", "value": None})]
+    run(chaos_run, partial(sds_spec, "sds-bug-no-lamport-update", 3, steps, time_limit=8.0,
+                           quiesce_s=4.0, bugs=["no-lamport-update"]),
+        expect="ordering.lamport-rules", min_ok=MIN_OK_PER_S * 8)
+
+
+def test_bug_ties_descending_id_is_caught(chaos_run) -> None:
+    """Five senders at 50 sends/s on millisecond Lamport times (the wall clock): some sends
+    share a Lamport time, and a node ordering those ties by descending id breaks log order."""
+    steps = [(0.5, {"f": "start-latency", "value": {"ms": 5, "jitter_ms": 5}}),
+             (6.0, {"f": "stop-latency", "value": None})]
+    run(chaos_run, partial(sds_spec, "sds-bug-ties-descending-id", 5, steps, time_limit=8.0,
+                           quiesce_s=4.0, bugs=["ties-descending-id"],
+                           options={"send_interval_s": 0.02}),
+        expect="ordering.log-order", min_ok=MIN_OK_PER_S * 8)
+
+
+def test_bug_no_repair_is_caught_when_only_sds_r_can_heal(chaos_run) -> None:
+    """n1's messages reach only n2 (n1 -> n3, n4, n5 cut), then n1 is killed until the final
+    heal. With re-arm off, n1 restarted with no outgoing buffer never resends them: only SDS-R
+    (n2 answering the repair requests that n2's causal histories cause) brings them to the
+    others. ``history_size`` 20 makes every one of them referenced by some later history;
+    ``max_repair_requests`` 20 lets restarted n1 repair what it missed (also SDS-R only) within
+    the quiesce instead of three ids a message."""
+    cut = [["n1", p] for p in ("n3", "n4", "n5")]
+    steps = [(0.5, {"f": "start-partition", "value": {"shape": "explicit", "cut": cut}}),
+             (2.0, {"f": "kill", "value": {"node": "n1"}}),
+             (0.5, {"f": "stop-partition", "value": None})]
+    run(chaos_run, partial(sds_spec, "sds-bug-no-repair-sdsr-only", 5, steps, time_limit=5.0,
+                           quiesce_s=8.0, bugs=["no-repair"],
+                           options={"history_size": 20, "rearm": False,
+                                    "max_repair_requests": 20}),
+        expect="ordering.same-set", min_ok=MIN_OK_PER_S * 5 * 4 // 5)  # n1 dead from 2.5 s
