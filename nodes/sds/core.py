@@ -434,8 +434,11 @@ class SdsCore:
                 wall_ms: int | None = None) -> list[Effect]:
         """One datagram from the network; malformed bytes are counted and dropped."""
         fx = [] if fx is None else fx
+        # lists longer than our limits are refused (history) or cut (repair requests): no need
+        # to convert more than limit + 1 entries of a hostile datagram-sized list
+        cap = max(self.opt.max_history, self.opt.max_repair_requests_in) + 1
         try:
-            msg = decode(data)
+            msg = decode(data, cap)
         except WireError as e:
             self.c.wire_errors += 1
             if self.c.wire_errors <= 20:

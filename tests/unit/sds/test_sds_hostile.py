@@ -76,3 +76,20 @@ def test_refusals_reads_the_per_reason_map_of_a_hardened_node() -> None:
     state = {"counters": {"wire_errors": 1}, "refused": {"id-too-long": 2, "lamport-ahead": 1}}
     assert h.refusals(state) == {"refused:id-too-long": 2, "refused:lamport-ahead": 1,
                                  "wire_errors": 1}
+
+
+def test_a_burst_does_not_depend_on_the_fill_cache() -> None:
+    """The datagram-filling lists are cached per process; a burst is the same either way."""
+    h._FILL_CACHE.clear()
+    cold = burst(5)
+    assert cold == burst(5)
+
+
+def test_a_receiver_converts_at_most_its_cap_of_a_huge_list() -> None:
+    """decode(data, cap): the node's limits still see a list too long, at a fraction of the
+    cost (the hostile bench's profile: ~7 ms a datagram-filling list, now ~1 ms)."""
+    (d,) = [d for n, k, d in burst(0) if k == "huge-causal-history" and n == "n1"]
+    (r,) = [d for n, k, d in burst(0) if k == "big-repair-request" and n == "n1"]
+    assert len(decode(d).causal_history) >= 900
+    assert len(decode(d, 257).causal_history) == 257
+    assert len(decode(r, 17).repair_request) == 17 and decode(r, 17).kind is Kind.SYNC
