@@ -6,6 +6,7 @@ correct-node control on the same seed and schedule keeps that leaf valid."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -182,3 +183,20 @@ def test_bug_no_repair_is_caught_when_only_sds_r_can_heal(chaos_run) -> None:
                            options={"history_size": 20, "rearm": False,
                                     "max_repair_requests": 20}),
         expect="ordering.same-set", min_ok=MIN_OK_PER_S * 5 * 4 // 5)  # n1 dead from 2.5 s
+
+
+def test_five_nodes_hostile_with_partitions_and_loss(chaos_run) -> None:
+    """Every node gets SDS's hostile datagrams (nodes/sds/hostile.py) all run long, through a
+    partition, loss and a kill: the correct node stays valid and keeps committing, and every
+    node refused what it was sent (the run's test.json counts both)."""
+    steps = [(0.3, {"f": "start-hostile", "value": {"interval_s": 0.2}}),
+             (0.5, {"f": "start-partition", "value": {"shape": "random-halves"}}),
+             (2.5, {"f": "stop-partition", "value": None}), (0.0, loss(0.1)),
+             (1.0, {"f": "kill", "value": {"node": "n2"}}), (2.0, {"f": "restart", "value": None}),
+             (1.5, STOP_LOSS), (0.5, {"f": "stop-hostile", "value": None})]
+    res = run(chaos_run, partial(sds_spec, "sds-5-hostile", 5, steps), min_ok=MIN_OK_PER_S * 10)
+    hostile = json.loads(res.run_dir.test_json.read_text())["hostile"]
+    assert sorted(hostile) == [f"n{i}" for i in range(1, 6)]
+    for node, h in hostile.items():
+        assert h["sent"] >= 10 * 10, (node, h)  # every kind, at least 10 bursts
+        assert h["refused_total"] and h["refused_total"] > 0, (node, h)
