@@ -1,0 +1,343 @@
+"""DRiP's hostile traffic for the ``hostile`` fault: what issue 26 drove real meshes with.
+
+DRiP speaks HTTPS with mutual TLS and a JWT per request, so its attacks are whole HTTP/1.1
+requests, most of them made by a *compromised peer*: one holding a configured member's
+certificate and JWT key (the run's PKI material, `Creds`), so they pass the TLS and token
+checks and meet the node's protocol checks. Others come from unauthenticated clients: the
+plain-HTTP client port, and TLS connections without a client certificate.
+
+`build` makes one burst for one target: a list of `Attack` (kind, port, TLS mode, raw bytes,
+how to send). `HostileDrip` sends bursts to every target at a bounded rate until stopped,
+holds the slow and idle connections it opened and closes every one of them on `stop`, and
+counts per node what it sent per kind and the HTTP statuses the node answered (the run's
+evidence). `INTENT` lists the kinds and what each one tries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import ssl
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nodes.drip import codec
+from nodes.drip.auth import Signer, load_auth
+from nodes.drip.codec import (
+    Commit,
+    Heartbeat,
+    Item,
+    SyncBatch,
+    SyncRequest,
+    Update,
+    VoteResponse,
+    Voting,
+)
+from nodes.drip.material import NodeFiles
+
+#: what each kind tries (issue 26, items 1-9)
+INTENT: dict[str, str] = {
+    "heartbeat-ghost": "a heartbeat listing a member 'ghost' nobody configured",
+    "heartbeat-5000-members": "a heartbeat listing 5,000 made-up members",
+    "voting-unknown-node": "a /voting from a DRiP-Node-ID that is not a member",
+    "commit-version-2^63-1": "a /commit with version 2^63-1 (SQLite's largest integer)",
+    "commit-version-2^64": "a /commit with version 2^64 (above any 64-bit integer)",
+    "commit-without-vote": "a /commit for an update nobody voted on",
+    "commit-other-initiator": "a /commit naming another member as its initiator",
+    "sync-unsolicited": "a sync batch nobody asked for",
+    "vote-response-forged-voters": "a yes listing every member as a voter, none of whom voted",
+    "voting-counter-near-max": "a /voting with counter 2^64-2",
+    "voting-reset": "a /voting with DRiP-Node-Counter-reset: true far from wrap-around",
+    "voting-flood-hot-key": "many /voting for one hot key",
+    "sync-request-flood": "many sync requests",
+    "deep-json": "a /voting body of JSON nested 100,000 deep",
+    "lone-surrogate-key": "a key with a lone UTF-16 surrogate (peer /voting and client update)",
+    "budget-non-ascii-digits": "DRiP-Vote-Budget-Ms written in Arabic-Indic digits",
+    "oversize-value": "a client update whose value is above 1 MiB",
+    "slow-connection": "a request sent a few bytes at a time",
+    "idle-partial-head": "a connection that sends half a request head and waits",
+    "tls-no-client-cert": "a TLS connection without a client certificate, held open",
+}
+MAX_I63 = 2**63 - 1
+MAX_U64 = 2**64 - 1
+DEEP = 100_000
+MANY_MEMBERS = 5_000
+ONE_MIB = 1 << 20
+#: Arabic-Indic "١٠٠" (100): str.isdigit() says yes, the spec's ASCII digits say no
+ARABIC_100 = "\u0661\u0660\u0660"
+
+
+@dataclass(frozen=True)
+class Creds:
+    """A compromised member: its id, its JWT signer, and TLS contexts with and without its
+    certificate (both trust the run's CA; host names are not checked: we dial by address)."""
+
+    node: str
+    signer: Signer
+    with_cert: ssl.SSLContext
+    without_cert: ssl.SSLContext
+
+    @classmethod
+    def load(cls, node: str, tls: Mapping[str, str], jwt_cfg: Mapping[str, Any]) -> Creds:
+        """From a node's config keys ``tls`` {ca, cert, key} and ``jwt`` (suite node_extra)."""
+        files = NodeFiles(Path(tls["ca"]), Path(tls["cert"]), Path(tls["key"]))
+        signer, _ = load_auth(node, dict(jwt_cfg))
+        bare = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(files.ca))
+        bare.check_hostname = False
+        full = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(files.ca))
+        full.load_cert_chain(str(files.cert), str(files.key))
+        full.check_hostname = False
+        return cls(node, signer, full, bare)
+
+
+@dataclass(frozen=True)
+class DripTarget:
+    """A node to attack: its name and its peer (HTTPS) and client (HTTP) addresses."""
+
+    node: str
+    host: str
+    peer_port: int
+    client_port: int
+
+
+@dataclass(frozen=True)
+class Attack:
+    """One hostile request: ``port`` "peer" or "client"; ``tls`` "cert", "bare" (no client
+    certificate) or None (plain); ``how`` "send" (send, read the status, close), "slow" (a few
+    bytes at a time) or "hold" (send, then keep the connection open until stop)."""
+
+    node: str
+    kind: str
+    port: str
+    tls: str | None
+    raw: bytes
+    how: str = "send"
+
+
+def http(method: str, path: str, headers: Mapping[str, str], body: bytes = b"",
+         host: str = "127.0.0.1") -> bytes:
+    """A whole HTTP/1.1 request (UTF-8 header values: the hostile ones are not Latin-1)."""
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}", "Connection: close",
+             f"Content-Length: {len(body)}"]
+    if body:
+        lines.append("Content-Type: application/json")
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def signed(msg: codec.Message, signer: Signer, *, headers: Mapping[str, str] | None = None,
+           body: bytes | None = None) -> bytes:
+    """``msg`` as its HTTP request with a valid token for it; ``headers``/``body`` replace the
+    encoded ones (the token still signs ``msg``: a body the codec cannot read never gets that
+    far)."""
+    req = codec.encode(msg)
+    try:  # the digest of what the receiver decodes (it may normalise, e.g. sort members)
+        digest = codec.signed_digest(codec.decode(req.method, req.path, req.headers,
+                                                  req.body_bytes()))
+    except codec.CodecError:  # beyond what the codec reads: the token signs ``msg`` as built
+        digest = codec.signed_digest(msg)
+    h = {**req.headers, **(headers or {}), codec.H_AUTH: signer.header(time.time(), digest)}
+    return http(req.method, req.path, h, req.body_bytes() if body is None else body)
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+@dataclass
+class Burst:
+    """Builds the attacks of one burst for one target; ``flood``: requests per flood kind."""
+
+    creds: Creds
+    members: Sequence[str]
+    rng: random.Random
+    flood: int = 20
+
+    def _uid(self) -> str:
+        return f"hostile-{self.rng.randbytes(6).hex()}"
+
+    def _counter(self) -> int:
+        return self.rng.randrange(1 << 20, 1 << 40)
+
+    def _update(self, key: str | None = None, value: Any = "hostile") -> Update:
+        return Update(self._uid(), key or f"hk{self.rng.randrange(4)}", value)
+
+    def build(self, t: DripTarget) -> list[Attack]:
+        me, s = self.creds.node, self.creds.signer
+        other = next((m for m in self.members if m not in (me, t.node)), t.node)
+        out: list[Attack] = []
+
+        def peer(kind: str, raw: bytes, tls: str = "cert", how: str = "send") -> None:
+            out.append(Attack(t.node, kind, "peer", tls, raw, how))
+
+        def client(kind: str, raw: bytes, how: str = "send") -> None:
+            out.append(Attack(t.node, kind, "client", None, raw, how))
+
+        def voting(**kw: Any) -> Voting:
+            fields: dict[str, Any] = {"initiator": me, "counter": self._counter(),
+                                      "reset": False, "update": self._update()}
+            return Voting(**{**fields, **kw})
+
+        def commit(version: int, initiator: str = me) -> Commit:
+            return Commit(initiator=initiator, counter=self._counter(), reset=False,
+                          update=self._update(), version=version)
+
+        peer("heartbeat-ghost", signed(Heartbeat(me, "active", (*self.members, "ghost")), s))
+        many = tuple(f"m{i:04d}" for i in range(MANY_MEMBERS))
+        peer("heartbeat-5000-members", signed(Heartbeat(me, "active", many), s))
+        stranger = f"mallory-{self.rng.randbytes(3).hex()}"
+        peer("voting-unknown-node",
+             signed(voting(initiator=stranger), Signer(stranger, s.mode, s.key)))
+        peer("commit-version-2^63-1", signed(commit(MAX_I63), s))
+        peer("commit-version-2^64", signed(commit(MAX_U64 + 1), s))
+        peer("commit-without-vote", signed(commit(self.rng.randrange(1, 1000)), s))
+        # a forwarded commit keeps its initiator's token: we can only sign it as ourselves
+        peer("commit-other-initiator", signed(commit(self.rng.randrange(1, 1000), other),
+                                              Signer(other, s.mode, s.key)))
+        items = tuple(Item(f"hk{i}", f"unsolicited-{i}", self.rng.randrange(1, 1000), self._uid())
+                      for i in range(50))
+        peer("sync-unsolicited", signed(SyncBatch(me, self._counter(), False, True,
+                                                  f"sync-{self._uid()}", items), s))
+        peer("vote-response-forged-voters", signed(VoteResponse(
+            responder=me, yes=True, initiator=t.node, counter=self._counter(), uid=self._uid(),
+            voters=tuple(self.members), version=1), s))
+        peer("voting-counter-near-max", signed(voting(counter=MAX_U64 - 1), s))
+        peer("voting-reset", signed(voting(counter=self.rng.randrange(1, 100), reset=True), s))
+        for _ in range(self.flood):
+            peer("voting-flood-hot-key", signed(voting(update=self._update("hk0")), s))
+            peer("sync-request-flood", signed(SyncRequest(me), s))
+        deep = b"[" * DEEP + b"]" * DEEP
+        peer("deep-json", signed(voting(), s, body=deep))
+        surrogate = b'{"id":"%s","key":"k\\ud800","value":1}' % self._uid().encode()
+        peer("lone-surrogate-key", signed(voting(), s, body=surrogate))
+        client("lone-surrogate-key", http("POST", "/client/update", {}, surrogate))
+        peer("budget-non-ascii-digits", signed(voting(), s, headers={codec.H_BUDGET: ARABIC_100}))
+        big = _dumps({"id": self._uid(), "key": "hk-big", "value": "v" * (ONE_MIB + 1024)})
+        client("oversize-value", http("POST", "/client/update", {}, big))
+        client("slow-connection", http("GET", "/client/read?key=hk0", {}), how="slow")
+        peer("slow-connection", signed(Heartbeat(me, "active", tuple(self.members)), s),
+             how="slow")
+        client("idle-partial-head", b"POST /client/update HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+               how="hold")
+        peer("tls-no-client-cert", signed(Heartbeat(me, "active", tuple(self.members)), s),
+             tls="bare", how="hold")
+        return out
+
+
+@dataclass
+class HostileDrip:
+    """Sends `Burst` s to the targets every ``interval_s`` at most ``rate`` requests/s (all
+    loopback), until `stop`, which cancels every task and closes every connection held.
+
+    ``sent[node][kind]``: requests written; ``status[node][kind][code]``: what the node
+    answered (``"closed"``: it closed without a status line, ``"timeout"``: none in time,
+    ``"held"``: a connection we kept open on purpose); ``failed[node]``: connects refused.
+    """
+
+    creds: Creds
+    targets: Sequence[DripTarget]
+    rng: random.Random
+    rate: float = 50.0
+    interval_s: float = 1.0
+    flood: int = 20
+    slow_step_s: float = 0.05
+    max_held: int = 50
+    sent: dict[str, Counter[str]] = field(default_factory=dict)
+    status: dict[str, dict[str, Counter[str]]] = field(default_factory=dict)
+    failed: Counter[str] = field(default_factory=Counter)
+    _task: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
+    _held: list[asyncio.StreamWriter] = field(default_factory=list, init=False, repr=False)
+    _inflight: set[asyncio.Task[None]] = field(default_factory=set, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.rate <= 0 or self.interval_s <= 0:
+            raise ValueError(f"rate and interval_s must be positive, got {self.rate}, "
+                             f"{self.interval_s}")
+
+    def start(self) -> None:
+        if self._task is not None and not self._task.done():
+            raise RuntimeError("hostile DRiP traffic is already running; stop it first")
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name="drip-hostile")
+
+    async def _loop(self) -> None:
+        burst = Burst(self.creds, [t.node for t in self.targets], self.rng, self.flood)
+        while True:
+            for t in self.targets:
+                for a in burst.build(t):
+                    task = asyncio.get_running_loop().create_task(self._send(t, a))
+                    self._inflight.add(task)
+                    task.add_done_callback(self._inflight.discard)
+                    await asyncio.sleep(1.0 / self.rate)
+            await asyncio.sleep(self.interval_s)
+
+    async def stop(self) -> None:
+        """Stop sending; cancel what is in flight; close every connection we opened."""
+        task, self._task = self._task, None
+        pending = [*([task] if task else []), *self._inflight]
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        held, self._held = self._held, []
+        for w in held:
+            w.close()
+        for w in held:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(w.wait_closed(), 1.0)
+
+    def _note(self, a: Attack, outcome: str) -> None:
+        self.status.setdefault(a.node, {}).setdefault(a.kind, Counter())[outcome] += 1
+
+    async def _send(self, t: DripTarget, a: Attack) -> None:
+        port = t.peer_port if a.port == "peer" else t.client_port
+        ctx = {"cert": self.creds.with_cert, "bare": self.creds.without_cert, None: None}[a.tls]
+        try:
+            r, w = await asyncio.wait_for(asyncio.open_connection(t.host, port, ssl=ctx), 3.0)
+        except (TimeoutError, OSError, ssl.SSLError):
+            self.failed[a.node] += 1
+            return
+        keep = False
+        try:
+            if a.how == "slow":
+                for i in range(0, len(a.raw), 8):
+                    w.write(a.raw[i:i + 8])
+                    await w.drain()
+                    await asyncio.sleep(self.slow_step_s)
+            else:
+                w.write(a.raw)
+                await asyncio.wait_for(w.drain(), 5.0)
+            self.sent.setdefault(a.node, Counter())[a.kind] += 1
+            if a.how == "hold" and len(self._held) < self.max_held:
+                self._held.append(w)
+                keep = True
+            line = await asyncio.wait_for(r.readline(), 10.0)
+            parts = line.split()
+            self._note(a, parts[1].decode() if len(parts) > 1 else "closed")
+        except TimeoutError:
+            self._note(a, "held" if keep else "timeout")
+        except (OSError, ssl.SSLError, asyncio.IncompleteReadError):
+            self._note(a, "closed")
+        finally:
+            if not keep:
+                w.close()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(w.wait_closed(), 1.0)
+
+    def counts(self) -> dict[str, dict[str, Any]]:
+        """Per node: ``{"sent": N, "by_kind": {...}, "status": {kind: {code: n}}}``."""
+        return {n: {"sent": sum(c.values()), "by_kind": dict(sorted(c.items())),
+                    "status": {k: dict(v) for k, v in sorted(self.status.get(n, {}).items())},
+                    **({"failed": self.failed[n]} if self.failed[n] else {})}
+                for n, c in sorted(self.sent.items())}
+
+
+def refusals(state: Mapping[str, Any]) -> dict[str, int]:
+    """Refusal counters from a DRiP /admin/state: its per-reason ``refused`` map
+    (nodes/common/refusals.py) as ``refused:<reason>``."""
+    return {f"refused:{r}": int(n) for r, n in sorted((state.get("refused") or {}).items())
+            if isinstance(n, int)}

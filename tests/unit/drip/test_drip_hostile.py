@@ -1,0 +1,160 @@
+"""The DRiP hostile provider: each attack kind builds the request it claims (decoded back with
+the node's own codec and verified with the node's own token checks)."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+import pytest
+from multidict import CIMultiDict
+
+from harness.spec import TestSpec
+from harness.suites.drip import PROTOCOL, node_extra
+from nodes.drip import codec
+from nodes.drip.auth import AuthError, load_auth
+from nodes.drip.hostile import (
+    ARABIC_100,
+    DEEP,
+    INTENT,
+    MANY_MEMBERS,
+    MAX_I63,
+    MAX_U64,
+    ONE_MIB,
+    Attack,
+    Burst,
+    Creds,
+    DripTarget,
+    HostileDrip,
+    refusals,
+)
+
+IDS = ["n1", "n2", "n3"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Attack], dict]:
+    root = tmp_path_factory.mktemp("pki")
+    spec = TestSpec("h", protocol=PROTOCOL, nodes=3, options={"jwt_mode": "public"})
+    extras = {n: node_extra(spec, i, root) for i, n in enumerate(IDS)}
+    creds = Creds.load("n1", extras["n1"]["tls"], extras["n1"]["jwt"])
+    attacks = Burst(creds, IDS, random.Random(7), flood=5).build(DripTarget("n2", "127.0.0.1", 1, 2))
+    return attacks, extras
+
+
+def _parse(raw: bytes) -> tuple[str, str, CIMultiDict[str], bytes]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    line, *rest = head.decode().split("\r\n")
+    method, path, _ = line.split(" ")
+    headers: CIMultiDict[str] = CIMultiDict(h.split(": ", 1) for h in rest)
+    return method, path, headers, body
+
+
+def _of(attacks: list[Attack], kind: str, port: str = "peer") -> list[Attack]:
+    return [a for a in attacks if a.kind == kind and a.port == port]
+
+
+def _decoded(a: Attack) -> codec.Message:
+    method, path, headers, body = _parse(a.raw)
+    assert int(headers["Content-Length"]) == len(body)
+    return codec.decode(method, path, headers, body, headers.get(codec.H_AUTH))
+
+
+def test_every_kind_is_built_for_the_target(built: tuple[list[Attack], dict]) -> None:
+    attacks, _ = built
+    assert {a.kind for a in attacks} == set(INTENT)
+    assert {a.node for a in attacks} == {"n2"}
+    assert len(_of(attacks, "voting-flood-hot-key")) == 5 == len(_of(attacks, "sync-request-flood"))
+
+
+def test_signed_kinds_carry_a_token_n2_accepts_for_that_very_request(
+        built: tuple[list[Attack], dict]) -> None:
+    attacks, extras = built
+    _, verifier = load_auth("n2", extras["n2"]["jwt"])
+    for kind in ("heartbeat-ghost", "commit-without-vote", "sync-unsolicited",
+                 "vote-response-forged-voters", "voting-flood-hot-key"):
+        msg = _decoded(_of(attacks, kind)[0])
+        _, _, headers, _ = _parse(_of(attacks, kind)[0].raw)
+        claims = verifier.verify(headers[codec.H_AUTH], "n1", time.time())
+        verifier.bind(claims, codec.signed_digest(msg), once=False, now=time.time())
+
+
+def test_forged_members_and_unknown_senders(built: tuple[list[Attack], dict]) -> None:
+    attacks, extras = built
+    ghost = _decoded(_of(attacks, "heartbeat-ghost")[0])
+    assert isinstance(ghost, codec.Heartbeat) and "ghost" in ghost.members
+    many = _decoded(_of(attacks, "heartbeat-5000-members")[0])
+    assert isinstance(many, codec.Heartbeat) and len(many.members) == MANY_MEMBERS
+    unknown = _decoded(_of(attacks, "voting-unknown-node")[0])
+    assert isinstance(unknown, codec.Voting) and unknown.initiator not in IDS
+    other = _decoded(_of(attacks, "commit-other-initiator")[0])
+    assert isinstance(other, codec.Commit) and other.initiator == "n3"
+    # public-key mode: n1 cannot sign as n3, so n2 refuses that token (shared mode would not)
+    _, verifier = load_auth("n2", extras["n2"]["jwt"])
+    with pytest.raises(AuthError):
+        verifier.verify(_parse(_of(attacks, "commit-other-initiator")[0].raw)[2][codec.H_AUTH],
+                        "n3", time.time())
+    forged = _decoded(_of(attacks, "vote-response-forged-voters")[0])
+    assert isinstance(forged, codec.VoteResponse) and forged.yes
+    assert forged.voters == tuple(IDS) and forged.initiator == "n2" and not forged.statements
+
+
+def test_extreme_numbers(built: tuple[list[Attack], dict]) -> None:
+    attacks, _ = built
+    assert _decoded(_of(attacks, "commit-version-2^63-1")[0]).version == MAX_I63  # type: ignore[union-attr]
+    _, _, _, body = _parse(_of(attacks, "commit-version-2^64")[0].raw)
+    assert json.loads(body)["version"] == MAX_U64 + 1
+    near = _decoded(_of(attacks, "voting-counter-near-max")[0])
+    assert isinstance(near, codec.Voting) and near.counter == MAX_U64 - 1 and not near.reset
+    reset = _decoded(_of(attacks, "voting-reset")[0])
+    assert isinstance(reset, codec.Voting) and reset.reset and reset.counter < 100
+
+
+def test_no_vote_commits_syncs_and_floods(built: tuple[list[Attack], dict]) -> None:
+    attacks, _ = built
+    c = _decoded(_of(attacks, "commit-without-vote")[0])
+    assert isinstance(c, codec.Commit) and c.initiator == "n1"
+    s = _decoded(_of(attacks, "sync-unsolicited")[0])
+    assert isinstance(s, codec.SyncBatch) and s.source == "n1" and len(s.items) == 50
+    hot = [_decoded(a) for a in _of(attacks, "voting-flood-hot-key")]
+    assert {v.update.key for v in hot} == {"hk0"}  # type: ignore[union-attr]
+    assert len({v.update.uid for v in hot}) == len(hot)  # type: ignore[union-attr]
+    assert all(isinstance(_decoded(a), codec.SyncRequest)
+               for a in _of(attacks, "sync-request-flood"))
+
+
+def test_malformed_input(built: tuple[list[Attack], dict]) -> None:
+    attacks, _ = built
+    _, _, _, deep = _parse(_of(attacks, "deep-json")[0].raw)
+    assert deep == b"[" * DEEP + b"]" * DEEP
+    for a in _of(attacks, "lone-surrogate-key") + _of(attacks, "lone-surrogate-key", "client"):
+        assert json.loads(_parse(a.raw)[3])["key"] == "k\ud800"
+    assert _of(attacks, "lone-surrogate-key", "client")[0].tls is None
+    _, _, headers, _ = _parse(_of(attacks, "budget-non-ascii-digits")[0].raw)
+    assert headers[codec.H_BUDGET] == ARABIC_100 and ARABIC_100.isdigit()
+    big = _of(attacks, "oversize-value", "client")[0]
+    assert len(json.loads(_parse(big.raw)[3])["value"]) > ONE_MIB
+
+
+def test_connection_attacks(built: tuple[list[Attack], dict]) -> None:
+    attacks, _ = built
+    assert {a.how for a in attacks if a.kind == "slow-connection"} == {"slow"}
+    idle = _of(attacks, "idle-partial-head", "client")[0]
+    assert idle.how == "hold" and not idle.raw.endswith(b"\r\n\r\n")
+    bare = _of(attacks, "tls-no-client-cert")[0]
+    assert bare.tls == "bare" and bare.how == "hold"
+    assert all(a.tls == "cert" for a in attacks
+               if a.port == "peer" and a.kind != "tls-no-client-cert")
+
+
+def test_bad_rate_is_refused(built: tuple[list[Attack], dict], tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="positive"):
+        HostileDrip(None, [], random.Random(1), rate=0)  # type: ignore[arg-type]
+
+
+def test_refusals_reads_the_per_reason_map() -> None:
+    assert refusals({"refused": {"no-client-cert": 3, "malformed": 2}}) == {
+        "refused:malformed": 2, "refused:no-client-cert": 3}
+    assert refusals({}) == {}
