@@ -62,6 +62,10 @@ class Hostile(NamedTuple):
 Provider = Callable[[random.Random, Sequence[Target]], Iterable[tuple[Any, ...]]]
 #: a node's /admin/state -> its refusal counters by name (only what it refused or dropped)
 Refusals = Callable[[Mapping[str, Any]], dict[str, int]]
+#: (targets, rng, each node's config) -> a sender with `HostileSender`'s interface (``start``,
+#: ``stop``, ``close``, ``counts``, ``running``, ``sent``), for a protocol whose attacks are
+#: more than raw datagrams or connections (DRiP: mutual TLS and a signed token per request)
+Driver = Callable[[Sequence["Target"], random.Random, Mapping[str, Mapping[str, Any]]], Any]
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,7 @@ class HostileDef:
     messages: Provider
     refusals: Refusals
     transport: str = "udp"  # "udp": one datagram each; "tcp": connect, send, close
+    driver: Driver | None = None  # set: the cluster uses it instead of a `HostileSender`
 
     def __post_init__(self) -> None:
         if self.transport not in ("udp", "tcp"):

@@ -91,11 +91,13 @@ class Cluster:
 
                 routes = {(s, d): parse_addr(a) for (s, d), a in self._links.listen.items()
                           if s in self.nodes and d in self.nodes}
-            self._hostile = HostileSender(
-                self.proto.hostile,
-                [Target(n, i + 1, HOST, self.ports[n][self.proto.peer_port])
-                 for i, n in enumerate(self.nodes)],
-                random.Random(f"{self.spec.seed}:hostile"), routes)
+            targets = [Target(n, i + 1, HOST, self.ports[n][self.proto.peer_port])
+                       for i, n in enumerate(self.nodes)]
+            rng = random.Random(f"{self.spec.seed}:hostile")
+            driver = self.proto.hostile.driver
+            self._hostile = HostileSender(self.proto.hostile, targets, rng, routes) \
+                if driver is None else driver(targets, rng, {
+                    n: json.loads(self.node_specs[n].config_path.read_text()) for n in self.nodes})
         self._faults = Nemesis(random.Random(f"{self.spec.seed}:faults"), nodes=self,
                                links=self._links, node_names=self.nodes, hostile=self._hostile,
                                topology=None if self.spec.topology is None else self.spec.edges())

@@ -12,8 +12,10 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+from faults.hostile import HostileDef
 from harness import generators as g
 from harness.spec import DefiniteFailure, NodeAddr, ProtocolDef, TestSpec, Workload
+from nodes.drip import hostile
 from nodes.drip.client import DripClient, DripRefused, DripUnsure
 from nodes.drip.core import BUGS
 from nodes.drip.material import ensure_ca, ensure_jwt_keypair, ensure_shared_secret, issue_node_cert
@@ -138,4 +140,7 @@ PROTOCOL = ProtocolDef(
     node_extra=node_extra,
     leader_of=None,
     topologies={n: t for n, t in TOPOLOGIES.items() if n != "full"},
+    # TLS and a signed token per request: DRiP sends its attacks itself (nodes/drip/hostile.py)
+    hostile=HostileDef(hostile.no_messages, hostile.refusals, transport="tcp",
+                       driver=hostile.driver),
 )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import random
 import ssl
@@ -234,13 +235,16 @@ class Burst:
 class HostileDrip:
     """Sends `Burst` s to the targets every ``interval_s`` at most ``rate`` requests/s (all
     loopback), until `stop`, which cancels every task and closes every connection held.
+    ``creds[node]``: the compromised member that attacks ``node`` (one of its configured peers,
+    so its certificate passes). The interface of faults.hostile.HostileSender (the nemesis
+    ops ``start-hostile``/``stop-hostile`` drive it).
 
     ``sent[node][kind]``: requests written; ``status[node][kind][code]``: what the node
     answered (``"closed"``: it closed without a status line, ``"timeout"``: none in time,
     ``"held"``: a connection we kept open on purpose); ``failed[node]``: connects refused.
     """
 
-    creds: Creds
+    creds: Mapping[str, Creds]
     targets: Sequence[DripTarget]
     rng: random.Random
     rate: float = 50.0
@@ -260,16 +264,38 @@ class HostileDrip:
             raise ValueError(f"rate and interval_s must be positive, got {self.rate}, "
                              f"{self.interval_s}")
 
-    def start(self) -> None:
-        if self._task is not None and not self._task.done():
-            raise RuntimeError("hostile DRiP traffic is already running; stop it first")
-        self._task = asyncio.get_running_loop().create_task(self._loop(), name="drip-hostile")
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
 
-    async def _loop(self) -> None:
-        burst = Burst(self.creds, [t.node for t in self.targets], self.rng, self.flood)
+    def start(self, interval_s: float | None = None, nodes: Sequence[str] | None = None) -> None:
+        """Attack ``nodes`` (default every target) now and every ``interval_s``."""
+        if self.running:
+            raise RuntimeError("hostile DRiP traffic is already running; stop-hostile first")
+        if interval_s is not None:
+            if interval_s <= 0:
+                raise ValueError(f"interval_s must be positive, got {interval_s}")
+            self.interval_s = interval_s
+        known = {t.node for t in self.targets}
+        if nodes is not None and set(nodes) - known:
+            raise ValueError(f"no hostile target(s) {sorted(set(nodes) - known)}; "
+                             f"known: {sorted(known)}")
+        chosen = [t for t in self.targets if nodes is None or t.node in nodes]
+        self._task = asyncio.get_running_loop().create_task(self._loop(chosen),
+                                                            name="drip-hostile")
+
+    async def _loop(self, targets: Sequence[DripTarget]) -> None:
+        members = [t.node for t in self.targets]
+        bursts = {t.node: Burst(self.creds[t.node], members, self.rng, self.flood)
+                  for t in targets}
         while True:
-            for t in self.targets:
-                for a in burst.build(t):
+            # round-robin over the targets, so every node is attacked from the first second
+            built = {t.node: bursts[t.node].build(t) for t in targets}
+            for row in itertools.zip_longest(*built.values()):
+                for a in row:
+                    if a is None:
+                        continue
+                    t = next(x for x in targets if x.node == a.node)
                     task = asyncio.get_running_loop().create_task(self._send(t, a))
                     self._inflight.add(task)
                     task.add_done_callback(self._inflight.discard)
@@ -290,12 +316,22 @@ class HostileDrip:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(w.wait_closed(), 1.0)
 
+    def close(self) -> None:
+        """Synchronous last resort (the cluster's close, Ctrl-C): cancel and close all."""
+        for t in [*([self._task] if self._task else []), *self._inflight]:
+            t.cancel()
+        self._task = None
+        held, self._held = self._held, []
+        for w in held:
+            w.close()
+
     def _note(self, a: Attack, outcome: str) -> None:
         self.status.setdefault(a.node, {}).setdefault(a.kind, Counter())[outcome] += 1
 
     async def _send(self, t: DripTarget, a: Attack) -> None:
         port = t.peer_port if a.port == "peer" else t.client_port
-        ctx = {"cert": self.creds.with_cert, "bare": self.creds.without_cert, None: None}[a.tls]
+        creds = self.creds[t.node]
+        ctx = {"cert": creds.with_cert, "bare": creds.without_cert, None: None}[a.tls]
         try:
             r, w = await asyncio.wait_for(asyncio.open_connection(t.host, port, ssl=ctx), 3.0)
         except (TimeoutError, OSError, ssl.SSLError):
@@ -341,3 +377,31 @@ def refusals(state: Mapping[str, Any]) -> dict[str, int]:
     (nodes/common/refusals.py) as ``refused:<reason>``."""
     return {f"refused:{r}": int(n) for r, n in sorted((state.get("refused") or {}).items())
             if isinstance(n, int)}
+
+
+def driver(targets: Sequence[Any], rng: random.Random,
+           configs: Mapping[str, Mapping[str, Any]]) -> HostileDrip:
+    """The cluster's hostile sender for DRiP (faults.hostile.HostileDef.driver): each target
+    is attacked with the credentials of its first configured peer, read from that peer's
+    config (``tls``, ``jwt``); ``options.hostile_rate`` (requests/s, default 50) and
+    ``options.hostile_flood`` (requests per flood kind per burst, default 20) bound it."""
+    creds: dict[str, Creds] = {}
+    by_peer: dict[str, Creds] = {}
+    for t in targets:
+        peers = sorted(configs[t.node].get("peers") or {})
+        if not peers:
+            raise ValueError(f"{t.node} has no configured peer to attack it as")
+        p = peers[0]
+        if p not in by_peer:
+            by_peer[p] = Creds.load(p, configs[p]["tls"], configs[p]["jwt"])
+        creds[t.node] = by_peer[p]
+    opts = (configs[targets[0].node].get("options") or {}) if targets else {}
+    return HostileDrip(
+        creds, [DripTarget(t.node, t.host, t.port, int(configs[t.node]["ports"]["client"]))
+                for t in targets], rng, rate=float(opts.get("hostile_rate", 50.0)),
+        flood=int(opts.get("hostile_flood", 20)))
+
+
+def no_messages(rng: random.Random, targets: Sequence[Any]) -> list[Any]:
+    """The raw-message provider slot of the HostileDef: DRiP sends through `driver` only."""
+    return []

@@ -40,7 +40,7 @@ def test_hostile_traffic_reaches_a_real_mesh_and_is_cleaned_up(tmp_path: Path) -
         async with aiohttp.ClientSession() as s:
             await m.wait_all_active(s)
             before = _open_sockets()
-            h = HostileDrip(creds, targets, random.Random(1), rate=60.0, interval_s=0.5, flood=5)
+            h = HostileDrip({"n2": creds, "n3": creds}, targets, random.Random(1), rate=60.0, interval_s=0.5, flood=5)
             h.start()
             await asyncio.sleep(4.0)
             await h.stop()

@@ -158,3 +158,19 @@ def test_refusals_reads_the_per_reason_map() -> None:
     assert refusals({"refused": {"no-client-cert": 3, "malformed": 2}}) == {
         "refused:malformed": 2, "refused:no-client-cert": 3}
     assert refusals({}) == {}
+
+
+def test_the_driver_attacks_each_node_as_one_of_its_configured_peers(tmp_path: Path) -> None:
+    from faults.hostile import Target
+    from nodes.drip.hostile import driver
+
+    spec = TestSpec("h", protocol=PROTOCOL, nodes=3, options={"jwt_mode": "public"})
+    configs = {n: {**node_extra(spec, i, tmp_path), "ports": {"client": 9000 + i},
+                   "peers": {p: {} for p in IDS if p != n}, "options": {"hostile_rate": 7}}
+               for i, n in enumerate(IDS)}
+    h = driver([Target(n, i + 1, "127.0.0.1", 8000 + i) for i, n in enumerate(IDS)],
+               random.Random(1), configs)
+    assert {n: c.node for n, c in h.creds.items()} == {"n1": "n2", "n2": "n1", "n3": "n1"}
+    assert [(t.peer_port, t.client_port) for t in h.targets] == [(8000, 9000), (8001, 9001),
+                                                                  (8002, 9002)]
+    assert h.rate == 7 and not h.running
