@@ -306,9 +306,7 @@ class ArsCore:
         data = tuple(replace(d, csn=csn) for d in group.data)
         entry = Committed(csn, gsid, data)
         fx = self._persist(("commit", entry))
-        fx.append(Emit("commit", {"csn": csn, "ssn": gsid.ssn, "incarn": gsid.server.incarn,
-                                  "server": f"{gsid.server.host}:{gsid.server.port}",
-                                  "docs": [d.name for d in data]}))
+        fx.append(Emit("commit", group_event(entry)))
         if peer is None:
             fx += self._result(gsid, csn, None, now)
         else:
@@ -487,8 +485,7 @@ class ArsCore:
                 break
             entry = Committed(g.csn, g.gsid, tuple(replace(d, csn=g.csn) for d in g.data))
             fx += self._persist(("commit", entry))
-            fx.append(Emit("apply", {"csn": g.csn, "ssn": g.gsid.ssn if g.gsid else None,
-                                     "docs": [d.name for d in g.data]}))
+            fx.append(Emit("apply", group_event(entry)))
         return fx
 
     # ------------------------------------------------------------------ answers
@@ -526,6 +523,18 @@ class ArsCore:
                                  now + self.options.notify_retry)]
             return []
         return []
+
+
+def group_event(e: Committed) -> dict[str, Any]:
+    """The journal fields of a ``commit`` (primary) or ``apply`` (replica) event, the ones the
+    ANTACID ordering checker reads (docs/antacid.md): the CSN, the GlobalSubmitID (``server``
+    "host:port", ``incarn``, ``ssn``; all None for a group without one), the documents written
+    and those deleted."""
+    g = e.gsid
+    return {"csn": e.csn, "server": f"{g.server.host}:{g.server.port}" if g else None,
+            "incarn": g.server.incarn if g else None, "ssn": g.ssn if g else None,
+            "docs": [d.name for d in e.data if d.action != "delete"],
+            "deleted": [d.name for d in e.data if d.action == "delete"]}
 
 
 def committed_since(log: Iterable[Committed], last_seen: int, zone: str, *,
