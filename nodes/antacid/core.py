@@ -30,7 +30,10 @@ from nodes.antacid import messages as m
 from nodes.antacid.state import Committed, Durable, Pending, Topology
 from nodes.common.effects import Effect, Emit, Persist, Reply, Send, SetTimer
 
-BUGS: tuple[str, ...] = ()
+#: the named bug modes (docs/antacid.md), all off by default: the primary gives a CSN twice;
+#: a replica applies only the first document of a pulled group; the primary forgets which
+#: SSNs it committed (a resubmission commits again); a replica skips every fourth CSN it pulls
+BUGS: tuple[str, ...] = ("csn-reused", "partial-group", "duplicates-undetected", "skip-csn")
 
 
 @dataclass(frozen=True)
@@ -88,8 +91,13 @@ class ArsCore:
     topology: Topology
     durable: Durable = field(default_factory=Durable)
     options: ArsOptions = field(default_factory=ArsOptions)
+    bugs: Iterable[str] = ()
 
     def __post_init__(self) -> None:
+        self.bugs = frozenset(self.bugs)
+        unknown = self.bugs - set(BUGS)
+        if unknown:
+            raise ValueError(f"unknown ANTACID bug mode(s) {sorted(unknown)}; known: {list(BUGS)}")
         self.server = self.topology.server_id(self.me, self.durable.incarn)
         self.zone = self.topology.zone
         self.primary = self.topology.primary == self.me
@@ -239,7 +247,8 @@ class ArsCore:
         return fx
 
     def _duplicate(self, gsid: m.GlobalSubmitID) -> bool:
-        return (gsid.ssn <= self.durable.committed_ssn.get(gsid.server, 0)
+        forgot = "duplicates-undetected" in self.bugs
+        return ((not forgot and gsid.ssn <= self.durable.committed_ssn.get(gsid.server, 0))
                 or gsid in self.durable.pending
                 or (gsid.server, gsid.ssn) in self._held)
 
@@ -267,7 +276,8 @@ class ArsCore:
                    now: float) -> list[Effect]:
         """Commit in each submission server's SSN order, holding early arrivals."""
         last = self.durable.committed_ssn.get(gsid.server, 0)
-        if gsid.server != self.server and gsid.ssn != last + 1:
+        replay = "duplicates-undetected" in self.bugs and gsid.ssn <= last
+        if gsid.server != self.server and gsid.ssn != last + 1 and not replay:
             self._held[(gsid.server, gsid.ssn)] = (peer, m.PropagateSubmittedUpdate(
                 gsid, "", 1, group))
             fx: list[Effect] = [Emit("hold", {"ssn": gsid.ssn, "waiting_for": last + 1})]
@@ -303,6 +313,8 @@ class ArsCore:
             fx = self._persist(("ssn-seen", gsid.server, gsid.ssn))
             return fx + self._notify_failure(gsid, peer, err, now)
         csn = max(self.durable.last_csn, 1) + 1
+        if "csn-reused" in self.bugs and self.durable.last_csn >= 2 and gsid.ssn % 2 == 0:
+            csn = self.durable.last_csn  # the bug: the last CSN handed out again
         data = tuple(replace(d, csn=csn) for d in group.data)
         entry = Committed(csn, gsid, data)
         fx = self._persist(("commit", entry))
@@ -479,11 +491,14 @@ class ArsCore:
             want = max(self.durable.last_csn, 1) + 1
             if g.csn is None or g.csn < want:
                 continue  # already have it
-            if g.csn > want or g.zone not in (None, self.zone):
+            if "skip-csn" in self.bugs and g.csn % 4 == 0:
+                continue  # the bug: this CSN is never applied, the next one is taken
+            if (g.csn > want and "skip-csn" not in self.bugs) or g.zone not in (None, self.zone):
                 fx.append(Emit("ars-refused", {"why": "gap in committed CSNs", "want": want,
                                                "got": g.csn, "from": upstream}))
                 break
-            entry = Committed(g.csn, g.gsid, tuple(replace(d, csn=g.csn) for d in g.data))
+            data = g.data[:1] if "partial-group" in self.bugs else g.data
+            entry = Committed(g.csn, g.gsid, tuple(replace(d, csn=g.csn) for d in data))
             fx += self._persist(("commit", entry))
             fx.append(Emit("apply", group_event(entry)))
         return fx

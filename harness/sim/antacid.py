@@ -1,0 +1,161 @@
+"""ANTACID on the simulator: the real `ArsCore` per server of one zone's DAG, every message
+through the real XML codec, request/response calls that end in ``CallFailed`` when no answer
+comes in ``call_timeout`` (what the BEEP runtime does), and a client that submits, reads and
+takes result notifications (answering them, as a NotifyHost would). It records the history
+and observations `checkers.csn_order` reads (docs/antacid.md, "Checker evidence")."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from harness.sim.driver import Simulation, Wire
+from nodes.antacid import messages as m
+from nodes.antacid.core import ArsCore, ArsOptions, CallFailed, NotifyDest, ReadZone
+from nodes.antacid.state import Durable, Topology
+from nodes.common.effects import Persist
+
+#: where every simulated client wants its result notifications
+CLIENT = NotifyDest("client.test", 7000)
+
+
+def topology(n_replicas: int = 3, zone: str = "blocks:z") -> Topology:
+    """A primary ``p`` and replicas ``r1..rn`` in a DAG: r1 pulls from p, every later one from
+    the replica before it and then from p (two upstreams: the failover path)."""
+    names = ["p", *(f"r{i}" for i in range(1, n_replicas + 1))]
+    servers = {n: (f"{n}.test", 5000 + i) for i, n in enumerate(names)}
+    up = {f"r{i}": (("p",) if i == 1 else (f"r{i - 1}", "p")) for i in range(1, n_replicas + 1)}
+    return Topology(zone, "p", servers, up)
+
+
+class AntacidSim(Simulation):
+    """The servers of ``topo``; ``submit``/``read`` make the history, ``observations`` the
+    rest of what the checker reads."""
+
+    def __init__(self, topo: Topology | None = None, options: ArsOptions | None = None,
+                 seed: int = 0, loss: float = 0.0, dup: float = 0.0, latency_ms: int = 1,
+                 jitter_ms: int = 0, call_timeout: float = 0.5,
+                 bugs: Mapping[str, Iterable[str]] | None = None) -> None:
+        self.topo = topo or topology()
+        opts = options or ArsOptions(pull_interval=0.5, reorder_timeout=3.0)
+        self.call_timeout = call_timeout
+        self.bugs = {k: tuple(v) for k, v in (bugs or {}).items()}
+        self.history: list[dict[str, Any]] = []
+        self._open: set[tuple[Any, int, Any, int]] = set()
+        self._by_token: dict[int, dict[str, Any]] = {}
+        self._by_gsid: dict[tuple[str, int, int], dict[str, Any]] = {}
+        self._outcomes: dict[tuple[str, int, int], tuple[int, int | None]] = {}
+        self._process = itertools.count()
+        names = list(self.topo.servers)
+
+        def make(n: str, durable: list[Persist], _boot: int, _rng: random.Random) -> ArsCore:
+            d = Durable.restore([p.record for p in durable], 100 + names.index(n))
+            return ArsCore(n, self.topo, d, opts, bugs=self.bugs.get(n, ()))
+
+        super().__init__(names, make, seed=seed, wire=Wire(m.encode, m.parse),
+                         latency=latency_ms / 1000, jitter=jitter_ms / 1000, loss=loss, dup=dup)
+        self.boot_all()
+        self.run_for(0)
+
+    @property
+    def cores(self) -> dict[str, ArsCore]:
+        return {i: n.core for i, n in self.nodes.items() if isinstance(n.core, ArsCore)}
+
+    # ---- the calls
+    def route(self, src: Any, to: Any, msg: Any) -> list[tuple[Any, Any]]:
+        if isinstance(to, NotifyDest):
+            self._notified(src, to, msg)
+            return []
+        if to not in self.nodes or to == src:
+            return []
+        if isinstance(msg, m.ArsRequest):
+            call = (src, self.nodes[src].boot, to, msg.req_num)
+            self._open.add(call)
+            self._answer_later(src, call[1], self.call_timeout,
+                               lambda c, now: c.on_message(to, CallFailed(msg.req_num), now),
+                               open_=lambda: call in self._open,
+                               close=lambda: self._open.discard(call))
+        return [(to, src)]
+
+    def arrive(self, dst: Any, seen_as: Any, msg: Any) -> tuple[Any, Any] | None:
+        if isinstance(msg, m.ArsResponse):
+            call = (dst, self.nodes[dst].boot, seen_as, msg.req_num)
+            if call not in self._open:
+                return None  # the caller timed out (got CallFailed) or restarted
+            self._open.discard(call)
+        return seen_as, msg
+
+    def _notified(self, src: str, to: NotifyDest, req: m.ArsRequest) -> None:
+        """The client gets a result notification: complete its op, answer the server."""
+        b = req.body
+        if isinstance(b, m.SubmittedUpdateResultNotification):
+            self._outcomes.setdefault(_key(b.gsid), (b.csn, b.error.code if b.error else None))
+            self._complete(_key(b.gsid))
+        boot = self.nodes[src].boot
+        self._answer_later(src, boot, self.net.latency,
+                           lambda c, now: c.on_message(to, m.ArsResponse(req.req_num), now),
+                           open_=lambda: True, close=lambda: None)
+
+    def _complete(self, key: tuple[str, int, int]) -> None:
+        """The first notification decides the op (a primary may notify before the submit's
+        own reply is handled: the outcome waits in ``_outcomes``)."""
+        op, got = self._by_gsid.get(key), self._outcomes.get(key)
+        if op is not None and got is not None and op["type"] == "invoke":
+            op["type"] = "fail" if got[1] is not None else "ok"
+            op["value"].update(csn=got[0], error=got[1])
+            op["time"] = self.now
+
+    # ---- the client
+    def submit(self, node: str, *docs: tuple[str, str, str]) -> dict[str, Any]:
+        """Submit one UpdateGroup of (name, content, action) at ``node``; the op completes
+        when the result notification comes (``info`` at ``finish`` if it never does)."""
+        group = m.UpdateGroup(tuple(m.DatumAndOp(n, c, a) for n, c, a in docs))
+        op = {"index": len(self.history), "process": next(self._process), "f": "submit",
+              "type": "invoke", "node": node, "time": self.now,
+              "value": {"docs": [d[0] for d in docs]}}
+        self.history.append(op)
+        answer = self.replies[self.command(node, m.SubmitUpdate(group, CLIENT.host,
+                                                                CLIENT.port))]
+        if isinstance(answer, m.ArsError):
+            op.update(type="fail", value={**op["value"], "error": answer.code})
+        else:
+            g = answer.gsid
+            op["value"].update(server=f"{g.server.host}:{g.server.port}",
+                               incarn=g.server.incarn, ssn=g.ssn)
+            self._by_gsid[_key(g)] = op
+            self._complete(_key(g))
+        return op
+
+    def read(self, node: str) -> dict[str, Any]:
+        value = self.replies[self.command(node, ReadZone())]
+        op = {"index": len(self.history), "process": next(self._process), "f": "read",
+              "type": "ok", "node": node, "time": self.now, "value": value}
+        self.history.append(op)
+        return op
+
+    def finish(self) -> list[dict[str, Any]]:
+        """End of run: a submission with no outcome is ``info`` (indeterminate)."""
+        for op in self.history:
+            if op["type"] == "invoke":
+                op["type"] = "info"
+        return self.history
+
+    def observations(self) -> dict[str, Any]:
+        """Each server's journal and its final ReadZone state (None for a server down)."""
+        nodes: dict[str, Any] = {}
+        for n in self.ids:
+            evs = [{"seq": k, "t": e.t, "type": e.type, **e.fields}
+                   for k, e in enumerate(e for e in self.events if e.node == n)]
+            up = self.nodes[n].up and not self.nodes[n].paused
+            nodes[n] = {"events": evs, "missing": [],
+                        "state": self.replies[self.command(n, ReadZone())] if up else None}
+        return {"nodes": nodes, "run_dir": "sim"}
+
+    def test(self) -> dict[str, Any]:
+        return {"name": "antacid-sim", "primary": self.topo.primary, "seed": self.seed}
+
+
+def _key(g: m.GlobalSubmitID) -> tuple[str, int, int]:
+    return (f"{g.server.host}:{g.server.port}", g.server.incarn, g.ssn)
