@@ -1,0 +1,178 @@
+"""An ARS server's SQLite store: where the runtime writes the core's ``Persist("ars", record)``
+records (`nodes.antacid.state`) and reads back the `Durable` it rebuilds the core from.
+
+The tables hold the folded state, not the record stream: documents, the committed update log,
+the counters (incarnation, last SSN, last CSN, truncation point), each submission server's
+last serialized SSN and the pending submissions; ``write`` applies one record the way
+`Durable.apply` does, so ``load`` after any prefix of writes equals folding that prefix.
+WAL journal, ``synchronous=FULL``; records written between two ``commit`` calls are one
+transaction (the runtime commits before the next send or reply leaves, as DRiP's does), so a
+kill -9 leaves either all of them or none.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from nodes.antacid import messages as m
+from nodes.antacid.core import NotifyDest
+from nodes.antacid.state import Committed, Durable, Pending
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS docs (name TEXT PRIMARY KEY, content TEXT NOT NULL,
+                                 csn INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS log (csn INTEGER PRIMARY KEY, gsid TEXT, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS pending (gsid TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS ssn_seen (server TEXT PRIMARY KEY, ssn INTEGER NOT NULL);
+"""
+
+
+class Store:
+    """One SQLite database file (``":memory:"`` for tests)."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = str(path)
+        self.db = sqlite3.connect(self.path, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.executescript(SCHEMA)
+        self._open = False
+
+    def close(self) -> None:
+        if self._open:
+            self.db.execute("ROLLBACK")
+            self._open = False
+        self.db.close()
+
+    # ---- reading (at start)
+    def load(self, new_incarn: int) -> Durable:
+        """The durable state; a store that never took an ``incarn`` record gives the server
+        ``new_incarn`` (time-of-day, 3.1.1), as `Durable.restore` does."""
+        db = self.db
+        meta = dict(db.execute("SELECT k, v FROM meta"))
+        d = Durable(incarn=new_incarn)
+        if "incarn" in meta:
+            d.incarn, d.fresh_incarn = meta["incarn"], False
+        d.last_ssn = meta.get("last_ssn", 0)
+        d.last_csn = meta.get("last_csn", 0)
+        d.truncated_through = meta.get("truncated_through", 0)
+        d.docs = {n: (c, csn) for n, c, csn in db.execute("SELECT name, content, csn FROM docs")}
+        d.log = [Committed(csn, _gsid(json.loads(g)) if g else None,
+                           tuple(_datum(x) for x in json.loads(data)))
+                 for csn, g, data in db.execute("SELECT csn, gsid, data FROM log ORDER BY csn")]
+        d.pending = {_gsid(json.loads(g)): _pending(json.loads(v))
+                     for g, v in db.execute("SELECT gsid, value FROM pending")}
+        d.committed_ssn = {_server(json.loads(s)): n
+                           for s, n in db.execute("SELECT server, ssn FROM ssn_seen")}
+        return d
+
+    # ---- writing
+    def write(self, record: tuple[Any, ...]) -> None:
+        """Apply one record in the open transaction (opened if none is)."""
+        if not self._open:
+            self.db.execute("BEGIN IMMEDIATE")
+            self._open = True
+        try:
+            self._write(record)
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            self._open = False
+            raise
+
+    def commit(self) -> None:
+        """Commit (fsync) what was written since the last commit."""
+        if self._open:
+            self._open = False
+            self.db.execute("COMMIT")
+
+    def _meta(self, k: str, v: int, *, keep_max: bool = False) -> None:
+        sql = ("INSERT INTO meta VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v = "
+               + ("max(v, excluded.v)" if keep_max else "excluded.v"))
+        self.db.execute(sql, (k, v))
+
+    def _write(self, r: tuple[Any, ...]) -> None:
+        db = self.db
+        match r:
+            case ("incarn", n):
+                self._meta("incarn", n)
+            case ("ssn", n):
+                self._meta("last_ssn", n, keep_max=True)
+            case ("pending", gsid, Pending() as p):
+                db.execute("INSERT OR REPLACE INTO pending VALUES (?, ?)",
+                           (_key(gsid), json.dumps(_plain(p))))
+            case ("done", gsid):
+                db.execute("DELETE FROM pending WHERE gsid = ?", (_key(gsid),))
+            case ("ssn-seen", server, ssn):
+                self._ssn_seen(server, ssn)
+            case ("commit", Committed() as e):
+                for d in e.data:
+                    if d.action == "delete":
+                        db.execute("DELETE FROM docs WHERE name = ?", (d.name,))
+                    else:
+                        db.execute("INSERT OR REPLACE INTO docs VALUES (?, ?, ?)",
+                                   (d.name, d.content, e.csn))
+                db.execute("INSERT OR REPLACE INTO log VALUES (?, ?, ?)",
+                           (e.csn, _key(e.gsid) if e.gsid else None,
+                            json.dumps([asdict(d) for d in e.data])))
+                self._meta("last_csn", e.csn)
+                if e.gsid is not None:
+                    self._ssn_seen(e.gsid.server, e.gsid.ssn)
+            case ("zone", csn, data):
+                db.execute("DELETE FROM docs")
+                db.executemany("INSERT OR REPLACE INTO docs VALUES (?, ?, ?)",
+                               [(d.name, d.content, d.csn or 1) for d in data])
+                db.execute("DELETE FROM log")
+                self._meta("last_csn", csn)
+                self._meta("truncated_through", csn)
+            case ("truncate", through):
+                db.execute("DELETE FROM log WHERE csn <= ?", (through,))
+                self._meta("truncated_through", through, keep_max=True)
+            case _:
+                raise ValueError(f"unknown ANTACID record {r!r}")
+
+    def _ssn_seen(self, server: m.ServerId, ssn: int) -> None:
+        self.db.execute("INSERT INTO ssn_seen VALUES (?, ?) ON CONFLICT(server) DO UPDATE SET "
+                        "ssn = max(ssn, excluded.ssn)", (json.dumps(asdict(server)), ssn))
+
+
+# ---- JSON forms of the record parts (dataclasses of nodes.antacid.messages)
+
+def _key(g: m.GlobalSubmitID) -> str:
+    return json.dumps(asdict(g), sort_keys=True)
+
+
+def _server(d: dict[str, Any]) -> m.ServerId:
+    return m.ServerId(d["host"], d["port"], d["incarn"])
+
+
+def _gsid(d: dict[str, Any]) -> m.GlobalSubmitID:
+    return m.GlobalSubmitID(_server(d["server"]), d["ssn"])
+
+
+def _datum(d: dict[str, Any]) -> m.DatumAndOp:
+    return m.DatumAndOp(d["name"], d["content"], d["action"], d["csn"])
+
+
+def _plain(p: Pending) -> dict[str, Any]:
+    g = p.group
+    notify = asdict(p.notify) if isinstance(p.notify, NotifyDest) else None
+    return {"group": None if g is None else {"data": [asdict(d) for d in g.data]},
+            "notify": notify, "from_peer": p.from_peer, "state": p.state, "csn": p.csn,
+            "error": None if p.error is None else asdict(p.error), "rounds": p.rounds,
+            "tries": p.tries}
+
+
+def _pending(d: dict[str, Any]) -> Pending:
+    g = d["group"]
+    e = d["error"]
+    return Pending(
+        None if g is None else m.UpdateGroup(tuple(_datum(x) for x in g["data"])),
+        None if d["notify"] is None else NotifyDest(**d["notify"]), d["from_peer"], d["state"],
+        d["csn"], None if e is None else m.ArsError(e["code"], _server(e["at"]), e["text"],
+                                                    e["specifics"]),
+        d["rounds"], d["tries"])
