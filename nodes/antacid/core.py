@@ -71,6 +71,10 @@ class ArsOptions:
     notify_retry: float = 1.0
     notify_attempts: int = 10
     pull_interval: float = 5.0
+    #: a submission handed upstream with no result this long is offered again (an upstream
+    #: that restarted lost what it held; one that has it answers 226001, with the result
+    #: when it already committed it)
+    result_wait: float = 10.0
     detect_conflicts: bool = False
     collapse: bool = True
 
@@ -125,6 +129,8 @@ class ArsCore:
         for gsid, p in sorted(self.durable.pending.items(), key=lambda kv: kv[0].ssn):
             if p.state == "propagating":
                 fx += self._propagate(gsid, now)
+            elif p.state == "propagated":
+                fx.append(SetTimer(("result-wait", gsid), now + self.options.result_wait))
             elif p.state == "notifying":
                 fx += self._notify(gsid, now)
         fx += self._push_all()
@@ -152,6 +158,14 @@ class ArsCore:
             gsid = rest[0]
             p = self.durable.pending.get(gsid)
             return self._propagate(gsid, now) if p and p.state == "propagating" else []
+        if kind == "result-wait":
+            gsid = rest[0]
+            p = self.durable.pending.get(gsid)
+            if p is None or p.state != "propagated":
+                return []
+            return [Emit("result-wait", {"ssn": gsid.ssn, "incarn": gsid.server.incarn}),
+                    *self._persist(("pending", gsid, replace(p, state="propagating"))),
+                    *self._propagate(gsid, now)]
         if kind == "notify":
             gsid = rest[0]
             p = self.durable.pending.get(gsid)
@@ -261,9 +275,15 @@ class ArsCore:
             if bad is not None:
                 return [Send(peer, m.ArsResponse(req.req_num, bad))]
             if self._duplicate(b.gsid):
-                return [Send(peer, m.ArsResponse(req.req_num, self._err(
+                fx: list[Effect] = [Send(peer, m.ArsResponse(req.req_num, self._err(
                     m.DUPLICATE_SUBMISSION, f"{b.gsid.server} SSN {b.gsid.ssn}"))),
                     Emit("duplicate", {"ssn": b.gsid.ssn, "from": peer})]
+                csn = next((e.csn for e in self.durable.log if e.gsid == b.gsid), None)
+                if csn is not None and b.gsid not in self.durable.pending:
+                    # committed and passed on here already: the asker lost the result
+                    fx.append(self._call(peer, m.SubmittedUpdateResultNotification(
+                        b.gsid, csn, self.zone), "notify-down", b.gsid))
+                return fx
         ack = Send(peer, m.ArsResponse(req.req_num, m.ArsAnswer(gsid=b.gsid)))
         if self.primary:
             return [ack, *self._serialize(b.gsid, b.group, peer, now)]
@@ -371,6 +391,10 @@ class ArsCore:
                 fx += self._persist(("pending", gsid, replace(p, state="notifying", tries=0)))
                 fx += self._notify(gsid, now)
         return fx
+
+    def _wait_result(self, gsid: m.GlobalSubmitID, p: Pending, now: float) -> list[Effect]:
+        return [*self._persist(("pending", gsid, replace(p, state="propagated", rounds=0))),
+                SetTimer(("result-wait", gsid), now + self.options.result_wait)]
 
     def _notify(self, gsid: m.GlobalSubmitID, now: float) -> list[Effect]:
         p = self.durable.pending[gsid]
@@ -521,10 +545,10 @@ class ArsCore:
             if isinstance(result, m.ArsAnswer):
                 if p.group is None:  # FailedUpdateSubmission delivered: nothing more to wait for
                     return self._persist(("done", gsid))
-                return self._persist(("pending", gsid, replace(p, state="propagated")))
+                return self._wait_result(gsid, p, now)
             if isinstance(result, m.ArsError) and result.code == m.DUPLICATE_SUBMISSION:
                 # an upstream already holds it (our earlier attempt got through): wait for it
-                return self._persist(("pending", gsid, replace(p, state="propagated")))
+                return self._wait_result(gsid, p, now)
             return self._propagate(gsid, now, idx + 1)
         if out.why == "notify":
             p = self.durable.pending.get(out.key)

@@ -64,8 +64,11 @@ def test_duplicate_propagation_is_refused_and_changes_nothing() -> None:
     group = m.UpdateGroup((m.DatumAndOp(A, "evil", "write"),))
     net.queue.append(("r1", "p", m.ArsRequest(99, m.PropagateSubmittedUpdate(gsid, "r1.test", 5002, group))))
     net.step()
-    answer = net.queue[-1][2]
+    answer = next(msg for _, _, msg in net.queue if isinstance(msg, m.ArsResponse))
     assert isinstance(answer.result, m.ArsError) and answer.result.code == m.DUPLICATE_SUBMISSION
+    # committed already: the asker (which may have lost the result) is told its CSN again
+    again = [msg.body for _, dst, msg in net.queue if dst == "r1" and isinstance(msg, m.ArsRequest)]
+    assert [(b.gsid, b.csn) for b in again] == [(gsid, 2)]
     net.run()
     assert net.docs("r2") == {A: ("x", 2)} and net.cores["p"].durable.last_csn == 2
 
