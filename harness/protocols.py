@@ -22,6 +22,7 @@ GROUP = "chaos_harness.protocols"
 
 #: our suites: protocol name -> "module:attribute" of its ProtocolDef
 BUILTIN: dict[str, str] = {
+    "antacid": "harness.suites.antacid:PROTOCOL",
     "garlicfarm": "harness.suites.garlicfarm:PROTOCOL",
     "drip": "harness.suites.drip:PROTOCOL",
     "sds": "harness.suites.sds:PROTOCOL",

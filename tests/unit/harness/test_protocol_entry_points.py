@@ -52,5 +52,5 @@ def test_an_entry_point_that_is_not_a_suite_is_refused(site: Path) -> None:
 
 
 def test_an_unknown_name_lists_what_exists() -> None:
-    with pytest.raises(ValueError, match="available: drip, garlicfarm, sds, swim"):
+    with pytest.raises(ValueError, match="available: antacid, drip, garlicfarm, sds, swim"):
         protocols.get_protocol("nope")

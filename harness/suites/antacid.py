@@ -1,0 +1,147 @@
+"""How the harness runs ANTACID (ARS over BEEP): ``PROTOCOL`` and the ``updates`` workload.
+
+ANTACID is a ``transport="tcp"`` protocol: every node -> node BEEP session and every client
+session goes through its Toxiproxy link, so partitions, latency and resets act on each link.
+
+Zone topology (test option ``topology``, default ``chain``): node ``n1`` is the zone primary;
+``chain`` n1 <- n2 <- n3 ...; ``tree`` a binary tree rooted at n1; ``diamond`` layers of two
+(n1 <- {n2, n3} <- {n4, n5} ...), each node listing every node of the layer above as an
+upstream in preference order (rotated per node, so the load spreads). Built with networkx as
+a DAG whose edges point down; each node's config gets ``options.primary`` and
+``options.upstream``.
+
+Workload ``updates``: clients submit update groups of one or two documents ``<zone>.d<k>``
+(contents ``c<process>:<seq>``) at the server their thread is bound to (so submissions come in
+at several servers), at a mean rate of ``1 / submit_interval_s`` (default 0.1 s), with a read
+of that server's zone every ``read_every``-th op (default 5). Checked by ``checkers.faults``
+only for now: the ordering checker (issue 28, being written) is wired when it lands.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from checkers import faults
+from harness import generators as g
+from harness.spec import DefiniteFailure, NodeAddr, ProtocolDef, TestSpec, Workload
+from nodes.antacid.client import AntacidClient, AntacidRefused
+from nodes.antacid.core import BUGS
+
+ZONE = "zone.test"
+
+DEFAULT_OPTIONS: dict[str, Any] = {
+    "zone": ZONE,
+    "pull_interval": 1.0,
+    "propagate_retry": 0.5,
+    "notify_retry": 0.5,
+    "reorder_timeout": 5.0,
+}
+
+
+def dag(shape: str, nodes: list[str]) -> nx.DiGraph:
+    """The replication DAG, edges upstream -> downstream, rooted at ``nodes[0]``."""
+    g_ = nx.DiGraph()
+    g_.add_nodes_from(nodes)
+    if shape == "chain":
+        g_.add_edges_from(zip(nodes, nodes[1:], strict=False))
+    elif shape == "tree":
+        g_.add_edges_from((nodes[(i - 1) // 2], nodes[i]) for i in range(1, len(nodes)))
+    elif shape == "diamond":
+        layers = [nodes[:1], *(nodes[i:i + 2] for i in range(1, len(nodes), 2))]
+        for above, below in itertools.pairwise(layers):
+            g_.add_edges_from((u, d) for d in below for u in above)
+    else:
+        raise ValueError(f"ANTACID topology {shape!r} is unknown: use chain, tree or diamond")
+    assert nx.is_directed_acyclic_graph(g_)
+    return g_
+
+
+def upstreams(shape: str, nodes: list[str]) -> dict[str, list[str]]:
+    """Each node's upstreams in preference order (rotated by the node's index)."""
+    g_ = dag(shape, nodes)
+    out = {}
+    for i, n in enumerate(nodes[1:], 1):
+        ups = sorted(g_.predecessors(n), key=nodes.index)
+        k = i % len(ups)
+        out[n] = ups[k:] + ups[:k]
+    return out
+
+
+def _node_extra(spec: TestSpec, _i: int, _run_dir: Path) -> dict[str, Any]:
+    nodes = spec.node_ids
+    shape = str(spec.options.get("topology", "chain"))
+    return {"options": {"primary": nodes[0], "upstream": upstreams(shape, nodes)}}
+
+
+class _Client:
+    """One harness process's client: ``submit`` is ``ok`` with the GlobalSubmitID once the
+    server holds it; an ARSError is ``fail``; silence is ``info`` (the runner's op timeout).
+    ``read`` returns the server's zone (last CSN and document contents)."""
+
+    def __init__(self, addr: NodeAddr) -> None:
+        self.node = addr.node
+        self.ars = AntacidClient(addr.host, addr.port, admin_url=addr.admin_url)
+
+    async def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
+        try:
+            if op["f"] == "submit":
+                gsid = await self.ars.submit(op["value"])
+                return {"type": "ok", "value": {"docs": op["value"], "node": self.node,
+                                                "incarn": gsid.server.incarn, "ssn": gsid.ssn}}
+            if op["f"] == "read":
+                z = await self.ars.read_zone()
+                return {"type": "ok", "value": {"node": self.node, "last_csn": z["last_csn"],
+                                                "docs": {k: v["content"]
+                                                         for k, v in z["docs"].items()}}}
+        except AntacidRefused as e:
+            raise DefiniteFailure(str(e)) from e
+        raise DefiniteFailure(f"unknown op {op['f']!r}")
+
+    async def close(self) -> None:
+        await self.ars.close()
+
+
+def _client(addr: NodeAddr | None, _process: int) -> _Client:
+    if addr is None:
+        raise ValueError("the ANTACID client needs a node address")
+    return _Client(addr)
+
+
+def _generator(spec: TestSpec) -> g.Generator:
+    seq = itertools.count(1)
+    interval = float(spec.options.get("submit_interval_s", 0.1))
+    read_every = int(spec.options.get("read_every", 5))
+    zone = str(spec.options.get("zone", ZONE))
+
+    def one(ctx: g.Context) -> dict[str, Any]:
+        n = next(seq)
+        if read_every and n % read_every == 0:
+            return {"f": "read", "value": None}
+        k = ctx.rng.randrange(8)
+        docs = {f"{zone}.d{k}": f"c{ctx.process}:{n}"}
+        if ctx.rng.random() < 0.3:
+            docs[f"{zone}.d{(k + 1) % 8}"] = f"c{ctx.process}:{n}"
+        return {"f": "submit", "value": docs}
+
+    return g.stagger(interval, g.Fn(one))
+
+
+def updates_workload() -> Workload:
+    return Workload(client=_client, generator=_generator,
+                    checkers={faults.NAME: faults.check})
+
+
+PROTOCOL = ProtocolDef(
+    name="antacid",
+    module="nodes.antacid",
+    workloads={"updates": updates_workload},
+    bugs=BUGS,
+    transport="tcp",
+    default_options=DEFAULT_OPTIONS,
+    node_extra=_node_extra,
+    default_workload="updates",
+)

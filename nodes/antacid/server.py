@@ -1,0 +1,395 @@
+"""The ANTACID node process: BEEP listeners and links, durable records, admin API around `ArsCore`.
+
+Transport: BEEP (`nodes.antacid.beep`) with the ARS profile. The node listens on
+``ports.peer`` (servers) and ``ports.client`` (clients); both serve the same handler. A peer
+server opens its channel with its node id as the start's piggybacked content, so requests on
+that channel are ``on_message(node_id, ArsRequest)`` and the core's ``Send(node_id,
+ArsResponse)`` goes back as the RPY (an ``ArsError`` result as an ERR carrying a top-level
+ARSError, docs/antacid.md decision 2). A channel opened without content is a client's: its
+``SubmitUpdate`` is ``on_command`` and the core's ``Reply`` is the RPY/ERR.
+
+Requests the core sends (``Send(node_id | NotifyDest, ArsRequest)``) go over one outgoing
+session per destination (`_Link`), opened on demand to the peer's configured address (the
+harness's proxy) or the client's NotifyHost/NotifyPort; each ends in exactly one
+``on_message(dest, ArsResponse | CallFailed)``: the RPY or ERR, or ``CallFailed`` when the
+connection cannot be made, is lost, or no answer comes within ``call_timeout_s``.
+
+Topology (node options): ``zone`` (default ``zone.test``), ``primary`` (default the first
+node id in sorted order), ``upstream`` ``{node: [upstream, ...]}`` (default: every other node
+pulls from the primary). Durability: every ``Persist("ars", record)`` is appended to
+``ars.rec`` (`nodes.common.records`, pickled records; the SQLite store of issue 28 replaces
+this when it lands) and fsynced before anything leaves. Admin: ``GET /antacid/zone`` (the
+zone's documents and last CSN, a ``ReadZone`` command), ``POST /antacid/truncate``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import pickle
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from nodes.antacid import beep
+from nodes.antacid import messages as m
+from nodes.antacid.beep.runtime import BeepConnection, connect, serve
+from nodes.antacid.core import ArsCore, ArsOptions, CallFailed, NotifyDest, ReadZone, TruncateLog
+from nodes.antacid.state import Durable, Topology
+from nodes.common.admin import AdminServer
+from nodes.common.clock import Clock
+from nodes.common.config import ConfigError, NodeConfig, split_addr
+from nodes.common.journal import Journal
+from nodes.common.loop import Answers, CoreLoop, JournalingHost
+from nodes.common.records import RecordFile
+
+log = logging.getLogger("antacid")
+
+PROFILE = "http://xml.resource.org/profiles/ARS"
+RECORDS_FILE = "ars.rec"
+CALL_TIMEOUT_S = 5.0
+CONNECT_TIMEOUT_S = 2.0
+
+
+def topology_of(cfg: NodeConfig) -> Topology:
+    """The zone's DAG from the node options (module docstring); a bad one is a ConfigError."""
+    ids = sorted([cfg.id, *cfg.peers])
+    primary = str(cfg.option("primary", ids[0]))
+    raw = cfg.option("upstream", None)
+    if raw is None:
+        raw = {n: [primary] for n in ids if n != primary}
+    if not isinstance(raw, dict):
+        raise ConfigError("options.upstream: expected {node: [upstream node, ...]}")
+    servers = {cfg.id: (cfg.host, cfg.ports.peer)}
+    for p, peer in cfg.peers.items():
+        if peer.peer is None:
+            raise ConfigError(f"config.peers.{p}.peer: ANTACID needs each peer's address")
+        servers[p] = split_addr(peer.peer, f"config.peers.{p}.peer")
+    try:
+        return Topology(str(cfg.option("zone", "zone.test")), primary, servers,
+                        {str(k): tuple(str(u) for u in v) for k, v in raw.items()})
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"options (zone topology): {e}") from e
+
+
+def ars_options(cfg: NodeConfig) -> ArsOptions:
+    o = ArsOptions()
+    for k in vars(o):
+        if k in cfg.options:
+            setattr(o, k, type(getattr(o, k))(cfg.options[k]))
+    return o
+
+
+@dataclass(frozen=True)
+class _Route:
+    """Where an answer to a request that came in over BEEP goes."""
+
+    conn: BeepConnection
+    channel: int
+    msgno: int
+    req_num: int
+
+
+def answer(conn: BeepConnection, channel: int, msgno: int, req_num: int,
+           result: m.ArsAnswer | m.ArsError) -> None:
+    """RPY with an ARSResponse, or ERR with a top-level ARSError (framed, not yet written)."""
+    if isinstance(result, m.ArsError):
+        conn.session.send_err(channel, msgno, m.encode(result))
+    else:
+        conn.session.send_rpy(channel, msgno, m.encode(m.ArsResponse(req_num, result)))
+
+
+class _Link:
+    """One outgoing BEEP session to ``dest`` with one ARS channel; requests are MSGs on it."""
+
+    def __init__(self, node: AntacidNode, dest: Any, host: str, port: int) -> None:
+        self.node, self.dest, self.host, self.port = node, dest, host, port
+        self.queue: asyncio.Queue[m.ArsRequest] = asyncio.Queue()
+        self.waiting: dict[int, tuple[int, asyncio.TimerHandle]] = {}  # msgno -> req_num, timer
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def submit(self, req: m.ArsRequest) -> None:
+        self.queue.put_nowait(req)
+
+    def _fail(self, req_num: int) -> None:
+        self.node.loop.message(self.dest, CallFailed(req_num))
+
+    def _timeout(self, msgno: int) -> None:
+        got = self.waiting.pop(msgno, None)
+        if got is not None:
+            self.node.io["call_timeouts"] += 1
+            self._fail(got[0])
+
+    async def _open(self) -> tuple[BeepConnection, int]:
+        conn = await asyncio.wait_for(connect(self.host, self.port), CONNECT_TIMEOUT_S)
+        try:
+            ch = conn.session.start_channel(PROFILE, self.node.cfg.id
+                                            if isinstance(self.dest, str) else "")
+            await conn.flush()
+            while True:
+                ev = await asyncio.wait_for(conn.next_event(), CONNECT_TIMEOUT_S)
+                if isinstance(ev, beep.ChannelStarted) and ev.channel == ch:
+                    return conn, ch
+                if isinstance(ev, beep.ChannelStartFailed | beep.SessionClosed):
+                    raise ConnectionError(f"ARS channel refused: {ev}")
+        except BaseException:
+            await conn.aclose()
+            raise
+
+    async def _run(self) -> None:
+        while True:
+            req = await self.queue.get()
+            try:
+                conn, ch = await self._open()
+            except (OSError, EOFError, TimeoutError, ConnectionError, beep.LocalProtocolError):
+                self.node.io["connect_failures"] += 1
+                self._fail(req.req_num)
+                while not self.queue.empty():  # the destination is down: fail all, the core retries
+                    self._fail(self.queue.get_nowait().req_num)
+                continue
+            reader = asyncio.get_running_loop().create_task(self._read(conn))
+            try:
+                while True:
+                    self._send(conn, ch, req)
+                    await conn.flush()
+                    req = await self.queue.get()
+                    if reader.done():
+                        self.queue.put_nowait(req)  # reopen with this one first
+                        break
+            except (OSError, EOFError, ConnectionError, beep.LocalProtocolError):
+                pass
+            finally:
+                reader.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await reader
+                await conn.aclose()
+                for msgno in list(self.waiting):
+                    self._timeout(msgno)
+
+    def _send(self, conn: BeepConnection, ch: int, req: m.ArsRequest) -> None:
+        msgno = conn.session.send_msg(ch, m.encode(req))
+        timer = asyncio.get_running_loop().call_later(CALL_TIMEOUT_S, self._timeout, msgno)
+        self.waiting[msgno] = (req.req_num, timer)
+
+    async def _read(self, conn: BeepConnection) -> None:
+        while True:
+            ev = await conn.next_event()
+            if isinstance(ev, beep.Reply | beep.ErrorReply):
+                got = self.waiting.pop(ev.msgno, None)
+                if got is None:
+                    continue
+                req_num, timer = got
+                timer.cancel()
+                try:
+                    msg = m.parse(ev.body)
+                except m.ArsProtocolError as e:
+                    self.node.journal.emit("ars-refused", peer=str(self.dest), why=str(e))
+                    self._fail(req_num)
+                    continue
+                if isinstance(msg, m.ArsError):
+                    msg = m.ArsResponse(req_num, msg)
+                self.node.loop.message(self.dest, msg)
+            elif isinstance(ev, beep.SessionClosed):
+                return
+
+    async def close(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self.task
+        for _, timer in self.waiting.values():
+            timer.cancel()
+
+
+class AntacidNode(JournalingHost):
+    logger = log
+
+    def __init__(self, cfg: NodeConfig) -> None:
+        self.cfg = cfg
+        self.clock = Clock()
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        self.journal = Journal(cfg.data_dir / "events.jsonl", self.clock)
+        self.fsync = bool(cfg.option("fsync", True))
+        self.topology = topology_of(cfg)
+        self.records = RecordFile.open(cfg.data_dir / RECORDS_FILE)
+        durable = Durable.restore(self._load(), new_incarn=max(1, self.clock.wall_ms()))
+        self.core = ArsCore(cfg.id, self.topology, durable, ars_options(cfg))
+        self.loop = CoreLoop(self.core, self, self.clock.monotonic)
+        self.answers = Answers()
+        self._tokens = itertools.count(1)
+        self.routes: dict[tuple[Any, int], _Route] = {}
+        self.links: dict[Any, _Link] = {}
+        self.servers: list[asyncio.Server] = []
+        self.conns: set[BeepConnection] = set()
+        self._flushes: set[asyncio.Task[None]] = set()
+        self.io = {"requests_in": 0, "submissions": 0, "malformed_in": 0, "connect_failures": 0,
+                   "call_timeouts": 0, "sessions_in": 0}
+        self.admin = AdminServer(cfg.id, self.state, self.journal, self.clock, cfg.host,
+                                 cfg.ports.admin)
+        self.admin.app.router.add_get("/antacid/zone", self._zone_h)
+        self.admin.app.router.add_post("/antacid/truncate", self._truncate_h)
+
+    def _load(self) -> list[tuple[Any, ...]]:
+        out = []
+        for i, raw in enumerate(self.records.records_at_open):
+            try:
+                out.append(pickle.loads(raw))
+            except Exception as e:  # noqa: BLE001 - any unreadable record is lost evidence
+                self.journal.node_error(f"unreadable ars record #{i} skipped", e,
+                                        evidence=True, logger=log)
+        return out
+
+    # ---- effects (the Host of nodes.common.loop) --------------------------------------------
+
+    def persist(self, what: str, record: Any) -> None:
+        if what != "ars":
+            raise ValueError(f"ANTACID keeps no durable {what!r}")
+        self.records.append(pickle.dumps(record), sync=False)
+
+    def sync(self) -> None:
+        if self.fsync:
+            self.records.sync()
+
+    def send(self, to: Any, msg: Any) -> None:
+        if isinstance(msg, m.ArsResponse):
+            route = self.routes.pop((to, msg.req_num), None)
+            if route is not None:
+                self._answer(route, msg.result)
+            return
+        link = self.links.get(to)
+        if link is None:
+            if isinstance(to, NotifyDest):
+                host, port = to.host, to.port
+            elif to in self.topology.servers and to != self.cfg.id:
+                host, port = self.topology.servers[to]
+            else:
+                self.journal.emit("ars-refused", peer=str(to), why="no such destination")
+                self.loop.message(to, CallFailed(msg.req_num))
+                return
+            link = self.links[to] = _Link(self, to, host, port)
+        link.submit(msg)
+
+    def reply(self, token: Any, value: Any) -> None:
+        if isinstance(token, _Route):
+            self._answer(token, value)
+        else:
+            self.answers.give(token, value)
+
+    def _answer(self, route: _Route, result: m.ArsAnswer | m.ArsError) -> None:
+        try:
+            answer(route.conn, route.channel, route.msgno, route.req_num, result)
+        except beep.LocalProtocolError:
+            return  # the session or channel is gone: the asker sees its call fail
+        self._flush(route.conn)
+
+    def _flush(self, conn: BeepConnection) -> None:
+        task = asyncio.get_running_loop().create_task(self._flush_one(conn))
+        self._flushes.add(task)
+        task.add_done_callback(self._flushes.discard)
+
+    @staticmethod
+    async def _flush_one(conn: BeepConnection) -> None:
+        with contextlib.suppress(OSError, ConnectionError):
+            await conn.flush()
+
+    # ---- inputs -------------------------------------------------------------------------
+
+    async def _session(self, conn: BeepConnection) -> None:
+        """One accepted session: each channel's MSGs go to the core, from the peer named in
+        the channel's start content, or as client commands when it named none."""
+        self.io["sessions_in"] += 1
+        self.conns.add(conn)
+        names: dict[int, str | None] = {}
+        try:
+            while True:
+                ev = await conn.next_event()
+                if isinstance(ev, beep.ChannelStarted):
+                    name = ev.content.strip()
+                    names[ev.channel] = name if name in self.topology.servers else None
+                elif isinstance(ev, beep.Message):
+                    self._request(conn, names.get(ev.channel), ev)
+                elif isinstance(ev, beep.SessionClosed):
+                    return
+        except (EOFError, OSError, ConnectionError):
+            return
+        finally:
+            self.conns.discard(conn)
+
+    def _request(self, conn: BeepConnection, peer: str | None, ev: beep.Message) -> None:
+        self.io["requests_in"] += 1
+        try:
+            msg = m.parse(ev.body)
+            if not isinstance(msg, m.ArsRequest):
+                raise m.ArsProtocolError(m.MALFORMED_ANY, f"expected ARSRequest, got {type(msg).__name__}")
+        except m.ArsProtocolError as e:
+            self.io["malformed_in"] += 1
+            err = m.ArsError.of(e.code, self.core.server, e.specifics[:200])
+            answer(conn, ev.channel, ev.msgno, 0, err)
+            self._flush(conn)
+            return
+        if isinstance(msg.body, m.SubmitUpdate):
+            self.io["submissions"] += 1
+            self.loop.command(msg.body, _Route(conn, ev.channel, ev.msgno, msg.req_num))
+            return
+        if peer is None:
+            err = m.ArsError.of(m.MALFORMED_ANY, self.core.server,
+                                "server requests need a channel started with the node id")
+            answer(conn, ev.channel, ev.msgno, msg.req_num, err)
+            self._flush(conn)
+            return
+        self.routes[(peer, msg.req_num)] = _Route(conn, ev.channel, ev.msgno, msg.req_num)
+        self.loop.message(peer, msg)
+
+    # ---- admin --------------------------------------------------------------------------
+
+    async def _command(self, cmd: Any) -> Any:
+        token = ("admin", next(self._tokens))
+        fut = self.answers.wait(token)
+        self.loop.command(cmd, token)
+        try:
+            return await asyncio.wait_for(fut, 5.0)
+        finally:
+            self.answers.drop(token)
+
+    async def _zone_h(self, _req: web.Request) -> web.Response:
+        return web.json_response(await self._command(ReadZone()))
+
+    async def _truncate_h(self, req: web.Request) -> web.Response:
+        try:
+            through = int((await req.json())["through_csn"])
+        except (ValueError, KeyError, TypeError):
+            return web.json_response({"error": 'expected JSON body {"through_csn": <int>}'},
+                                     status=400)
+        return web.json_response(await self._command(TruncateLog(through)))
+
+    def state(self) -> dict[str, Any]:
+        d = self.core.durable
+        return {"id": self.cfg.id, "zone": self.topology.zone, "primary": self.core.primary,
+                "upstreams": list(self.core.upstreams), "incarn": d.incarn,
+                "last_csn": d.last_csn, "last_ssn": d.last_ssn, "docs": len(d.docs),
+                "log_len": len(d.log), "pending": len(d.pending), "io": dict(self.io)}
+
+    # ---- life ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        for port in (self.cfg.ports.peer, self.cfg.ports.client):
+            self.servers.append(await serve(self.cfg.host, port, (PROFILE,), self._session))
+        await self.admin.start()
+        self.loop.start()
+        self.admin.set_ready()
+
+    async def stop(self) -> None:
+        self.loop.close()
+        for s in self.servers:
+            s.close()
+        for link in list(self.links.values()):
+            await link.close()
+        for conn in list(self.conns):
+            await conn.aclose()
+        for t in list(self._flushes):
+            t.cancel()
+        await self.admin.stop()
+        self.records.close()
+        self.journal.close()

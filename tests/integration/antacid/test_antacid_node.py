@@ -1,0 +1,88 @@
+"""ANTACID nodes as real processes over BEEP through Toxiproxy: a chain n1 <- n2 <- n3 (n1 the
+zone primary). A submission at the leaf commits at the primary and reaches every replica, its
+result notification reaches the client's listener, and a replica killed with -9 and restarted
+keeps its zone and catches up by pull on what it missed."""
+
+from __future__ import annotations
+
+import asyncio
+
+from harness.cluster import open_cluster
+from harness.spec import TestSpec
+from harness.store import new_run
+from harness.suites.antacid import PROTOCOL, upstreams
+from nodes.antacid.client import AntacidClient, AntacidRefused
+from tests.waiting import eventually
+
+ZONE = "zone.test"
+
+
+def test_dag_shapes() -> None:
+    nodes = ["n1", "n2", "n3", "n4"]
+    assert upstreams("chain", nodes) == {"n2": ["n1"], "n3": ["n2"], "n4": ["n3"]}
+    assert upstreams("tree", nodes) == {"n2": ["n1"], "n3": ["n1"], "n4": ["n2"]}
+    assert upstreams("diamond", nodes) == {"n2": ["n1"], "n3": ["n1"], "n4": ["n3", "n2"]}  # rotated by index
+
+
+def test_chain_submit_notify_kill_restart(tmp_path) -> None:
+    spec = TestSpec(name="antacid-node", protocol=PROTOCOL, nodes=3, seed=5, store=str(tmp_path),
+                    options={"topology": "chain"})
+
+    async def body() -> None:
+        async with open_cluster(spec, new_run("antacid-node", tmp_path)) as c:
+            leaf = c.client_addr(2)
+            assert leaf.node == "n3"
+            cl = AntacidClient(leaf.host, leaf.port, admin_url=leaf.admin_url)
+            await cl.start()
+
+            async def zones() -> dict[str, dict]:
+                return {n: await c.admin(n, "GET", "/antacid/zone") for n in c.nodes}
+
+            async def all_hold(name: str, content: str) -> bool:
+                return all(z["docs"].get(name, {}).get("content") == content
+                           for z in (await zones()).values())
+
+            try:
+                gsid = await cl.submit({f"{ZONE}.a": "one", f"{ZONE}.b": "two"})
+                assert gsid.ssn == 1
+                note = await cl.result(gsid, 15.0)
+                assert note.error is None and note.csn >= 2
+                assert await eventually(lambda: all_hold(f"{ZONE}.b", "two"), 15.0)
+                z = await zones()
+                assert {n: v["last_csn"] for n, v in z.items()} == dict.fromkeys(c.nodes, note.csn)
+
+                # a document outside the zone is refused with an ARSError
+                try:
+                    await cl.submit({"x.elsewhere": "no"})
+                    raise AssertionError("a document outside the zone was accepted")
+                except AntacidRefused as e:
+                    assert e.error.code == 123001
+
+                # kill -9 the middle replica; the leaf's submissions wait; restart: caught up
+                await c.nemesis_invoke({"f": "kill", "value": {"node": "n2"}})
+                g2 = await cl.submit({f"{ZONE}.a": "three"})
+                await c.nemesis_invoke({"f": "restart", "value": {"node": "n2"}})
+                note2 = await cl.result(g2, 30.0)
+                assert note2.error is None and note2.csn > note.csn
+                assert await eventually(lambda: all_hold(f"{ZONE}.a", "three"), 20.0)
+                st = await c.admin("n2", "GET", "/admin/state")
+                assert st["last_csn"] == note2.csn
+                ev = (await c.admin("n2", "GET", "/admin/events?since=0"))["events"]
+                starts = [e for e in ev if e["type"] == "start"]
+                assert len(starts) == 2 and starts[1]["last_csn"] == note.csn  # kept its zone
+
+                # kill -9 the leaf replica while the others commit; restart: pulls what it missed
+                await c.nemesis_invoke({"f": "kill", "value": {"node": "n3"}})
+                mid = c.client_addr(1)
+                cl2 = AntacidClient(mid.host, mid.port)
+                try:
+                    g3 = await cl2.submit({f"{ZONE}.c": "four"})
+                    assert (await cl2.result(g3, 15.0)).error is None
+                finally:
+                    await cl2.close()
+                await c.nemesis_invoke({"f": "restart", "value": {"node": "n3"}})
+                assert await eventually(lambda: all_hold(f"{ZONE}.c", "four"), 20.0)
+            finally:
+                await cl.close()
+
+    asyncio.run(body())
