@@ -37,6 +37,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "zone": ZONE,
     "pull_interval": 1.0,
     "propagate_retry": 0.5,
+    "propagate_rounds": 20,  # 10 s of retries: longer than a kill + restart
     "notify_retry": 0.5,
     "reorder_timeout": 5.0,
 }

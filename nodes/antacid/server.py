@@ -120,7 +120,7 @@ class _Link:
     def _timeout(self, msgno: int) -> None:
         got = self.waiting.pop(msgno, None)
         if got is not None:
-            self.node.io["call_timeouts"] += 1
+            self.node.io["calls_failed"] += 1
             self._fail(got[0])
 
     async def _open(self) -> tuple[BeepConnection, int]:
@@ -170,11 +170,22 @@ class _Link:
                     self._timeout(msgno)
 
     def _send(self, conn: BeepConnection, ch: int, req: m.ArsRequest) -> None:
-        msgno = conn.session.send_msg(ch, m.encode(req))
+        try:
+            msgno = conn.session.send_msg(ch, m.encode(req))
+        except beep.LocalProtocolError:
+            self._fail(req.req_num)  # every request ends in an answer or CallFailed
+            raise
         timer = asyncio.get_running_loop().call_later(CALL_TIMEOUT_S, self._timeout, msgno)
         self.waiting[msgno] = (req.req_num, timer)
 
     async def _read(self, conn: BeepConnection) -> None:
+        try:
+            await self._read_events(conn)
+        finally:  # the session is over: what it still owes us will not come
+            for msgno in list(self.waiting):
+                self._timeout(msgno)
+
+    async def _read_events(self, conn: BeepConnection) -> None:
         while True:
             ev = await conn.next_event()
             if isinstance(ev, beep.Reply | beep.ErrorReply):
@@ -225,7 +236,7 @@ class AntacidNode(JournalingHost):
         self.conns: set[BeepConnection] = set()
         self._flushes: set[asyncio.Task[None]] = set()
         self.io = {"requests_in": 0, "submissions": 0, "malformed_in": 0, "connect_failures": 0,
-                   "call_timeouts": 0, "sessions_in": 0}
+                   "calls_failed": 0, "sessions_in": 0}
         self.admin = AdminServer(cfg.id, self.state, self.journal, self.clock, cfg.host,
                                  cfg.ports.admin)
         self.admin.app.router.add_get("/antacid/zone", self._zone_h)

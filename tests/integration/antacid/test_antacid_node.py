@@ -11,7 +11,11 @@ from harness.cluster import open_cluster
 from harness.spec import TestSpec
 from harness.store import new_run
 from harness.suites.antacid import PROTOCOL, upstreams
+from nodes.antacid import beep
+from nodes.antacid import messages as m
+from nodes.antacid.beep.runtime import connect
 from nodes.antacid.client import AntacidClient, AntacidRefused
+from nodes.antacid.server import PROFILE
 from tests.waiting import eventually
 
 ZONE = "zone.test"
@@ -26,7 +30,7 @@ def test_dag_shapes() -> None:
 
 def test_chain_submit_notify_kill_restart(tmp_path) -> None:
     spec = TestSpec(name="antacid-node", protocol=PROTOCOL, nodes=3, seed=5, store=str(tmp_path),
-                    options={"topology": "chain"})
+                    options={"topology": "chain", "propagate_rounds": 60})
 
     async def body() -> None:
         async with open_cluster(spec, new_run("antacid-node", tmp_path)) as c:
@@ -82,6 +86,30 @@ def test_chain_submit_notify_kill_restart(tmp_path) -> None:
                     await cl2.close()
                 await c.nemesis_invoke({"f": "restart", "value": {"node": "n3"}})
                 assert await eventually(lambda: all_hold(f"{ZONE}.c", "four"), 20.0)
+
+                # garbage and a non-ARS MSG on the real peer port: refused, the node serves on
+                port = c.ports["n1"]["peer"]
+                _, w = await asyncio.open_connection("127.0.0.1", port)
+                w.write(b"MSG 0 x garbage\r\n")
+                await w.drain()
+                w.close()
+                conn = await connect("127.0.0.1", port)
+                try:
+                    ch = conn.session.start_channel(PROFILE, "n2")
+                    while not isinstance(ev := await conn.next_event(), beep.ChannelStarted):
+                        pass
+                    assert ev.channel == ch
+                    conn.session.send_msg(ch, b"<notars/>")
+                    await conn.flush()
+                    while not isinstance(ev := await conn.next_event(), beep.ErrorReply):
+                        pass
+                    err = m.parse(ev.body)
+                    assert isinstance(err, m.ArsError) and err.code == m.MALFORMED_ANY
+                finally:
+                    await conn.aclose()
+                st = await c.admin("n1", "GET", "/admin/state")
+                assert st["io"]["malformed_in"] == 1
+                assert await cl.submit({f"{ZONE}.d": "five"})
             finally:
                 await cl.close()
 
