@@ -3,7 +3,8 @@
 ANTACID is a ``transport="tcp"`` protocol: every node -> node BEEP session and every client
 session goes through its Toxiproxy link, so partitions, latency and resets act on each link.
 
-Zone topology (test option ``topology``, default ``chain``): node ``n1`` is the zone primary;
+Zone topology (``harness run --topology chain|tree|diamond``, which also makes only those
+links; else test option ``topology``, default ``chain``, over a full mesh): node ``n1`` is the zone primary;
 ``chain`` n1 <- n2 <- n3 ...; ``tree`` a binary tree rooted at n1; ``diamond`` layers of two
 (n1 <- {n2, n3} <- {n4, n5} ...), each node listing every node of the layer above as an
 upstream in preference order (rotated per node, so the load spreads). Built with networkx as
@@ -61,9 +62,29 @@ def dag(shape: str, nodes: list[str]) -> nx.DiGraph:
     return g_
 
 
-def upstreams(shape: str, nodes: list[str]) -> dict[str, list[str]]:
+def _edges(shape: str) -> Any:
+    return lambda nodes: [(u, d) for u, d in dag(shape, nodes).edges]
+
+
+def layered(nodes: list[str], edges: list[tuple[str, str]]) -> nx.DiGraph:
+    """A mesh's links (``--topology``) as a DAG: each link points away from the primary
+    ``nodes[0]`` (by hop distance); a link between nodes equally far carries no replication."""
+    mesh = nx.Graph(edges)
+    mesh.add_nodes_from(nodes)
+    dist = nx.single_source_shortest_path_length(mesh, nodes[0])
+    cut = sorted(set(nodes) - set(dist))
+    if cut:
+        raise ValueError(f"ANTACID nodes {cut} have no path of links to the primary {nodes[0]}")
+    g_ = nx.DiGraph()
+    g_.add_nodes_from(nodes)
+    g_.add_edges_from((u, d) if dist[u] < dist[d] else (d, u)
+                      for u, d in mesh.edges if dist[u] != dist[d])
+    return g_
+
+
+def upstreams(shape: str | nx.DiGraph, nodes: list[str]) -> dict[str, list[str]]:
     """Each node's upstreams in preference order (rotated by the node's index)."""
-    g_ = dag(shape, nodes)
+    g_ = dag(shape, nodes) if isinstance(shape, str) else shape
     out = {}
     for i, n in enumerate(nodes[1:], 1):
         ups = sorted(g_.predecessors(n), key=nodes.index)
@@ -74,7 +95,9 @@ def upstreams(shape: str, nodes: list[str]) -> dict[str, list[str]]:
 
 def _node_extra(spec: TestSpec, _i: int, _run_dir: Path) -> dict[str, Any]:
     nodes = spec.node_ids
-    shape = str(spec.options.get("topology", "chain"))
+    shape: str | nx.DiGraph = str(spec.options.get("topology", "chain"))
+    if spec.topology is not None:  # --topology: the links the cluster made are the DAG
+        shape = layered(nodes, spec.edges())
     return {"options": {"primary": nodes[0], "upstream": upstreams(shape, nodes)}}
 
 
@@ -145,4 +168,5 @@ PROTOCOL = ProtocolDef(
     default_options=DEFAULT_OPTIONS,
     node_extra=_node_extra,
     default_workload="updates",
+    topologies={shape: _edges(shape) for shape in ("chain", "tree", "diamond")},
 )

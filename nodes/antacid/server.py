@@ -52,6 +52,8 @@ PROFILE = "http://xml.resource.org/profiles/ARS"
 RECORDS_FILE = "ars.rec"
 CALL_TIMEOUT_S = 5.0
 CONNECT_TIMEOUT_S = 2.0
+#: the address of a node in the zone's DAG that this node has no link to (never dialled)
+UNLINKED = ("", 0)
 
 
 def topology_of(cfg: NodeConfig) -> Topology:
@@ -68,6 +70,9 @@ def topology_of(cfg: NodeConfig) -> Topology:
         if peer.peer is None:
             raise ConfigError(f"config.peers.{p}.peer: ANTACID needs each peer's address")
         servers[p] = split_addr(peer.peer, f"config.peers.{p}.peer")
+    named = {str(n) for k, v in raw.items() for n in (k, *v)}
+    for n in sorted(named - set(servers)):
+        servers[n] = UNLINKED  # in the DAG, but no link from here (harness --topology)
     try:
         return Topology(str(cfg.option("zone", "zone.test")), primary, servers,
                         {str(k): tuple(str(u) for u in v) for k, v in raw.items()})
@@ -273,7 +278,7 @@ class AntacidNode(JournalingHost):
         if link is None:
             if isinstance(to, NotifyDest):
                 host, port = to.host, to.port
-            elif to in self.topology.servers and to != self.cfg.id:
+            elif self.topology.servers.get(to, UNLINKED) != UNLINKED and to != self.cfg.id:
                 host, port = self.topology.servers[to]
             else:
                 self.journal.emit("ars-refused", peer=str(to), why="no such destination")

@@ -10,7 +10,7 @@ import asyncio
 from harness.cluster import open_cluster
 from harness.spec import TestSpec
 from harness.store import new_run
-from harness.suites.antacid import PROTOCOL, upstreams
+from harness.suites.antacid import PROTOCOL, layered, upstreams
 from nodes.antacid import beep
 from nodes.antacid import messages as m
 from nodes.antacid.beep.runtime import connect
@@ -26,6 +26,9 @@ def test_dag_shapes() -> None:
     assert upstreams("chain", nodes) == {"n2": ["n1"], "n3": ["n2"], "n4": ["n3"]}
     assert upstreams("tree", nodes) == {"n2": ["n1"], "n3": ["n1"], "n4": ["n2"]}
     assert upstreams("diamond", nodes) == {"n2": ["n1"], "n3": ["n1"], "n4": ["n3", "n2"]}  # rotated by index
+    for shape in ("chain", "tree", "diamond"):  # --topology's links give back the same DAG
+        links = PROTOCOL.topologies[shape](nodes)
+        assert upstreams(layered(nodes, links), nodes) == upstreams(shape, nodes)
 
 
 def test_chain_submit_notify_kill_restart(tmp_path) -> None:
