@@ -16,9 +16,9 @@ connection cannot be made, is lost, or no answer comes within ``call_timeout_s``
 
 Topology (node options): ``zone`` (default ``zone.test``), ``primary`` (default the first
 node id in sorted order), ``upstream`` ``{node: [upstream, ...]}`` (default: every other node
-pulls from the primary). Durability: every ``Persist("ars", record)`` is appended to
-``ars.rec`` (`nodes.common.records`, pickled records; the SQLite store of issue 28 replaces
-this when it lands) and fsynced before anything leaves. Admin: ``GET /antacid/zone`` (the
+pulls from the primary). Durability: every ``Persist("ars", record)`` is written to the
+SQLite store ``ars.sqlite`` (`nodes.antacid.store`, WAL) and committed before anything
+leaves; the records of one batch of effects are one transaction. Admin: ``GET /antacid/zone`` (the
 zone's documents and last CSN, a ``ReadZone`` command), ``POST /antacid/truncate``.
 """
 
@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import pickle
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,18 +37,18 @@ from nodes.antacid import beep
 from nodes.antacid import messages as m
 from nodes.antacid.beep.runtime import BeepConnection, connect, serve
 from nodes.antacid.core import ArsCore, ArsOptions, CallFailed, NotifyDest, ReadZone, TruncateLog
-from nodes.antacid.state import Durable, Topology
+from nodes.antacid.state import Topology
+from nodes.antacid.store import Store
 from nodes.common.admin import AdminServer
 from nodes.common.clock import Clock
 from nodes.common.config import ConfigError, NodeConfig, split_addr
 from nodes.common.journal import Journal
 from nodes.common.loop import Answers, CoreLoop, JournalingHost
-from nodes.common.records import RecordFile
 
 log = logging.getLogger("antacid")
 
 PROFILE = "http://xml.resource.org/profiles/ARS"
-RECORDS_FILE = "ars.rec"
+STORE_FILE = "ars.sqlite"
 CALL_TIMEOUT_S = 5.0
 CONNECT_TIMEOUT_S = 2.0
 #: the address of a node in the zone's DAG that this node has no link to (never dialled)
@@ -227,10 +226,9 @@ class AntacidNode(JournalingHost):
         self.clock = Clock()
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self.journal = Journal(cfg.data_dir / "events.jsonl", self.clock)
-        self.fsync = bool(cfg.option("fsync", True))
         self.topology = topology_of(cfg)
-        self.records = RecordFile.open(cfg.data_dir / RECORDS_FILE)
-        durable = Durable.restore(self._load(), new_incarn=max(1, self.clock.wall_ms()))
+        self.store = Store(cfg.data_dir / STORE_FILE)
+        durable = self.store.load(new_incarn=max(1, self.clock.wall_ms()))
         self.core = ArsCore(cfg.id, self.topology, durable, ars_options(cfg))
         self.loop = CoreLoop(self.core, self, self.clock.monotonic)
         self.answers = Answers()
@@ -247,26 +245,15 @@ class AntacidNode(JournalingHost):
         self.admin.app.router.add_get("/antacid/zone", self._zone_h)
         self.admin.app.router.add_post("/antacid/truncate", self._truncate_h)
 
-    def _load(self) -> list[tuple[Any, ...]]:
-        out = []
-        for i, raw in enumerate(self.records.records_at_open):
-            try:
-                out.append(pickle.loads(raw))
-            except Exception as e:  # noqa: BLE001 - any unreadable record is lost evidence
-                self.journal.node_error(f"unreadable ars record #{i} skipped", e,
-                                        evidence=True, logger=log)
-        return out
-
     # ---- effects (the Host of nodes.common.loop) --------------------------------------------
 
     def persist(self, what: str, record: Any) -> None:
         if what != "ars":
             raise ValueError(f"ANTACID keeps no durable {what!r}")
-        self.records.append(pickle.dumps(record), sync=False)
+        self.store.write(record)
 
     def sync(self) -> None:
-        if self.fsync:
-            self.records.sync()
+        self.store.commit()  # one transaction per batch of effects (synchronous=FULL)
 
     def send(self, to: Any, msg: Any) -> None:
         if isinstance(msg, m.ArsResponse):
@@ -407,5 +394,6 @@ class AntacidNode(JournalingHost):
         for t in list(self._flushes):
             t.cancel()
         await self.admin.stop()
-        self.records.close()
+        self.store.commit()
+        self.store.close()
         self.journal.close()
