@@ -139,16 +139,18 @@ def start_group(ours: list[str], waku: list[str], data: Path) -> dict[str, Membe
                                    "resend_unacked_ms": 1000, "resend_possibly_ms": 3000}}
                 path = data / f"{n}.json"
                 path.write_text(json.dumps(cfg))
-                m.proc = subprocess.Popen([sys.executable, "-m", "nodes.sds", "--config", str(path)],
-                                          cwd=ROOT, stdout=subprocess.DEVNULL,
-                                          stderr=open(data / f"{n}.stderr", "w"), text=True)
+                with open(data / f"{n}.stderr", "w") as err:
+                    m.proc = subprocess.Popen(
+                        [sys.executable, "-m", "nodes.sds", "--config", str(path)],
+                        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, text=True)
             else:
-                m.proc = subprocess.Popen(
-                    ["node", "bridge.mjs", "--id", n, "--port", str(m.peer_port),
-                     "--peers", json.dumps(addrs), "--t-min-ms", str(T_MIN_MS),
-                     "--t-max-ms", str(T_MAX_MS), "--sync-ms", str(SYNC_MS)],
-                    cwd=BRIDGE_DIR, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                    stderr=open(data / f"{n}.stderr", "w"), text=True)
+                with open(data / f"{n}.stderr", "w") as err:
+                    m.proc = subprocess.Popen(
+                        ["node", "bridge.mjs", "--id", n, "--port", str(m.peer_port),
+                         "--peers", json.dumps(addrs), "--t-min-ms", str(T_MIN_MS),
+                         "--t-max-ms", str(T_MAX_MS), "--sync-ms", str(SYNC_MS)],
+                        cwd=BRIDGE_DIR, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                        stderr=err, text=True)
                 ready = m.proc.stdout.readline() if m.proc.stdout else ""
                 if '"ready":true' not in ready:
                     raise RuntimeError(f"bridge {n} did not start: {ready!r}; see {data / (n + '.stderr')}")
