@@ -21,10 +21,11 @@ connectivity, cost):
   survivor has it dead, and how many periods a join takes to reach everyone.
 
 Each leaf fills ``Result.examined`` and is ``unknown`` when it had nothing to judge (no final
-view, no journal on the time axis, no join or death seen spreading). ``completeness`` in a run
-where no node crashed (it judges crashes only) stays ``True`` with the note "detection not
-exercised": correct no-kill runs (heavy loss, ten quiet minutes) are judged on accuracy and
-must stay valid.
+view, no journal on the time axis, joins or deaths none of which could be measured). A leaf
+whose kind of event never happened (``completeness`` with no crash, ``dissemination`` with no
+join through a seed and no death, no leave, no suspicion) is *not exercised*
+(:func:`checkers.result.not_exercised`): compose leaves it out beside exercised siblings, so
+correct no-kill runs (heavy loss, ten quiet minutes) are judged on accuracy and stay valid.
 
 Thresholds come from ``test["options"]`` (all optional; unset ones only report):
 ``swim_max_fp_per_member_hour`` (default 0), ``swim_max_false_suspicions_per_member_hour``,
@@ -487,10 +488,12 @@ def check_dissemination(al: Aligned, tl: Timeline, nodes: list[str], window: flo
     joins: list[float] = []
     deaths: list[float] = []
     incomplete = 0
+    candidates = 0  # joins through a seed and death episodes, measurable or not
     for j in nodes:
         for e in al.events.get(j, []):
             if e.get("type") != "join-ok" or e.get("seed") is None:
                 continue
+            candidates += 1
             t0, gen = e["ht"], e.get("gen", 0)
             if tl.troubled(j, t0, t0 + window):
                 continue
@@ -511,6 +514,7 @@ def check_dissemination(al: Aligned, tl: Timeline, nodes: list[str], window: flo
             elif others:
                 incomplete += 1
     for m, t0 in _death_episodes(al, nodes):
+        candidates += 1
         per = []
         for o in nodes:
             if o == m or tl.troubled(o, t0, t0):
@@ -532,10 +536,15 @@ def check_dissemination(al: Aligned, tl: Timeline, nodes: list[str], window: flo
         "join_periods": _stats(joins), "joins_not_everywhere": incomplete,
         "death_spread_periods": _stats(deaths)}, note=note)
     spreads = len(joins) + incomplete + len(deaths)
+    # no join through a seed and no death at all: nothing of this leaf's kind happened (not
+    # exercised); some, but none measurable (troubled joiner or observers): plain unknown
     return _judged(r, {"journals": _journals(al), "joins": len(joins) + incomplete,
                        "deaths": len(deaths), "spreads": spreads},
                    {"journals": "no node journal on the run's time axis",
-                    "spreads": "no join or death was seen spreading: dissemination not measured"})
+                    **({"spreads": f"{candidates} join(s) or death(s), none seen spreading "
+                                   "among healthy members: dissemination not measured"}
+                       if candidates else {})},
+                   "" if candidates else "no join through a seed and no death to spread")
 
 
 def _natural(name: str) -> tuple[str, int, str]:

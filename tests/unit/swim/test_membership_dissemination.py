@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from checkers.membership import Aligned, Timeline, check_dissemination
+from checkers.result import is_not_exercised
 from tests.unit.golden import Golden
 
 NODES = ["n1", "n2", "n3", "n4"]
@@ -89,3 +90,22 @@ def test_a_death_across_a_cut_does_not_hide_a_later_death() -> None:
     r = run(evs, Timeline(end=60, cut=cut))
     assert r.examined["deaths"] == 1
     assert r.stats["death_spread_periods"]["max"] == 2.0
+
+
+def test_no_join_through_a_seed_and_no_death_is_not_exercised() -> None:
+    """Founders only (no seed) and nobody declared dead: nothing of the leaf's kind happened."""
+    evs = {n: [e(1, "join-ok", seed=None)] for n in NODES}
+    r = run(evs, max_periods=1)
+    assert is_not_exercised(r), r.note
+    assert r.note == "not exercised: no join through a seed and no death to spread"
+    assert r.examined == {"journals": 4, "joins": 0, "deaths": 0, "spreads": 0}
+
+
+def test_joins_none_measurable_stay_plain_unknown() -> None:
+    """A join did happen, but its joiner was paused throughout the window: the spread was
+    there to measure and could not be, which is "unknown", not "not exercised"."""
+    r = run(events(), Timeline(end=60, paused={"n2": [(9.0, 16.0)]}), max_periods=1)
+    assert r.valid == "unknown" and not is_not_exercised(r), r.note
+    assert r.note == ("nothing to judge: 1 join(s) or death(s), none seen spreading among "
+                      "healthy members: dissemination not measured")
+    assert r.examined["spreads"] == 0

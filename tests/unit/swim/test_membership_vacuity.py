@@ -50,10 +50,13 @@ def test_no_live_member_at_the_end_is_unknown_convergence(golden: Golden) -> Non
     assert r.examined == {"final_views": 4, "live": 0}
 
 
-def test_nothing_seen_spreading_is_unknown_dissemination(golden: Golden) -> None:
-    r = child(check_membership(test_desc(), hist(), obs()), "dissemination")
+def test_no_join_and_no_death_makes_dissemination_not_exercised(golden: Golden) -> None:
+    res = check_membership(test_desc(), hist(), obs())
+    r = child(res, "dissemination")
     golden(r)
-    assert r.valid == "unknown" and "dissemination not measured" in r.note
+    assert is_not_exercised(r), r.note
+    assert r.note == "not exercised: no join through a seed and no death to spread"
+    assert "dissemination" in res.stats["unexercised"]
     assert r.examined == {"journals": 4, "joins": 0, "deaths": 0, "spreads": 0}
 
 
