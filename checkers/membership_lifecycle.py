@@ -5,8 +5,9 @@ a connected final graph, refutation of a false suspicion, and the cost of dissem
 Each takes what ``checkers.membership.check`` has already built (aligned journals, the fault
 timeline, final states) and returns one named leaf. Like ``completeness``, a leaf whose
 evidence is missing (no journal, no final state) is ``unknown`` with the reason, while a run
-that simply never exercised the rule (no leave, no long fault) stays ``True`` with a note saying
-so and the journals it read counted: correct fault-free runs must stay valid.
+that simply never exercised the rule (no leave, no long fault) is *not exercised*
+(:func:`checkers.result.not_exercised`, the journals it read counted): compose leaves it out
+beside exercised siblings, so correct fault-free runs stay valid.
 """
 
 from __future__ import annotations
