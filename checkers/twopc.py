@@ -33,6 +33,14 @@ Properties, each an anomaly kind:
   commit travels the outbox long after later votes), so only the exact repeat is judged.
 * membership — ``membership-disagreement``: two nodes (or one, twice) journaled different
   member sets for one agreed epoch.
+* provenance (issue 26, "no commit without its vote round") — ``commit-without-vote``: a node
+  applied a peer's commit for an update it journaled no vote on from that update's initiator
+  (a commit out of nowhere, or one naming another initiator); ``sync-unsolicited``: a node
+  applied sync data from a peer it had not asked for a sync (no ``sync-start`` with that
+  source since it last started); ``forged-voters``: a committed decision lists a voter that
+  never journaled its own yes on that update (a relay's word taken for it);
+  ``ghost-member``: a voter, initiator, sender or member id that is neither configured
+  (``test["nodes"]``, else the nodes that left evidence) nor in any agreed membership epoch.
 * late responses — ``late-vote-acted-on``: an initiator decided an update again after a vote
   response for it came in late (spec 4.5.1: no action for responses after the timeout).
 
@@ -114,6 +122,8 @@ class Evidence:
     #: every node's view of each agreed epoch: epoch -> [(node, members, the event saying so)]
     epoch_views: dict[int, list[tuple[str, list[str], dict[str, Any]]]] = field(
         default_factory=dict)
+    #: the configured members: ``test["nodes"]``, else the nodes that left evidence
+    configured: list[str] = field(default_factory=list)
 
     def active(self, node: str) -> bool:
         return self.nodes[node]["state"].get("state") == "active"
@@ -178,7 +188,8 @@ def gather(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
     return Evidence(nodes, sorted(nodes), _updates(history),
                     applied, decided, votes, overlaps, sync_skips, journal_rules, committed,
                     {n: _final_kv(o["state"]) for n, o in nodes.items()
-                     if isinstance(o.get("state"), dict)}, version_of, epochs, dict(views))
+                     if isinstance(o.get("state"), dict)}, version_of, epochs, dict(views),
+                    [str(n) for n in (test.get("nodes") or sorted(nodes))])
 
 
 def validity(e: Evidence) -> list[Anomaly]:
@@ -376,9 +387,111 @@ def membership_agreement(e: Evidence) -> list[Anomaly]:
     return out
 
 
+def _asked(events: list[dict[str, Any]]) -> dict[int, set[str]]:
+    """Per ``apply`` event (by position): the sync sources this node had asked (a
+    ``sync-start`` since its last ``start``). A source stays asked after ``sync-abandoned``
+    (a batch may still be in flight), not after its ``sync-done`` (the last batch came)."""
+    asked: set[str] = set()
+    out: dict[int, set[str]] = {}
+    for i, ev in enumerate(events):
+        t = ev.get("type")
+        if t == "start":
+            asked = set()
+        elif t == "sync-start":
+            asked.add(str(ev.get("source")))
+        elif t == "sync-done":
+            asked.discard(str(ev.get("source")))
+        elif t == "apply":
+            out[i] = set(asked)
+    return out
+
+
+def provenance(e: Evidence) -> list[Anomaly]:
+    """Applied data came from a vote round this node took part in, or a sync it asked for."""
+    out: list[Anomaly] = []
+    for node, obs in sorted(e.nodes.items()):
+        events = obs.get("events") or []
+        asked = _asked(events)
+        for i, ev in enumerate(events):
+            if ev.get("type") != "apply" or ev.get("from") is None:
+                continue  # the initiator's own apply has no sender
+            uid, src = str(ev.get("uid")), str(ev.get("from"))
+            if ev.get("via") == "sync":
+                if src not in asked.get(i, set()):
+                    out.append(Anomaly(
+                        "sync-unsolicited",
+                        f"{node} applied {uid} (key {ev.get('key')}) from a sync batch of {src}, "
+                        "but had asked no sync of it",
+                        {"applied": where(node, ev, uid=uid, key=ev.get("key"), source=src),
+                         "asked": sorted(asked.get(i, set()))}))
+                continue
+            if ev.get("via") != "update" or ev.get("key") == MEMBERS_KEY:
+                continue  # a joining node takes the membership that adds it without a vote
+            dec = e.decided.get(uid)
+            if dec is not None and dec[1].get("required") is not None \
+                    and node not in dec[1]["required"]:
+                continue  # its yes was not needed: it was not a member when this was decided
+            mine = e.votes.get(uid, {}).get(node)
+            init = ev.get("initiator")
+            if mine is not None and (mine.get("initiator") is None or init is None
+                                     or mine.get("initiator") == init):
+                continue
+            why = ("no vote on it at all" if mine is None else
+                   f"a vote for it from initiator {mine.get('initiator')}, "
+                   f"but the commit names {init}")
+            out.append(Anomaly(
+                "commit-without-vote",
+                f"{node} applied {uid} (key {ev.get('key')}) committed by {init} via {src}, "
+                f"with {why} in its journal",
+                {"applied": where(node, ev, uid=uid, key=ev.get("key"), initiator=init,
+                                  source=src),
+                 "vote": mine and where(node, mine, initiator=mine.get("initiator"))}))
+    for uid, (node, ev) in sorted(e.decided.items()):
+        if ev.get("outcome") != "commit":
+            continue
+        votes = e.votes.get(uid, {})
+        forged = sorted(v for v in ev.get("voters") or [] if v in e.nodes
+                        and (votes.get(v) or {}).get("vote") != "yes")
+        if forged:
+            out.append(Anomaly(
+                "forged-voters",
+                f"{node} decided {uid} (key {ev.get('key')}) as unanimous, listing {forged} as "
+                "yes voters, but none of them journaled its own yes on it",
+                {"decide": where(node, ev, voters=ev.get("voters")),
+                 "votes": {n: votes[n].get("vote") if n in votes else None for n in forged}}))
+    return out + _ghosts(e)
+
+
+#: event fields that name members
+_ID_FIELDS = {"decide": ("voters", "no_voters", "required", "missing"),
+              "vote": ("initiator", "from"), "apply": ("initiator", "from"),
+              "members": ("members",)}
+
+
+def _ghosts(e: Evidence) -> list[Anomaly]:
+    known = set(e.configured) | {n for m in e.epochs.values() for n in m}
+    out: list[Anomaly] = []
+    for node, obs in sorted(e.nodes.items()):
+        seen: set[str] = set()
+        for ev in obs.get("events") or []:
+            for f in _ID_FIELDS.get(str(ev.get("type")), ()):
+                v = ev.get(f)
+                ids = [v] if isinstance(v, str) else v if isinstance(v, list) else []
+                ghosts = sorted({str(x) for x in ids} - known - seen)
+                if ghosts:
+                    seen |= set(ghosts)
+                    out.append(Anomaly(
+                        "ghost-member",
+                        f"{node} journaled {ghosts} as {ev.get('type')} {f}, a member the "
+                        f"configuration never had (configured or agreed: {sorted(known)})",
+                        {"event": where(node, ev, type=ev.get("type"), uid=ev.get("uid"),
+                                        field=f, ids=ghosts)}))
+    return out
+
+
 #: the properties, in the order their anomalies are listed
 PROPERTIES = (validity, vote_rule, atomicity, agreement, isolation, convergence,
-              membership_agreement)
+              membership_agreement, provenance)
 
 
 def check(test: dict[str, Any], history: list[Op], observations: dict[str, Any]) -> Result:

@@ -116,7 +116,8 @@ def test_a_message_taken_twice_without_a_counter_reset_breaks_4_4() -> None:
         return {**vote("u1", hop=via), "initiator": "n1", "counter": counter, "reset": reset}
 
     def judge(n2: list[dict[str, Any]]) -> Any:
-        return check({}, h, obs({"n1": done, "n2": n2 + done[1:]}, kv(k=(1, 1, "u1"))))
+        return check({"nodes": ["n1", "n2", "n3"]}, h,
+                     obs({"n1": done, "n2": n2 + done[1:]}, kv(k=(1, 1, "u1"))))
 
     r = judge([taken("n1", 7), taken("n3", 7)])
     assert kinds(r) == ["propagated-twice"], r.explain()
@@ -130,7 +131,8 @@ def test_a_message_taken_twice_without_a_counter_reset_breaks_4_4() -> None:
     # legal: a counter overtaken in flight, a reset that starts the counter over, a sync
     # batch's apply (no counter of its own), and the initiator's own vote
     for n2 in ([taken("n1", 8), taken("n1", 7)], [taken("n1", 7), taken("n3", 7, reset=True)],
-               [taken("n1", 7), {**commit, "via": "sync", "counter": None}],
+               [taken("n1", 7), {"type": "sync-start", "source": "n1"},
+                {**commit, "via": "sync", "counter": None}],
                [{**taken("n1", 7), "from": None}, taken("n1", 7)]):
         ok = judge(n2)
         assert ok.valid is True, (n2, ok.explain())

@@ -68,7 +68,8 @@ def test_every_item_is_judged_not_only_those_before_a_clean_one() -> None:
     evs["n1"].append({"type": "decide", "uid": "u2", "key": "k", "outcome": "commit",
                       "voters": ["n1"], "missing": ["n2"]})
     r = check({}, h, obs(evs, kv(k=(2, 3, "u2"))))
-    assert set(kinds(r)) == {"unknown-update", "failed-update-visible", "commit-without-all-yes"}
+    assert set(kinds(r)) == {"unknown-update", "failed-update-visible", "commit-without-all-yes",
+                             "forged-voters"}
     assert [a.witness["applied"]["uid"] for a in r.anomalies if a.kind == "unknown-update"] \
         == ["u9"]
 
