@@ -9,8 +9,8 @@ machine the faster probes gave a false suspicion in the last instant of one run 
 after the heal gives the dissemination leaf a death to measure (deaths across a cut are
 excused), all under hostile traffic.
 
-SWIM only for now: SDS's node still accepts some of its hostile messages (issue 24), so its
-provider has unit tests and no chaos test yet.
+SWIM's here; SDS's hostile chaos test is beside its other chaos tests
+(tests/chaos/test_sds_chaos.py, five nodes under hostile, a partition, loss and a kill).
 """
 
 from __future__ import annotations
