@@ -363,34 +363,54 @@ def decode_value(e: LogEntry) -> object:
 # ---------------------------------------------------------------- frames
 
 
+#: wire byte -> enum member: a dict lookup is several times cheaper than calling the enum
+_VTYPES: dict[int, ValueType] = {int(v): v for v in ValueType}
+_MTYPES: dict[int, MsgType] = {int(t): t for t in MsgType}
+
+
 def _vtype(v: int) -> ValueType:
-    try:
-        return ValueType(v)
-    except ValueError:
-        raise CodecError(f"unknown log value type {v}") from None
+    t = _VTYPES.get(v)
+    if t is None:
+        raise CodecError(f"unknown log value type {v}")
+    return t
 
 
 def _mtype(v: int) -> MsgType:
-    try:
-        return MsgType(v)
-    except ValueError:
-        raise CodecError(f"unknown message type {v}") from None
+    t = _MTYPES.get(v)
+    if t is None:
+        raise CodecError(f"unknown message type {v}")
+    return t
 
 
 def encode_entries(entries: tuple[LogEntry, ...] | list[LogEntry]) -> bytes:
     out = []
+    pack = ENTRY_HEADER.pack
     for e in entries:
-        out.append(ENTRY_HEADER.pack(_u(e.term, 64, "entry term"), _u(int(e.vtype), 8, "value type"), _u(len(e.value), 32, "entry size")))
-        out.append(e.value)
+        v = e.value
+        try:  # the precompiled struct range-checks; `_u` only names what does not fit
+            if type(e.term) is not int:
+                raise struct.error
+            out.append(pack(e.term, int(e.vtype), len(v)))
+        except struct.error:
+            out.append(ENTRY_HEADER.pack(_u(e.term, 64, "entry term"), _u(int(e.vtype), 8, "value type"), _u(len(v), 32, "entry size")))
+        out.append(v)
     return b"".join(out)
 
 
 def decode_entries(b: bytes) -> tuple[LogEntry, ...]:
-    r = _Reader(b, "log entries")
     out = []
-    while r.pos < len(b):
-        term, vt, size = r.unpack(ENTRY_HEADER)
-        out.append(LogEntry(term, _vtype(vt), r.take(size)))
+    pos, end, hsize = 0, len(b), ENTRY_HEADER.size
+    unpack_from = ENTRY_HEADER.unpack_from
+    while pos < end:
+        if pos + hsize > end:
+            raise CodecError(f"log entries: truncated (need {hsize} bytes at {pos}, have {end - pos})")
+        term, vt, size = unpack_from(b, pos)
+        vtype = _vtype(vt)
+        pos += hsize
+        if pos + size > end:
+            raise CodecError(f"log entries: truncated (need {size} bytes at {pos}, have {end - pos})")
+        out.append(LogEntry(term, vtype, b[pos : pos + size]))
+        pos += size
     return tuple(out)
 
 
@@ -403,7 +423,30 @@ def _check_entries(t: MsgType, entries: tuple[LogEntry, ...]) -> None:
 
 
 def encode(msg: Message) -> bytes:
-    """Typed message -> frame bytes (raises CodecError for values that do not fit)."""
+    """Typed message -> frame bytes (raises CodecError for values that do not fit).
+
+    The fast path packs plain ``int`` fields with the precompiled structs, which range-check
+    them; anything else (a value out of range, a non-int) takes `_encode_checked`, which
+    names the field at fault. Both give the same bytes for every valid message."""
+    try:
+        if type(msg) is Response:
+            if msg.type in RESPONSE_TYPES and type(msg.source) is type(msg.destination) is type(msg.term) is type(msg.next_index) is int:
+                return RESP.pack(msg.type, msg.source, msg.destination, msg.term, msg.next_index,
+                                 1 if msg.accepted else 0)
+        elif type(msg) is Request and msg.type in REQUEST_TYPES:
+            if (type(msg.source) is type(msg.destination) is type(msg.term) is type(msg.last_log_term)
+                    is type(msg.last_log_index) is type(msg.commit_index) is int):
+                _check_entries(msg.type, msg.entries)
+                body = encode_entries(msg.entries)
+                if len(body) <= MAX_ENTRIES_SIZE:
+                    return REQ_HEADER.pack(msg.type, msg.source, msg.destination, msg.term, msg.last_log_term,
+                                           msg.last_log_index, msg.commit_index, len(body)) + body
+    except struct.error:
+        pass
+    return _encode_checked(msg)
+
+
+def _encode_checked(msg: Message) -> bytes:
     if isinstance(msg, Response):
         if msg.type not in RESPONSE_TYPES:
             raise CodecError(f"{msg.type!r} is not a response type")
