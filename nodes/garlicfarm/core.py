@@ -38,7 +38,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodes.common.effects import Effect, Emit, Reply, Send, SetTimer, node_error
+from nodes.common.effects import Effect, Emit, Persist, Reply, Send, SetTimer, node_error
 from nodes.garlicfarm import metals
 from nodes.garlicfarm.apps import Apps
 from nodes.garlicfarm.codec import (
@@ -65,6 +65,10 @@ JOIN_CALL_S, JOIN_WAIT_S, JOIN_ROUND_S = 3.0, 5.0, 0.5
 LEAVE_CALL_S = 5.0
 #: pauses before routing a client op again: no leader known / the leader refused it
 RETRY_S, REFUSED_RETRY_S = 0.05, 0.02
+
+
+#: effect types `_absorb` passes on unchanged (none is an Apply, InstallState or Reply)
+_PASS_THROUGH = frozenset({Send, SetTimer, Emit, Persist})
 
 
 @dataclass(frozen=True)
@@ -235,7 +239,9 @@ class GarlicFarmCore:
         out: list[Effect] = []
         applied = False
         for e in effects:
-            if isinstance(e, Apply):
+            if type(e) in _PASS_THROUGH:  # most effects: no isinstance chain for them
+                out.append(e)
+            elif isinstance(e, Apply):
                 out += self.apps.apply(e.index, e.entry)
                 applied = True
             elif isinstance(e, InstallState):
@@ -247,7 +253,8 @@ class GarlicFarmCore:
                 out += self._proposal_answer(e.token.n, e.value, now)
             else:
                 out.append(e)
-        out += [node_error(where, err, evidence=True) for where, err in self.raft.take_errors()]
+        if self.raft.errors:
+            out += [node_error(where, err, evidence=True) for where, err in self.raft.take_errors()]
         if applied:
             out += self._answer_applied()
             out += self._maybe_compact(now)

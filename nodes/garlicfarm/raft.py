@@ -178,6 +178,20 @@ def noop_value(term: int) -> bytes:
     return b'{"noop":%d}' % term
 
 
+#: request type -> the handler's name (one class-level table, not a dict built per message)
+_HANDLERS: dict[MsgType, str] = {
+    MsgType.REQUEST_VOTE_REQUEST: "_on_vote",
+    MsgType.APPEND_ENTRIES_REQUEST: "_on_append",
+    MsgType.CLIENT_REQUEST: "_on_client",
+    MsgType.ADD_SERVER_REQUEST: "_on_add_server",
+    MsgType.REMOVE_SERVER_REQUEST: "_on_remove_server",
+    MsgType.SYNC_LOG_REQUEST: "_on_sync_log",
+    MsgType.JOIN_CLUSTER_REQUEST: "_on_join",
+    MsgType.LEAVE_CLUSTER_REQUEST: "_on_leave",
+    MsgType.INSTALL_SNAPSHOT_REQUEST: "_on_install_snapshot",
+}
+
+
 class Raft:
     def __init__(
         self,
@@ -366,7 +380,7 @@ class Raft:
         while self.applied < self.commit:
             self.applied += 1
             out.append(Apply(self.applied, self.entry(self.applied)))
-        if self.role == Role.LEADER:
+        if self.role == Role.LEADER and self.pending:
             for idx in sorted(i for i in self.pending if i <= self.commit):
                 token, t = self.pending.pop(idx)
                 ok = self.term_at(idx) == t
@@ -554,10 +568,11 @@ class Raft:
         if "commit-without-majority" in self.bugs:
             return self._set_commit(self.last_index)
         maj = self._majority()
-        for n in range(self.last_index, self.commit, -1):
+        last, me, match = self.last_index, self.me, self.match_index
+        for n in range(last, self.commit, -1):
             if self.term_at(n) != self.term:
                 break
-            count = sum(1 for v in self.voters if (self.last_index if v == self.me else self.match_index.get(v, 0)) >= n)
+            count = sum(1 for v in self.servers if (last if v == me else match.get(v, 0)) >= n)
             if count >= maj:
                 return self._set_commit(n)
         return []
@@ -666,18 +681,7 @@ class Raft:
         return self.on_request(req, token, now)
 
     def on_request(self, req: Request, token: Any, now: float) -> list[Effect]:
-        h = {
-            MsgType.REQUEST_VOTE_REQUEST: self._on_vote,
-            MsgType.APPEND_ENTRIES_REQUEST: self._on_append,
-            MsgType.CLIENT_REQUEST: self._on_client,
-            MsgType.ADD_SERVER_REQUEST: self._on_add_server,
-            MsgType.REMOVE_SERVER_REQUEST: self._on_remove_server,
-            MsgType.SYNC_LOG_REQUEST: self._on_sync_log,
-            MsgType.JOIN_CLUSTER_REQUEST: self._on_join,
-            MsgType.LEAVE_CLUSTER_REQUEST: self._on_leave,
-            MsgType.INSTALL_SNAPSHOT_REQUEST: self._on_install_snapshot,
-        }[req.type]
-        return h(req, token, now)
+        return getattr(self, _HANDLERS[req.type])(req, token, now)
 
     def _resp(self, t: MsgType, to: int, next_index: int, accepted: bool) -> Response:
         return Response(t, self.me, to, self.term, next_index, accepted)
