@@ -418,7 +418,7 @@ def _check_entries(t: MsgType, entries: tuple[LogEntry, ...]) -> None:
     vt, count = _ENTRY_RULES[t]
     if count is not None and len(entries) != count:
         raise CodecError(f"{t.name} must carry {count} log entr{'y' if count == 1 else 'ies'}, got {len(entries)}")
-    if vt is not None and any(e.vtype != vt for e in entries):
+    if vt is not None and entries and any(e.vtype != vt for e in entries):
         raise CodecError(f"{t.name} may only carry {vt.name} entries")
 
 
@@ -499,7 +499,7 @@ def decode(frame: bytes) -> Message:
     _, src, dst, term, llt, lli, ci, size = REQ_HEADER.unpack_from(frame)
     if size != len(frame) - REQ_HEADER.size:
         raise CodecError(f"log entries size {size} != {len(frame) - REQ_HEADER.size} bytes present")
-    entries = decode_entries(frame[REQ_HEADER.size :])
+    entries = decode_entries(frame[REQ_HEADER.size :]) if size else ()  # heartbeats: no slice
     _check_entries(t, entries)
     return Request(t, src, dst, term, llt, lli, ci, entries)
 
