@@ -246,10 +246,11 @@ class Raft:
     def term_at(self, i: int) -> int | None:
         if i == 0:
             return 0
-        if i == self.snap.last_index:
+        base = self.snap.last_index
+        if i == base:
             return self.snap.last_term
-        if self.snap.last_index < i <= self.last_index:
-            return self.log[i - self.snap.last_index - 1].term
+        if base < i <= base + len(self.log):
+            return self.log[i - base - 1].term
         return None
 
     def entry(self, i: int) -> LogEntry:
