@@ -27,8 +27,10 @@ from typing import Any
 import networkx as nx
 
 from checkers import faults
+from faults.hostile import HostileDef
 from harness import generators as g
 from harness.spec import DefiniteFailure, NodeAddr, ProtocolDef, TestSpec, Workload
+from nodes.antacid import hostile
 from nodes.antacid.client import AntacidClient, AntacidRefused
 from nodes.antacid.core import BUGS
 
@@ -169,4 +171,5 @@ PROTOCOL = ProtocolDef(
     node_extra=_node_extra,
     default_workload="updates",
     topologies={shape: _edges(shape) for shape in ("chain", "tree", "diamond")},
+    hostile=HostileDef(hostile.messages, hostile.refusals, transport="tcp"),
 )

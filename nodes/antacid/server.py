@@ -44,6 +44,7 @@ from nodes.common.clock import Clock
 from nodes.common.config import ConfigError, NodeConfig, split_addr
 from nodes.common.journal import Journal
 from nodes.common.loop import Answers, CoreLoop, JournalingHost
+from nodes.common.refusals import Refusals
 
 log = logging.getLogger("antacid")
 
@@ -240,6 +241,7 @@ class AntacidNode(JournalingHost):
         self._flushes: set[asyncio.Task[None]] = set()
         self.io = {"requests_in": 0, "submissions": 0, "malformed_in": 0, "connect_failures": 0,
                    "calls_failed": 0, "sessions_in": 0}
+        self.refused = Refusals()  # what peers sent that we refused, by reason (hostile runs)
         self.admin = AdminServer(cfg.id, self.state, self.journal, self.clock, cfg.host,
                                  cfg.ports.admin)
         self.admin.app.router.add_get("/antacid/zone", self._zone_h)
@@ -281,11 +283,18 @@ class AntacidNode(JournalingHost):
             self.answers.give(token, value)
 
     def _answer(self, route: _Route, result: m.ArsAnswer | m.ArsError) -> None:
+        if isinstance(result, m.ArsError):
+            self._refuse(f"ars-error:{result.code}", specifics=result.specifics)
         try:
             answer(route.conn, route.channel, route.msgno, route.req_num, result)
         except beep.LocalProtocolError:
             return  # the session or channel is gone: the asker sees its call fail
         self._flush(route.conn)
+
+    def _refuse(self, reason: str, **detail: Any) -> None:
+        fields = self.refused.note(reason, self.clock.monotonic(), **detail)
+        if fields is not None:
+            self.journal.emit("ars-input-refused", **fields)
 
     def _flush(self, conn: BeepConnection) -> None:
         task = asyncio.get_running_loop().create_task(self._flush_one(conn))
@@ -314,6 +323,8 @@ class AntacidNode(JournalingHost):
                 elif isinstance(ev, beep.Message):
                     self._request(conn, names.get(ev.channel), ev)
                 elif isinstance(ev, beep.SessionClosed):
+                    if ev.error is not None and not ev.error.startswith("connection closed"):
+                        self._refuse("beep-session-failed", error=ev.error)
                     return
         except (EOFError, OSError, ConnectionError):
             return
@@ -328,6 +339,7 @@ class AntacidNode(JournalingHost):
                 raise m.ArsProtocolError(m.MALFORMED_ANY, f"expected ARSRequest, got {type(msg).__name__}")
         except m.ArsProtocolError as e:
             self.io["malformed_in"] += 1
+            self._refuse(f"malformed:{e.code}", specifics=e.specifics)
             err = m.ArsError.of(e.code, self.core.server, e.specifics[:200])
             answer(conn, ev.channel, ev.msgno, 0, err)
             self._flush(conn)
@@ -337,6 +349,7 @@ class AntacidNode(JournalingHost):
             self.loop.command(msg.body, _Route(conn, ev.channel, ev.msgno, msg.req_num))
             return
         if peer is None:
+            self._refuse("server-request-without-server-name")
             err = m.ArsError.of(m.MALFORMED_ANY, self.core.server,
                                 "server requests need a channel started with the node id")
             answer(conn, ev.channel, ev.msgno, msg.req_num, err)
@@ -372,7 +385,8 @@ class AntacidNode(JournalingHost):
         return {"id": self.cfg.id, "zone": self.topology.zone, "primary": self.core.primary,
                 "upstreams": list(self.core.upstreams), "incarn": d.incarn,
                 "last_csn": d.last_csn, "last_ssn": d.last_ssn, "docs": len(d.docs),
-                "log_len": len(d.log), "pending": len(d.pending), "io": dict(self.io)}
+                "log_len": len(d.log), "pending": len(d.pending), "io": dict(self.io),
+                "refused": self.refused.snapshot()}
 
     # ---- life ---------------------------------------------------------------------------
 
