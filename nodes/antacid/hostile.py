@@ -20,9 +20,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from nodes.antacid import messages as m
-from nodes.antacid.beep import INITIATOR, Session
+from nodes.antacid.beep import INITIATOR, LISTENER, Session
 from nodes.antacid.beep import management as mgmt
-from nodes.antacid.beep.frames import MSG, Frame
+from nodes.antacid.beep.frames import MAX_31, MSG, Frame, Seq
 from nodes.antacid.beep.mime import BEEP_XML
 from nodes.antacid.beep.mime import encode as mime_encode
 from nodes.antacid.beep.session import DEFAULT_WINDOW
@@ -58,7 +58,8 @@ INTENT: dict[str, tuple[str, str]] = {
                "an ARSError each"),
     "pull-far-ahead": ("a PullCommittedUpdates with LastSeenCSN 2^63, posing as each other "
                        "server", "ARSError (not downstream, or CSN ahead of its log)"),
-    "channel-flood": (f"{FLOOD_STARTS} channel starts in one session", "ERR for the excess starts"),
+    "channel-flood": (f"{FLOOD_STARTS} channel starts in one session, granting the node a "
+                      "2^31-1 window on channel 0", "ERR for the starts past its channel limit"),
     "garbage": ("random bytes", "session close"),
 }
 
@@ -126,6 +127,9 @@ def _channel_flood() -> bytes:
     would hold them to channel 0's window; a flooder does not wait)."""
     out = Session(INITIATOR, ()).data_to_send()
     seqno = int(out.split(b"\r\n", 1)[0].split(b" ")[5])  # channel 0 goes on after our greeting
+    # the largest window for the node's answers (past the node's greeting), so they all flow
+    theirs = Session(LISTENER, (PROFILE,)).data_to_send()
+    out += Seq(0, int(theirs.split(b"\r\n", 1)[0].split(b" ")[5]), MAX_31).encode()
     for i in range(FLOOD_STARTS):
         payload = mime_encode(mgmt.encode(mgmt.Start(1 + 2 * i, (PROFILE,))), BEEP_XML)
         out += Frame(MSG, 0, i, False, seqno, payload).encode()
