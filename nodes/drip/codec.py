@@ -369,9 +369,11 @@ class NodeNotice:
 
 @dataclass(frozen=True)
 class SyncRequest:
-    """PUT /sync/node/{requester}: please send me your whole store."""
+    """PUT /sync/node/{requester}: please send me your whole store, or (body ours,
+    ``{"after": key}``) the part after ``after`` to resume a sync that stopped there."""
 
     requester: str
+    after: str | None = None
 
 
 @dataclass(frozen=True)
@@ -439,7 +441,8 @@ def encode(msg: Message) -> HttpRequest:
         return HttpRequest("POST", f"/node/{msg.sender}/{'active' if msg.active else 'inactive'}",
                            {H_NODE: msg.sender})
     if isinstance(msg, SyncRequest):
-        return HttpRequest("PUT", f"/sync/node/{msg.requester}", {H_NODE: msg.requester})
+        return HttpRequest("PUT", f"/sync/node/{msg.requester}", {H_NODE: msg.requester},
+                           None if msg.after is None else {"after": msg.after})
     if isinstance(msg, StateQuery):
         return HttpRequest("GET", "/state", {H_NODE: msg.sender})
     raise TypeError(f"not a DRiP message: {msg!r}")
@@ -553,5 +556,11 @@ def decode(method: str, path: str, headers: Any, body: bytes,
         return NodeNotice(sender, parts[2] == "active")
     if method in ("PUT", "POST") and len(parts) == 3 and parts[:2] == ["sync", "node"]:
         _path_id(parts[2], sender)
-        return SyncRequest(sender)
+        d = decode_json(body) if body else {}
+        after = d.get("after") if isinstance(d, dict) else None
+        if not isinstance(d, dict) or not (after is None or isinstance(after, str)
+                                           and 0 < len(after) <= MAX_KEY):
+            raise CodecError('sync request body: expected nothing or {"after": key} '
+                             f"(a key of 1 to {MAX_KEY} chars)")
+        return SyncRequest(sender, after)
     raise CodecError(f"no DRiP endpoint {method} {path}", status=404)

@@ -56,6 +56,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nodes.common.effects import Effect, Emit, Persist, Reply, Send, SetTimer
+from nodes.common.refusals import Refusals
 from nodes.drip.codec import (
     Abort,
     Commit,
@@ -92,6 +93,7 @@ from nodes.drip.records import (
     newer,
 )
 from nodes.drip.seen import Seen
+from nodes.drip.sync import Feeder, Puller, Refused, SyncLimits
 
 BUGS = ("commit-partial-vote", "forget-in-progress", "skip-sync", "syncing-votes-no",
         "inactive-takes-part", "retake-duplicate-votes", "act-on-late-votes", "commit-after-abort")
@@ -174,8 +176,12 @@ class ClientMembers:
 class CoreConfig:
     vote_timeout_s: float = 2.0
     lock_ttl_s: float = 3.0
+    #: a sync with no batch for this long is abandoned (and resumed from its cursor)
     sync_timeout_s: float = 5.0
     sync_batch: int = 1000
+    sync_batch_bytes: int = 4 * 1024 * 1024
+    #: a new sync served to one peer at most this often (repeats join the one under way)
+    sync_min_interval_s: float = 1.0
     bugs: frozenset[str] = frozenset()
     #: how much sooner than its sender a forwarder answers (see DRiP-Vote-Budget-Ms)
     relay_margin_s: float = 0.2
@@ -209,25 +215,6 @@ class Tally:
 
 
 @dataclass
-class SyncState:
-    source: str
-    reason: str
-    started: float
-    batches: int = 0
-    changed: int = 0
-    asked: bool = False  # the source said it is active and was sent the sync request
-
-
-@dataclass
-class Serving:
-    """A full-store sync being sent to one peer, one batch at a time."""
-
-    batches: tuple[SyncBatch, ...]
-    gen: int  # the peer's owed generation when the snapshot was taken
-    sent: int = 0  # batches acknowledged
-
-
-@dataclass
 class Round:
     """One heartbeat round: ``results[peer]`` is the 200 reply body, or None."""
 
@@ -241,7 +228,8 @@ class DripCore:
 
     def __init__(self, me: str, peers: list[str], durable: Durable | None = None,
                  cfg: CoreConfig | None = None, policy: Policy = allow_all,
-                 mesh_members: list[str] | None = None, join: bool = False) -> None:
+                 mesh_members: list[str] | None = None, join: bool = False,
+                 refusals: Refusals | None = None) -> None:
         self.me = me
         self.peers = sorted(peers)
         self.d = durable if durable is not None else Durable()
@@ -258,13 +246,16 @@ class DripCore:
         self.seen = Seen(self.d.counters)
         self.counter = self.d.counter
         self.tallies: dict[str, Tally] = {}  # uid -> votes being gathered (initiator or relay)
-        self.sync: SyncState | None = None
+        self.puller = Puller()
+        self.feeder = Feeder(SyncLimits(self.cfg.sync_batch, self.cfg.sync_batch_bytes,
+                                        self.cfg.sync_min_interval_s))
+        #: what this node refused from its peers (the runtime shares it and reports it)
+        self.refusals = refusals if refusals is not None else Refusals()
         self.reachable: dict[str, bool] = {p: True for p in self.peers}
         self.peer_state: dict[str, str] = {}
         self.owed_gen: dict[str, int] = {}  # bumped whenever we drop commits queued for a peer
         self.inflight: dict[str, Queued] = {}  # the outbox row on its way to each peer
         self.next_seq = 1 + max((s for rows in self.d.outbox.values() for s in rows), default=0)
-        self.serving: dict[str, Serving] = {}
         self.round: Round | None = None
         self.rounds = 0
 
@@ -306,6 +297,10 @@ class DripCore:
                 answer = Answer(200, body)
             except Unavailable as e:
                 out, answer = [], Answer(503, {"error": str(e)})
+            except Refused as e:
+                out = self._refused(peer.hop, e, now)
+                answer = Answer(e.status, {"ok": True, "note": str(e)} if e.status == 200
+                                else {"error": str(e)})
             return [*out, Send(peer, answer)]
         if isinstance(msg, Outcome):
             return self._outcome(peer, msg, now)
@@ -339,11 +334,10 @@ class DripCore:
             return [self._p(Unlock(key, uid)),
                     Emit("release", {"uid": uid, "key": key, "why": "expired"})]
         if kind == "sync":
-            s = self.sync
-            if s is None or s.started != name[1]:
+            s = self.puller.cur
+            if s is None or s.token != name[1]:
                 return []
-            self.sync = None
-            return [Emit("sync-abandoned", {"source": s.source, "batches": s.batches})]
+            return self._sync_failed(s.source)
         return []
 
     def on_command(self, cmd: Any, token: Any, now: float) -> list[Effect]:
@@ -397,7 +391,7 @@ class DripCore:
         if isinstance(msg, SyncBatch):
             return self._on_sync_batch(hop, msg, now), OK
         if isinstance(msg, SyncRequest):
-            return self._on_sync_request(hop, now), OK
+            return self._on_sync_request(hop, msg, now), OK
         if isinstance(msg, NodeNotice):
             return self._on_node_notice(hop, msg), OK
         raise TypeError(f"no handler for {type(msg).__name__}")
@@ -850,7 +844,7 @@ class DripCore:
                     Emit("members", {"epoch": 0, "members": sorted(self.members),
                                      "added": [hop], "removed": [], "via": "heartbeat"})]
         self.peer_state[hop] = hb.state
-        if hb.sync_owed and self.sync is None and self.state != "inactive" \
+        if hb.sync_owed and self.puller.cur is None and self.state != "inactive" \
                 and "skip-sync" not in self.bugs:
             out += self._start_sync(hop, "owed", now)
         return out
@@ -875,14 +869,14 @@ class DripCore:
                     out += self._drop_for(p, "heartbeat failed" if reply is None else "inactive")
         any_ok = any(results.get(p) is not None for p in self.peers)
         if self.peers and not any_ok and self.state != "inactive":
-            self.sync = None
+            self.puller.stop()
             out += self._set_state("inactive", "no peer answered a heartbeat")
         elif self.state == "inactive" and any_ok:
             if "skip-sync" in self.bugs:
                 out += self._set_state("active", "peer reachable again, sync skipped")
             else:
                 out += self._set_state("sync", "peer reachable again")
-        if self.state == "sync" and self.sync is None:
+        if self.state == "sync" and self.puller.cur is None:
             out += self._pick_sync_source(now)
         return out
 
@@ -920,66 +914,76 @@ class DripCore:
 
     def _start_sync(self, source: str, reason: str, now: float) -> list[Effect]:
         """Ask ``source`` its state first (spec 4.6: sync only from an active peer)."""
-        self.sync = SyncState(source, reason, now)
-        return [Emit("sync-start", {"source": source, "reason": reason}),
+        s = self.puller.begin(source, reason, now)
+        return [Emit("sync-start", {"source": source, "reason": reason, "after": s.after}),
                 Send(source, StateQuery(self.me)),
-                SetTimer(("sync", now), now + self.cfg.sync_timeout_s)]
+                SetTimer(("sync", s.token), now + self.cfg.sync_timeout_s)]
 
     def _source_state(self, peer: str, o: Outcome) -> list[Effect]:
-        s = self.sync
+        s = self.puller.cur
         if s is None or s.source != peer or s.asked:
             return []
         state = o.body.get("state") if o.ok and isinstance(o.body, dict) else None
         if state != "active":
             return self._sync_failed(peer)
         s.asked = True
-        return [Send(peer, SyncRequest(self.me))]
+        return [Send(peer, SyncRequest(self.me, s.after))]
 
-    def _on_sync_request(self, hop: str, now: float) -> list[Effect]:
-        """A peer asks for our whole store: send it in batches, the last one complete."""
+    def _refused(self, hop: str, e: Refused, now: float) -> list[Effect]:
+        ev = self.refusals.note(e.reason, now, peer=hop, status=e.status, error=str(e))
+        return [] if ev is None else [Emit("refused", ev)]
+
+    def _on_sync_request(self, hop: str, msg: SyncRequest, now: float) -> list[Effect]:
+        """A peer asks for our store (or its part after a key): one batch now, the next when
+        it is acknowledged (`nodes.drip.sync`)."""
         if self.state != "active":
             raise Unavailable(f"node {self.me} is {self.state}; sync from an active node")
-        items = [self.d.kv[k] for k in sorted(self.d.kv)]
-        n = self.cfg.sync_batch
-        chunks = [items[i:i + n] for i in range(0, len(items), n)] or [[]]
-        sid = f"{self.me}-{self.counter + 1}"
-        msgs = []
-        for i, chunk in enumerate(chunks):
-            c, reset = self._next_counter()
-            msgs.append(SyncBatch(self.me, c, reset, i == len(chunks) - 1, sid, tuple(chunk)))
-        self.serving[hop] = Serving(tuple(msgs), self.owed_gen.get(hop, 0))
-        return [self._p(Counters((self._row(self.me),))),
-                Emit("sync-serve", {"to": hop, "keys": len(items), "batches": len(msgs)}),
-                Send(hop, msgs[0])]
+        sv = self.feeder.request(hop, msg.after, f"{self.me}-{self.counter + 1}",
+                                 self.owed_gen.get(hop, 0), now)
+        return [Emit("sync-serve", {"to": hop, "keys": len(self.d.kv), "after": sv.after}),
+                *self._serve_next(hop)]
+
+    def _serve_next(self, peer: str) -> list[Effect]:
+        sv = self.feeder.serves[peer]
+        items, complete = self.feeder.next_items(peer, self.d.kv)
+        c, reset = self._next_counter()
+        b = SyncBatch(self.me, c, reset, complete, sv.sid, items)
+        self.feeder.sent(peer, b)
+        return [self._p(Counters((self._row(self.me),))), Send(peer, b)]
 
     def _batch_delivered(self, peer: str, o: Outcome) -> list[Effect]:
         """The next batch after an acknowledged one; after the last, the peer is owed nothing
-        dropped before the snapshot (unless more was dropped since)."""
-        s = self.serving.get(peer)
+        dropped before the sync's first part (unless more was dropped since)."""
         b = o.request
         assert isinstance(b, SyncBatch)
-        if s is None or (b.sync_id, b.counter) != (s.batches[s.sent].sync_id,
-                                                   s.batches[s.sent].counter):
+        sv = self.feeder.delivered(peer, b, o.ok)
+        if sv is None:
             return []
-        if not o.ok:
-            del self.serving[peer]
-            return []
-        s.sent += 1
-        if s.sent < len(s.batches):
-            return [Send(peer, s.batches[s.sent])]
-        del self.serving[peer]
-        if self.owed_gen.get(peer, 0) == s.gen and peer in self.d.owed:
+        if not b.complete:
+            return self._serve_next(peer)
+        if self.owed_gen.get(peer, 0) == sv.gen and peer in self.d.owed:
             return [self._p(Paid(peer))]
         return []
 
     def _on_sync_batch(self, hop: str, b: SyncBatch, now: float) -> list[Effect]:
+        """A batch of the sync we asked for (anything else is refused and applies nothing);
+        items the entitlement policy refuses are left out."""
         if self.state == "inactive":
             raise Unavailable(f"node {self.me} is inactive")
+        self.puller.check(hop, b)
         self.seen.before(b.source, b.counter, b.reset)  # addressed to us alone: not propagated
-        rec = Merged(b.items)
-        learned = [it for it in b.items if newer(it, self.d.kv.get(it.key))]
+        out: list[Effect] = []
+        items = []
+        for it in b.items:
+            why = self._policy(Update(it.uid, it.key, it.value, it.owner), it.owner or hop)
+            if why is None:
+                items.append(it)
+            else:
+                out += self._refused(hop, Refused(200, "sync-not-entitled", why), now)
+        rec = Merged(tuple(items))
+        learned = [it for it in items if newer(it, self.d.kv.get(it.key))]
         changed = self.d.apply(rec)
-        out: list[Effect] = [Persist(STORE, rec), self._p(Counters((self._row(b.source),)))]
+        out += [Persist(STORE, rec), self._p(Counters((self._row(b.source),)))]
         # each commit learned here is journaled like one applied from an update, so the
         # checkers see that this node holds it (liveness, 2PC agreement) and by which way
         out += [Emit("apply", {"uid": it.uid, "key": it.key, "value": it.value,
@@ -987,19 +991,16 @@ class DripCore:
                                "from": hop, "changed": True}) for it in learned]
         if any(it.key == MEMBERS_KEY for it in learned):
             out += self._members_after("sync")
-        s = self.sync
         if changed:
             out += self._learned_by_sync(hop)
-        if s is not None and s.source == hop:
-            s.batches += 1
-            s.changed += changed
-        if b.complete and s is not None and s.source == hop:
-            self.sync = None
-            out.append(Emit("sync-done", {"source": hop, "batches": s.batches,
-                                          "changed": s.changed, "reason": s.reason,
-                                          "elapsed_s": round(now - s.started, 4)}))
-            if self.state == "sync":
-                out += self._set_state("active", f"sync from {hop} complete")
+        s = self.puller.took(b, changed)
+        if not b.complete:
+            return [*out, SetTimer(("sync", s.token), now + self.cfg.sync_timeout_s)]
+        out.append(Emit("sync-done", {"source": hop, "batches": s.batches,
+                                      "changed": s.changed, "reason": s.reason,
+                                      "elapsed_s": round(now - s.started, 4)}))
+        if self.state == "sync":
+            out += self._set_state("active", f"sync from {hop} complete")
         return out
 
     def _learned_by_sync(self, source: str) -> list[Effect]:
@@ -1023,10 +1024,10 @@ class DripCore:
         return out
 
     def _sync_failed(self, to: str) -> list[Effect]:
-        if self.sync is not None and self.sync.source == to:
-            s, self.sync = self.sync, None
-            return [Emit("sync-abandoned", {"source": to, "batches": s.batches})]
-        return []
+        s = self.puller.stop(to)
+        if s is None:
+            return []
+        return [Emit("sync-abandoned", {"source": to, "batches": s.batches, "after": s.after})]
 
     # ---- what the admin API shows -------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -1043,7 +1044,7 @@ class DripCore:
             "in_flight": sorted(self.tallies),
             "outbox": {p: len(rows) for p, rows in sorted(self.d.outbox.items()) if rows},
             "owed": sorted(self.d.owed),
-            "syncing_from": self.sync.source if self.sync else None,
+            "syncing_from": self.puller.cur.source if self.puller.cur else None,
             "bugs": sorted(self.bugs),
         }
 

@@ -45,7 +45,6 @@ from nodes.common.config import ConfigError, NodeConfig
 from nodes.common.conns import ConnGuard
 from nodes.common.journal import Journal
 from nodes.common.loop import Answers, CoreLoop, JournalingHost
-from nodes.common.refusals import Refusals
 from nodes.drip import codec
 from nodes.drip.auth import AuthError, Signer, Verifier, load_auth
 from nodes.drip.codec import CodecError, Message, Update
@@ -84,6 +83,8 @@ class Options:
     lock_ttl_s: float = 3.0
     sync_timeout_s: float = 5.0
     sync_batch: int = 1000
+    #: a sync batch's JSON, at most (nodes/drip/sync.py); bounds the peer port's body size
+    sync_batch_bytes: int = 4 * 1024 * 1024
     entitlement: str = "none"
     #: the largest value a node takes, its JSON in bytes (docs/drip.md "Limits and refusals")
     max_value_bytes: int = codec.MAX_VALUE_BYTES
@@ -152,11 +153,12 @@ class DripNode(JournalingHost):
             self.me, list(cfg.peers), self.store.load(),
             CoreConfig(vote_timeout_s=o.vote_timeout_s, lock_ttl_s=o.lock_ttl_s,
                        sync_timeout_s=o.sync_timeout_s, sync_batch=o.sync_batch, bugs=cfg.bugs,
+                       sync_batch_bytes=o.sync_batch_bytes,
                        heartbeat_s=o.heartbeat_s, peer_timeout_s=o.peer_timeout_s),
             get_policy(o.entitlement), extra.mesh_members, join=o.join)
         self.loop = CoreLoop(self.core, self, self.clock.monotonic)
         self.limits = codec.Limits(o.max_value_bytes, int(o.vote_timeout_s * 1000))
-        self.refusals = Refusals()
+        self.refusals = self.core.refusals  # the core counts sync refusals in the same place
         self.admin = AdminServer(self.me, self._snapshot, self.journal, self.clock, cfg.host,
                                  cfg.ports.admin)
         self.admin.app.router.add_post("/admin/members", self.handle_members)
@@ -180,7 +182,9 @@ class DripNode(JournalingHost):
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=self.client_ssl, limit=64),
             timeout=aiohttp.ClientTimeout(total=self.opts.peer_timeout_s))
-        peer_app = web.Application(client_max_size=64 * 1024 * 1024)
+        # the largest peer body is a sync batch: its byte bound, or one largest value alone
+        peer_app = web.Application(client_max_size=self.opts.sync_batch_bytes
+                                   + self.opts.max_value_bytes + 64 * 1024)
         peer_app.router.add_route("*", "/{tail:.*}", self.handle_peer)
         client_app = web.Application(client_max_size=self.opts.max_value_bytes + 64 * 1024)
         client_app.router.add_post("/client/update", self.handle_update)
