@@ -1,0 +1,128 @@
+"""Node sync with real node processes (issue 26 items 3, 6, 7): an unsolicited sync batch from a
+peer holding valid credentials applies nothing and is counted; a joiner syncs a mesh holding
+large values in bounded batches while a client keeps writing, and returns to active."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import aiohttp
+from drip_mesh import Mesh
+
+from nodes.drip import codec
+from nodes.drip.auth import load_auth
+from nodes.drip.codec import Item
+from nodes.drip.material import NodeFiles, client_context
+from nodes.drip.store import Store
+
+KEYS = 200
+VALUE = 256 * 1024
+
+
+def _events(m: Mesh, nid: str) -> list[dict]:
+    path = m.root / nid / "data" / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_an_unsolicited_sync_batch_changes_nothing_and_is_counted(tmp_path: Path) -> None:
+    m = Mesh(tmp_path, 2, [("n1", "n2")])
+    signer2, _ = load_auth("n2", m.extra["n2"]["jwt"])
+    t = m.extra["n2"]["tls"]
+    ctx = client_context(NodeFiles(Path(t["ca"]), Path(t["cert"]), Path(t["key"])))
+    ctx.check_hostname = False
+    items = tuple(Item(f"evil{i:05d}", "x", 10**6, f"e{i}", "n2") for i in range(20_000))
+    batch = codec.SyncBatch("n2", 10**6, False, True, "n2-forged", items)
+
+    async def go() -> None:
+        await m.start()
+        async with aiohttp.ClientSession() as s:
+            await m.wait_all_active(s)
+            req = codec.encode(batch)
+            h = {**req.headers, "Content-Type": "application/json",
+                 codec.H_AUTH: signer2.header(time.time(), codec.signed_digest(batch))}
+            async with s.post(f"https://127.0.0.1:{m.ports['n1']['peer']}{req.path}",
+                              headers=h, data=req.body_bytes(), ssl=ctx) as r:
+                assert r.status == 409, await r.text()
+                assert "no sync outstanding" in (await r.json())["error"]
+            st = await m.state(s, "n1")
+            assert not any(k.startswith("evil") for k in st["kv"]), "applied an unsolicited batch"
+            assert st["owed"] == [], "an unsolicited batch made n1 owe its peers a sync"
+            assert st["refused"].get("sync-unsolicited") == 1, st["refused"]
+            status, body = await m.update(s, "n1", "k", 1, "u1")  # and the mesh goes on
+            assert status == 200, body
+        refused = [e for e in _events(m, "n1") if e["type"] == "refused"]
+        assert [e["reason"] for e in refused] == ["sync-unsolicited"]
+
+    try:
+        asyncio.run(go())
+    finally:
+        m.close()
+
+
+def test_a_joiner_syncs_large_values_under_a_steady_write_load_and_goes_active(
+        tmp_path: Path) -> None:
+    """200 keys of 256 KiB (50 MiB) in 4 MiB batches; a client commits an update every
+    ~50 ms on n1 all along; n4 ends active holding every key and every committed write."""
+    m = Mesh(tmp_path / "m", 4)
+    big = [Item(f"big{i:04d}", "v" * VALUE, 1, f"seed-{i}", "n1") for i in range(KEYS)]
+    for nid in ("n1", "n2", "n3"):
+        (tmp_path / "m" / nid / "data").mkdir(parents=True)
+        st = Store(tmp_path / "m" / nid / "data" / "drip.sqlite3")
+        st.apply_items(big)
+        st.close()
+    cfg = json.loads(m.configs["n4"].read_text())
+    cfg["options"]["join"] = True
+    m.configs["n4"].write_text(json.dumps(cfg))
+    committed: dict[str, int] = {}
+    stop = asyncio.Event()
+
+    async def writer(s: aiohttp.ClientSession) -> None:
+        i = 0
+        while not stop.is_set():
+            i += 1
+            status, _ = await m.update(s, "n1", f"w{i % 10}", i, f"w-{i}")
+            if status == 200:
+                committed[f"w{i % 10}"] = i
+            await asyncio.sleep(0.05)
+
+    async def go() -> None:
+        for nid in ("n1", "n2", "n3"):
+            m.start_node(nid)
+        await asyncio.gather(*(m.wait_healthy(n) for n in ("n1", "n2", "n3")))
+        async with aiohttp.ClientSession() as s:
+            await m.wait_all_active(s, nodes=["n1", "n2", "n3"], timeout=30)
+            m.start_node("n4")
+            await m.wait_healthy("n4")
+            w = asyncio.ensure_future(writer(s))
+            try:
+                await m.wait_all_active(s, nodes=["n4"], timeout=90)
+                n_during = len(committed)
+                await asyncio.sleep(1.0)  # writes go on after it is active
+            finally:
+                stop.set()
+                await w
+            await asyncio.sleep(1.0)  # the last commits reach n4
+            st = await m.state(s, "n4")
+            assert st["state"] == "active"
+            assert sum(k.startswith("big") for k in st["kv"]) == KEYS
+            assert st["kv"]["big0199"]["value"] == "v" * VALUE
+            assert committed, "no write committed during the run"
+            for key, i in committed.items():
+                assert st["kv"][key]["value"] == i, (key, i, st["kv"].get(key))
+        ev = _events(m, "n4")
+        sd = next(e for e in ev if e["type"] == "sync-done")  # later ones: owed by a peer
+        print("\n" + "\n".join(json.dumps({k: e.get(k) for k in (
+            "type", "source", "reason", "batches", "changed", "after", "elapsed_s")})
+            for e in ev if e["type"] in ("sync-start", "sync-done", "sync-abandoned")))
+        assert sd["batches"] >= KEYS * VALUE // (4 * 1024 * 1024), sd  # bounded batches
+        print(f"\njoiner n4 synced {KEYS} x {VALUE // 1024} KiB in {sd['elapsed_s']} s "
+              f"({sd['batches']} batches); {n_during} writes committed before it was active, "
+              f"{len(committed)} keys written")
+
+    try:
+        asyncio.run(go())
+    finally:
+        m.close()
