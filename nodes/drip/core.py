@@ -92,7 +92,7 @@ from nodes.drip.records import (
     Unlock,
     newer,
 )
-from nodes.drip.seen import Seen
+from nodes.drip.seen import COUNTER_WINDOW, CounterOutOfWindow, Seen
 from nodes.drip.sync import Feeder, Puller, Refused, SyncLimits
 
 BUGS = ("commit-partial-vote", "forget-in-progress", "skip-sync", "syncing-votes-no",
@@ -190,6 +190,8 @@ class CoreConfig:
     peer_timeout_s: float = 2.0
     #: a commit delivery that failed (not refused) is retried after this long
     outbox_retry_s: float = 0.5
+    #: how far ahead of an initiator's last accepted counter a message may be (seen.py)
+    counter_window: int = COUNTER_WINDOW
 
 
 # --------------------------------------------------------------------------- state
@@ -243,7 +245,7 @@ class DripCore:
         #: a fresh data directory that joins a running mesh syncs first (spec 4.6)
         self.join = join
         self._agreed_members()
-        self.seen = Seen(self.d.counters)
+        self.seen = Seen(self.d.counters, self.cfg.counter_window)
         self.counter = self.d.counter
         self.tallies: dict[str, Tally] = {}  # uid -> votes being gathered (initiator or relay)
         self.puller = Puller()
@@ -301,6 +303,9 @@ class DripCore:
                 out = self._refused(peer.hop, e, now)
                 answer = Answer(e.status, {"ok": True, "note": str(e)} if e.status == 200
                                 else {"error": str(e)})
+            except CounterOutOfWindow as e:  # checked before anything is recorded
+                out = self._refused(peer.hop, Refused(400, "counter-window", str(e)), now)
+                answer = Answer(400, {"error": str(e)})
             return [*out, Send(peer, answer)]
         if isinstance(msg, Outcome):
             return self._outcome(peer, msg, now)
@@ -767,8 +772,8 @@ class DripCore:
     def _on_commit(self, hop: str, msg: Commit, now: float) -> list[Effect]:
         if self.state == "inactive" and "inactive-takes-part" not in self.bugs:
             raise Unavailable(f"node {self.me} is inactive")
-        self._learn(msg.initiator)
         dup = self.seen.before(msg.initiator, msg.counter, msg.reset)
+        self._learn(msg.initiator)
         rows = [] if dup else [self._row(msg.initiator)]
         if msg.update.uid in self.d.applied:
             return [self._p(Counters(tuple(rows)))] if rows else []

@@ -7,6 +7,11 @@ several paths) is still handled once instead of dropped. A reset (the counter wr
 ``2**64-1``) starts a new epoch; the same reset seen again on another path is a duplicate
 (else "always propagate on reset" would loop around a cycle). Pure state, no I/O: what is
 saved is the ``row`` of an initiator, persisted by the core with the change it belongs to.
+
+A counter more than ``window`` ahead of an initiator's highest accepted one, and a reset while
+that counter is still more than ``window`` short of the wrap-around, are refused
+(`CounterOutOfWindow`) and recorded nowhere: one such message (a counter of ``2**64-2``) would
+otherwise be saved and make every later counter of that initiator a duplicate (issue 26 item 5).
 """
 
 from __future__ import annotations
@@ -15,6 +20,25 @@ from dataclasses import dataclass, field
 
 #: how many recent counters per initiator are remembered beyond the saved one
 SEEN_WINDOW = 4096
+#: how far ahead of an initiator's highest accepted counter a new one may be: about an hour of
+#: an initiator's messages at a few hundred per second, so a receiver that missed that many
+#: (a long partition) still takes the next one, while one poisoned counter can skip at most
+#: this many of the real ones (reaching ``2**64`` takes ``2**44`` accepted poisoned messages)
+COUNTER_WINDOW = 2**20
+#: the largest counter (spec 4.4: 64 bits, then a reset at 0)
+MAX_COUNTER = 2**64 - 1
+
+
+class CounterOutOfWindow(ValueError):
+    """A counter too far ahead of what this node accepted from its initiator (answered 400)."""
+
+    def __init__(self, node: str, counter: int, reset: bool, last: int, window: int) -> None:
+        what = "a reset" if reset else f"counter {counter}"
+        super().__init__(
+            f"{what} from initiator {node!r} is more than {window} ahead of the last accepted "
+            f"counter {last} (the counter window, spec 4.4; a reset only after {MAX_COUNTER})"
+            "; refused and not recorded")
+        self.node, self.counter, self.last = node, counter, last
 
 
 @dataclass
@@ -30,12 +54,23 @@ class Window:
 class Seen:
     """Every initiator's window; built from the saved counters ``{node: (counter, reset_at)}``."""
 
-    def __init__(self, saved: dict[str, tuple[int, int | None]]) -> None:
+    def __init__(self, saved: dict[str, tuple[int, int | None]],
+                 window: int = COUNTER_WINDOW) -> None:
+        if window < 1:
+            raise ValueError(f"counter window {window} must be at least 1")
         self.windows: dict[str, Window] = {n: Window(c, r, c) for n, (c, r) in saved.items()}
+        self.window = window
 
     def before(self, node: str, counter: int, reset: bool) -> bool:
-        """Was this (initiator, counter) received before? Records it if not."""
+        """Was this (initiator, counter) received before? Records it if not; raises
+        `CounterOutOfWindow` (recording nothing) for a counter beyond the window."""
         w = self.windows.get(node)
+        if w is not None and w.saved is not None:
+            ahead = counter + MAX_COUNTER + 1 - w.saved if reset else counter - w.saved
+            if ahead > self.window:
+                if reset and w.reset_at == counter:
+                    return True  # the reset that started this epoch, again on a late path
+                raise CounterOutOfWindow(node, counter, reset, w.saved, self.window)
         if w is None:
             self.windows[node] = Window(counter, counter if reset else None, None, {counter})
             return False

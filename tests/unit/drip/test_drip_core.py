@@ -193,11 +193,11 @@ def test_the_abort_counter_survives_a_restart() -> None:
 
 
 def test_seen_counters_stop_propagation_and_reset_starts_a_new_epoch() -> None:
-    s = Seen({})
-    assert s.before("n1", 10, False) is False
-    assert s.before("n1", 10, False) is True
-    assert s.before("n1", 9, False) is False  # overtaken by 10, still new once
-    assert s.before("n1", 9, False) is True
+    s, top = Seen({}), 2**64 - 1
+    assert s.before("n1", top - 1, False) is False
+    assert s.before("n1", top - 1, False) is True
+    assert s.before("n1", top - 2, False) is False  # overtaken by top-1, still new once
+    assert s.before("n1", top - 2, False) is True
     assert s.before("n1", 0, True) is False  # wrapped: reset flag makes 0 new
     assert s.before("n1", 0, True) is True  # the same reset seen again on another path
     assert s.before("n1", 1, False) is False

@@ -1,0 +1,77 @@
+"""The counter window (issue 26 item 5): one far-ahead counter must not silence an initiator."""
+
+from __future__ import annotations
+
+import pytest
+
+from nodes.common.effects import Emit, Persist, Send
+from nodes.drip import codec
+from nodes.drip.codec import Update
+from nodes.drip.core import Answer, CoreConfig, DripCore, Inbound
+from nodes.drip.seen import MAX_COUNTER, CounterOutOfWindow, Seen
+
+
+def test_a_counter_beyond_the_window_is_refused_and_recorded_nowhere() -> None:
+    s = Seen({"n1": (10, None)}, window=100)
+    with pytest.raises(CounterOutOfWindow, match="more than 100 ahead of the last accepted"):
+        s.before("n1", MAX_COUNTER - 1, False)
+    assert s.row("n1") == ("n1", 10, None)
+    assert s.before("n1", 11, False) is False  # the real next one is still new
+    assert s.before("n1", 111, False) is False  # exactly the window ahead of 11: taken
+    with pytest.raises(CounterOutOfWindow):
+        s.before("n1", 212, False)
+
+
+def test_a_reset_is_taken_only_near_the_wrap_around() -> None:
+    s = Seen({"n1": (5, None)}, window=100)
+    with pytest.raises(CounterOutOfWindow, match="a reset"):
+        s.before("n1", 0, True)  # would wipe the history: not a wrap-around
+    assert s.before("n1", 5, False) is True
+    near = Seen({"n1": (MAX_COUNTER - 10, None)}, window=100)
+    assert near.before("n1", 0, True) is False  # the wrap-around
+    assert near.before("n1", 0, True) is True  # the same reset on another path
+    for c in range(1, 150):
+        assert near.before("n1", c, False) is False
+    assert near.before("n1", 0, True) is True  # a late copy of that reset: still a duplicate
+    _, saved, reset_at = near.row("n1")
+    restored = Seen({"n1": (saved, reset_at)}, window=100)  # what a restart loads
+    assert restored.before("n1", 149, False) is True
+    assert restored.before("n1", 150, False) is False
+
+
+def test_a_bad_window_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        Seen({}, window=0)
+
+
+def test_a_poisoned_voting_is_answered_400_and_the_initiator_survives_a_restart() -> None:
+    c = DripCore("n2", ["n1", "n3"], cfg=CoreConfig(counter_window=1000))
+    c.start(0)
+    c.on_message(Inbound("n1", 1), codec.Voting("n1", 10, False, Update("u1", "k", 1)), 0)
+    eff = c.on_message(Inbound("n3", 2), codec.Voting(
+        "n1", MAX_COUNTER - 1, False, Update("u2", "k2", 1)), 1)
+    assert eff[-1].msg.status == 400 and "counter window" in eff[-1].msg.body["error"]
+    assert not [e for e in eff if isinstance(e, Persist)]
+    assert not [e for e in eff if isinstance(e, Send) and not isinstance(e.msg, Answer)]
+    (ev,) = [e for e in eff if isinstance(e, Emit)]
+    assert ev.type == "refused" and ev.fields["reason"] == "counter-window"
+    assert c.refusals.snapshot() == {"counter-window": 1}
+    assert c.d.counters["n1"][0] == 10
+    again = DripCore("n2", ["n1", "n3"], c.d, CoreConfig(counter_window=1000))  # a restart
+    again.start(5)
+    eff = again.on_message(Inbound("n1", 3), codec.Voting(
+        "n1", 11, False, Update("u3", "k", 2)), 5)
+    (vote,) = [e for e in eff if isinstance(e, Emit) and e.type == "vote"]
+    assert vote.fields["vote"] == "yes"  # handled, not taken for a duplicate
+    assert eff[-1].msg == Answer(200, {"ok": True})
+
+
+def test_a_poisoned_commit_changes_nothing() -> None:
+    c = DripCore("n2", ["n1", "n3"], cfg=CoreConfig(counter_window=1000))
+    c.start(0)
+    c.on_message(Inbound("n1", 1), codec.Voting("n1", 10, False, Update("u1", "k", 1)), 0)
+    before = (dict(c.d.kv), set(c.members))
+    eff = c.on_message(Inbound("n3", 2), codec.Commit(
+        "n1", 5000, False, Update("u9", "k9", 1), 1), 1)
+    assert eff[-1].msg.status == 400
+    assert (dict(c.d.kv), set(c.members)) == before
