@@ -61,3 +61,35 @@ def test_fake_members_add_nobody_and_block_nothing_across_a_restart(tmp_path: Pa
         asyncio.run(go())
     finally:
         m.close()
+
+
+def test_a_poisoned_counter_is_refused_and_the_initiator_still_commits_after_a_restart(
+        tmp_path: Path) -> None:
+    """Issue 26 item 5: a /voting of n1 with counter 2**64-2 is refused 400 (counter-window)
+    and not saved, so after n2 restarts n1's updates still commit."""
+    m = Mesh(tmp_path, 3, options={"jwt_mode": "public"})
+    creds = Creds.load("n1", m.extra["n1"]["tls"], m.extra["n1"]["jwt"])
+    target = DripTarget("n2", "127.0.0.1", m.ports["n2"]["peer"], m.ports["n2"]["client"])
+    (poison,) = [a for a in Burst(creds, IDS, random.Random(3), flood=1).build(target)
+                 if a.kind == "voting-counter-near-max"]
+
+    async def go() -> None:
+        await m.start()
+        async with aiohttp.ClientSession() as s:
+            await m.wait_all_active(s)
+            assert (await m.update(s, "n1", "k", 1, "before"))[0] == 200  # n2 knows n1's counter
+            h = HostileDrip({"n2": creds}, [target], random.Random(1))
+            await h._send(target, poison)
+            assert h.counts()["n2"]["status"]["voting-counter-near-max"] == {"400": 1}
+            assert (await m.state(s, "n2"))["refused_by_core"] == {"counter-window": 1}
+            m.kill("n2")
+            m.start_node("n2")
+            await m.wait_healthy("n2")
+            await m.wait_all_active(s)
+            status, body = await m.update(s, "n1", "k", 2, "after-restart")
+            assert status == 200, body
+
+    try:
+        asyncio.run(go())
+    finally:
+        m.close()
