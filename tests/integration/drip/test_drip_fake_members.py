@@ -81,7 +81,7 @@ def test_a_poisoned_counter_is_refused_and_the_initiator_still_commits_after_a_r
             h = HostileDrip({"n2": creds}, [target], random.Random(1))
             await h._send(target, poison)
             assert h.counts()["n2"]["status"]["voting-counter-near-max"] == {"400": 1}
-            assert (await m.state(s, "n2"))["refused_by_core"] == {"counter-window": 1}
+            assert (await m.state(s, "n2"))["refused"].get("counter-window") == 1
             m.kill("n2")
             m.start_node("n2")
             await m.wait_healthy("n2")
