@@ -19,6 +19,7 @@ import heapq
 import itertools
 import json
 import random
+import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,8 +63,23 @@ class SimNode:
     backlog: list[tuple[Any, Any]] = field(default_factory=list)
 
 
+class RunCap(Exception):
+    """A run went past its cap: more simulated events than ``max_events`` (deterministic: the
+    same schedule and seed hit it at the same event) or past its wall deadline (a backstop
+    for a run whose events are few but slow). Either way the run stops here instead of eating
+    the machine: one message storm once took 2 GB and 3 minutes of a single run."""
+
+    def __init__(self, what: str, limit: float, now: float, events: int) -> None:
+        self.what, self.limit, self.now, self.events = what, limit, now, events
+        super().__init__(f"{what} cap {limit:g} reached at simulated t={now:.3f} s after "
+                         f"{events} events")
+
+
 class Simulation:
-    """Drive the cores made by ``make_core`` for ``ids``; call ``boot`` (or ``boot_all``)."""
+    """Drive the cores made by ``make_core`` for ``ids``; call ``boot`` (or ``boot_all``).
+
+    `cap` bounds one run (simulated events, wall seconds): past either, `run_until` raises
+    `RunCap`. Uncapped by default."""
 
     def __init__(self, ids: Iterable[Any], make_core: MakeCore, *, seed: int = 0,
                  wire: Wire | None = None, latency: float = 0.001, jitter: float = 0.0,
@@ -83,6 +99,11 @@ class Simulation:
         self._q: list[tuple[float, int, str, Any, Any]] = []
         self._seq = itertools.count()
         self._tokens = itertools.count()
+        self.processed = 0
+        self.max_events: int | None = None
+        self.wall_deadline: float | None = None
+        self.wall_cap_s = 0.0
+        self.event_cap = 0
 
     # ---- the clock
     def _push(self, at: float, kind: str, node: Any, data: Any) -> int:
@@ -95,6 +116,12 @@ class Simulation:
         while self._q and self._q[0][0] <= t:
             at, seq, kind, node, data = heapq.heappop(self._q)
             self.now = max(self.now, at)
+            self.processed += 1
+            if self.max_events is not None and self.processed > self.max_events:
+                raise RunCap("event", self.event_cap, self.now, self.processed)
+            if (self.wall_deadline is not None and not self.processed & 1023
+                    and time.monotonic() > self.wall_deadline):
+                raise RunCap("wall-time", self.wall_cap_s, self.now, self.processed)
             n = self.nodes[node]
             if kind == "boot":
                 if n.boot == data and not n.up:
@@ -118,6 +145,14 @@ class Simulation:
             elif kind == "call":
                 data()
         self.now = max(self.now, t)
+
+    def cap(self, max_events: int | None, wall_s: float | None) -> None:
+        """From now on, stop with `RunCap` after ``max_events`` more events or ``wall_s``
+        wall seconds (checked every 1024 events), whichever comes first."""
+        self.max_events = None if max_events is None else self.processed + max_events
+        self.event_cap = max_events or 0
+        self.wall_cap_s = wall_s or 0.0
+        self.wall_deadline = None if wall_s is None else time.monotonic() + wall_s
 
     def run_for(self, dt: float) -> None:
         self.run_until(self.now + dt)

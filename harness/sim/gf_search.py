@@ -24,8 +24,17 @@ from checkers.raft import (
     vote_safety,
 )
 from checkers.result import Result
+from harness.sim.driver import RunCap
 from harness.sim.garlicfarm import GfSim, app_entry
-from harness.sim.search import Outcome, Step, Target
+from harness.sim.search import (
+    MAX_EVENTS,
+    STORM_MSGS_PER_S,
+    WALL_CAP_S,
+    Outcome,
+    Step,
+    Target,
+    cap_witness,
+)
 from nodes.garlicfarm.codec import (
     ClusterServer,
     LogEntry,
@@ -154,7 +163,14 @@ class _Run:
             return {"kind": "no-leader-after-heal", "message":
                     f"no leader {SETTLE_S:g} s after the last heal", "witness": {"t": sim.now}}
         token = sim.client_request(lead, _write("final"))
+        sent = sim.sent
         sim.run_for(SETTLE_S)
+        rate = (sim.sent - sent) / SETTLE_S
+        if rate > STORM_MSGS_PER_S:
+            return {"kind": "message-storm", "message":
+                    f"{rate:.0f} messages per simulated second after the last heal (more than "
+                    f"{STORM_MSGS_PER_S}): a retry loop at network speed",
+                    "witness": {"leader": lead, "t": sim.now}}
         resp = sim.replies.get(token)
         self.ops.append({"t": round(sim.now, 6), "f": "write", "value": "final", "node": lead,
                          "token": token, "accepted": getattr(resp, "accepted", None)})
@@ -181,11 +197,16 @@ class _Run:
 def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     """Run ``schedule`` on a fresh 5-server cluster and judge it."""
     r = _Run(seed, bugs)
-    r.sim.wait_leader()
-    for s in schedule:
-        r.step(s)
-    r.heal_all()
-    stuck = r.progress()
+    r.sim.cap(MAX_EVENTS, WALL_CAP_S)
+    stuck: dict[str, Any] | None
+    try:
+        r.sim.wait_leader()
+        for s in schedule:
+            r.step(s)
+        r.heal_all()
+        stuck = r.progress()
+    except RunCap as e:
+        stuck = cap_witness(e)
     r.replies()
     obs = r.observations()
     witness: list[dict[str, Any]] = []

@@ -23,6 +23,23 @@ if TYPE_CHECKING:
 
 Step = list[Any]  # [kind, dt_ms, a, b]
 
+#: per-run caps (`Simulation.cap`): a 5-server Garlic Farm run of 24 steps processes ~2,000
+#: events; a message storm (a retry loop at network speed, multiplied by duplication) grows
+#: without bound, so past these a run stops and fails as a storm instead of eating the machine
+MAX_EVENTS = 100_000
+WALL_CAP_S = 20.0
+#: after the last heal, more messages than this per simulated second (the whole cluster) is a
+#: storm: a correct 5-server cluster sends ~60/s in heartbeats
+STORM_MSGS_PER_S = 2_000
+
+
+def cap_witness(e: Exception) -> dict[str, Any]:
+    """The witness of a run stopped by its cap (`harness.sim.driver.RunCap`)."""
+    return {"checker": "liveness", "kind": f"{getattr(e, 'what', 'run')}-cap",
+            "message": f"runaway run: {e} (a message storm or a retry loop; the run is "
+                       f"stopped so one schedule cannot eat the machine)",
+            "witness": {"t": getattr(e, "now", None), "events": getattr(e, "events", None)}}
+
 
 @dataclass
 class Outcome:

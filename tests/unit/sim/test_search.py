@@ -77,3 +77,39 @@ def test_bad_input_is_a_usage_error(tmp_path: Path) -> None:
     assert budget("2m") == 120 and budget("60s") == 60
     with pytest.raises(Exception, match="not a budget"):
         budget("soon")
+
+
+#: commit-without-majority leaves a follower whose committed entry the leader's log contradicts:
+#: the leader retries at network speed for ever, and duplication multiplies the retries
+STORM = [["partition", 197, 0, 0], ["partition", 272, 0, 0], ["partition", 281, 0, 4],
+         ["restart", 223, 4, 3], ["delay", 106, 1, 3], ["write", 209, 0, 0],
+         ["restart", 399, 3, 1], ["partition", 191, 1, 2], ["dup", 218, 3, 0],
+         ["heal", 59, 2, 4], ["partition", 200, 2, 1]]
+
+
+def test_a_retry_storm_after_the_last_heal_is_a_liveness_failure() -> None:
+    assert run(STORM, 1, ()).ok
+    out = run(STORM, 1, ("commit-without-majority",))
+    assert "message-storm" in {w["kind"] for w in out.witness}
+
+
+def test_a_runaway_run_stops_at_its_event_cap_and_fails_the_same_way_twice(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.sim.gf_search as gf
+
+    monkeypatch.setattr(gf, "MAX_EVENTS", 20_000)  # the storm passes 100,000 too, slower
+    sched = [*STORM[:-1], ["dup", 10, 4, 0], ["delay", 10, 0, 0], ["write", 400, 0, 0]]
+    a = run(sched, 1, ("commit-without-majority",))
+    assert "event-cap" in {w["kind"] for w in a.witness}
+    assert a.sim_seconds < 5  # stopped long before the schedule's end
+    assert run(sched, 1, ("commit-without-majority",)).trace == a.trace
+
+
+def test_the_wall_time_cap_stops_a_run_between_events() -> None:
+    from harness.sim.driver import RunCap
+    from harness.sim.garlicfarm import GfSim
+
+    sim = GfSim((1, 2, 3), seed=1)
+    sim.cap(None, 0.0)
+    with pytest.raises(RunCap, match="wall-time cap"):
+        sim.run_for(600.0)
