@@ -19,7 +19,6 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "spark": ("pyspark",),
     "docker": ("docker",),
     "ssh": ("paramiko",),
-    "test": ("hypothesis",),
 }
 
 

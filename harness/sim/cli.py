@@ -50,10 +50,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         raise _usage(f"{t.name} has no bug mode {', '.join(bad)}; choose from "
                          f"{', '.join(t.bugs)}")
     bugs = tuple(a.bug)
-    try:
-        from harness.sim.search import search
-    except ImportError as e:
-        raise _usage(f"the search needs hypothesis ({e}): pip install -e '.[dev]'") from e
+    from harness.sim.search import search  # hypothesis: imported only when a search runs
     print(f"searching {t.name} schedules, seed {a.seed}, bug {','.join(bugs) or '(none)'}, "
           f"budget {a.budget:g} s", file=sys.stderr)
     found = search(t, a.seed, bugs, a.budget, shrink_s=a.shrink)

@@ -16,10 +16,10 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from hypothesis import strategies as st
+from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import strategies as st
 
 Step = list[Any]  # [kind, dt_ms, a, b]
 
@@ -67,8 +67,6 @@ class OutOfBudget(Exception):
 
 
 def schedules(kinds: tuple[str, ...], max_steps: int = 24) -> st.SearchStrategy[list[Step]]:
-    from hypothesis import strategies as st  # a dev dependency: replaying needs none
-
     step = st.tuples(st.sampled_from(kinds), st.integers(0, 400), st.integers(0, 4),
                      st.integers(0, 4)).map(list)
     return st.lists(step, max_size=max_steps)
@@ -107,8 +105,6 @@ def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
         if bad and not first:
             first.append(time.monotonic() - start)
         return bad
-
-    from hypothesis import HealthCheck, Phase, find, settings
 
     cfg = settings(database=None, deadline=None, max_examples=10**9, derandomize=False,
                    phases=(Phase.generate, Phase.shrink),
