@@ -6,6 +6,13 @@ Garlic Farm: 5 servers, a client write to the leader every ``--interval`` simula
 every ``--interval`` round robin. Each figure is the median of ``--repeat`` runs.
 
     .venv/bin/python -m bench.bench_sim --seconds 60 --interval 0.02
+
+``--bug-table``: instead, for every bug mode of every search target (``--only`` narrows),
+search ``--seeds`` seeds from a random start and print the median wall time to the first
+failure and the median shrunk schedule size (``--budget`` wall seconds a seed to find,
+``--shrink`` to shrink; a seed that finds nothing within its budget counts as not found).
+
+    .venv/bin/python -m bench.bench_sim --bug-table --seeds 5 --budget 60 --shrink 20
 """
 
 from __future__ import annotations
@@ -70,14 +77,51 @@ def sds(seconds: float, interval: float, seed: int) -> tuple[float, int]:
 BENCHES = {"garlicfarm": garlicfarm, "swim": swim, "sds": sds}
 
 
+def bug_table(only: list[str] | None, seeds: int, budget_s: float, shrink_s: float,
+              bugs: list[str] | None = None) -> None:
+    """One row per (protocol, bug mode): found/seeds, median seconds to the first failure
+    (over the seeds that found it), median shrunk size, the witness kinds seen."""
+    from harness.sim.cli import targets
+    from harness.sim.search import search
+
+    print(f"{'protocol':<11} {'bug mode':<26} found  median first-failure s  "
+          f"shrunk steps  witness kinds")
+    for name, t in sorted(targets().items()):
+        if only and name not in only:
+            continue
+        for bug in t.bugs:
+            if bugs and bug not in bugs:
+                continue
+            times, sizes, kinds = [], [], set()
+            for seed in range(1, seeds + 1):
+                f = search(t, seed, (bug,), budget_s, shrink_s=shrink_s)
+                if f is not None:
+                    times.append(f.first_failure_s)
+                    sizes.append(len(f.schedule))
+                    kinds |= {w.get("kind", "?") for w in f.outcome.witness}
+            med = f"{statistics.median(times):.1f}" if times else "-"
+            size = f"{statistics.median(sizes):g}" if sizes else "-"
+            print(f"{name:<11} {bug:<26} {len(times)}/{seeds}  {med:>22}  {size:>12}  "
+                  f"{','.join(sorted(kinds))}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=60.0, help="simulated seconds per run")
     ap.add_argument("--interval", type=float, default=0.02, help="seconds between client ops")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", choices=sorted(BENCHES), action="append")
+    ap.add_argument("--only", action="append", help="one protocol (repeatable)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--bug-table", action="store_true",
+                    help="time the search to find each bug mode instead (see above)")
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--budget", type=float, default=60.0)
+    ap.add_argument("--shrink", type=float, default=20.0)
+    ap.add_argument("--bug", action="append", help="only this bug mode (repeatable)")
     a = ap.parse_args()
+    if a.bug_table:
+        bug_table(a.only, a.seeds, a.budget, a.shrink, a.bug)
+        return
     out = {}
     for name in a.only or BENCHES:
         walls, work = [], 0

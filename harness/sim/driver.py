@@ -61,6 +61,9 @@ class SimNode:
     timers: dict[Hashable, tuple[float, int]] = field(default_factory=dict)
     durable: list[Persist] = field(default_factory=list)
     backlog: list[tuple[Any, Any]] = field(default_factory=list)
+    #: records written but not yet fsynced (only a node whose `Simulation.buffers` says so:
+    #: a bug mode that acknowledges before its fsync); a crash loses them
+    unsynced: list[Persist] = field(default_factory=list)
 
 
 class RunCap(Exception):
@@ -188,10 +191,13 @@ class Simulation:
         self._input(n, lambda c, now: c.start(now))
 
     def crash(self, i: Any) -> None:
-        """Kill node ``i``: memory, timers and what is in flight to it are lost; its durable
-        records stay for ``restart``."""
+        """Kill node ``i``: memory, timers, what is in flight to it and its un-fsynced records
+        (`buffers`) are lost; its durable records stay for ``restart``."""
         n = self.nodes[i]
+        if n.unsynced:
+            self.trace.append((self.now, "lost-unsynced", i, len(n.unsynced)))
         n.up, n.crashed, n.core, n.timers, n.backlog = False, True, None, {}, []
+        n.unsynced = []
         n.boot += 1
         self.trace.append((self.now, "crash", i))
 
@@ -287,7 +293,14 @@ class Simulation:
             elif isinstance(e, SetTimer):
                 self._set_timer(n, e.name, e.at)
             elif isinstance(e, Persist):
-                n.durable.append(e)
+                flush_s = self.buffers(n, e)
+                if flush_s is None:
+                    n.durable.append(e)
+                else:
+                    if not n.unsynced:
+                        self._push(self.now + flush_s, "call", n.id,
+                                   lambda n=n, boot=n.boot: self._fsync(n, boot))
+                    n.unsynced.append(e)
             elif isinstance(e, Reply):
                 self.replies[e.token] = e.value
                 self.trace.append((self.now, "reply", n.id, e.token, e.value))
@@ -296,6 +309,17 @@ class Simulation:
                 self.trace.append((self.now, "emit", n.id, e.type, e.fields))
             else:
                 raise TypeError(f"not an effect of nodes.common.effects: {e!r}")
+
+    def buffers(self, n: SimNode, p: Persist) -> float | None:
+        """None: ``p`` is durable before anything after it (the effects contract). A number:
+        node ``n`` keeps ``p`` in a buffer fsynced that many seconds later (a bug mode that
+        acknowledges before its fsync), so a crash meanwhile loses it."""
+        return None
+
+    def _fsync(self, n: SimNode, boot: int) -> None:
+        if n.boot == boot and n.unsynced:
+            n.durable.extend(n.unsynced)
+            n.unsynced = []
 
     def route(self, src: Any, to: Any, msg: Any) -> list[tuple[Any, Any]]:
         """Where ``Send(to, msg)`` from ``src`` goes: (destination node, the ``peer`` its

@@ -102,6 +102,18 @@ class GfSim(Simulation):
         self.restart(i)
         self.run_until(self.now)
 
+    #: the ``ack-before-fsync`` buffer's flush period here (the server's ``deferred_flush_ms``,
+    #: 60 s by default, shortened so a search's few simulated seconds see both outcomes)
+    DEFERRED_FLUSH_S = 1.0
+
+    def buffers(self, n: Any, p: Persist) -> float | None:
+        """``ack-before-fsync`` keeps log records (append, truncate) in a user-space buffer,
+        as `nodes.garlicfarm.storage` does; term and vote are still fsynced first."""
+        bugs = self.bugs_of.get(n.id, self.bugs)
+        if "ack-before-fsync" in bugs and isinstance(p.record, PersistAppend | PersistTruncate):
+            return self.DEFERRED_FLUSH_S
+        return None
+
     # ---- addresses
     def route(self, src: Any, to: Any, msg: Any) -> list[tuple[Any, Any]]:
         if isinstance(to, Inbound):

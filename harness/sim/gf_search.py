@@ -48,7 +48,8 @@ from nodes.garlicfarm.core import NodeOptions
 IDS = (1, 2, 3, 4, 5)
 KINDS = ("partition", "heal", "crash", "restart", "pause", "resume", "loss", "dup", "delay",
          "write", "add", "remove")
-BUGS = ("unsafe-config-change", "commit-without-majority", "forget-vote")
+BUGS = ("unsafe-config-change", "commit-without-majority", "forget-vote", "sync-loop",
+        "ack-before-fsync")
 CHECKS = (election_safety, vote_safety, state_machine_safety, committed_not_lost,
           membership_safety)
 SETTLE_S = 3.0  # after the last heal: five times the longest election timeout (0.6 s)

@@ -113,3 +113,33 @@ def test_the_wall_time_cap_stops_a_run_between_events() -> None:
     sim.cap(None, 0.0)
     with pytest.raises(RunCap, match="wall-time cap"):
         sim.run_for(600.0)
+
+
+def _write_req() -> object:
+    from harness.sim.garlicfarm import app_entry
+    from nodes.garlicfarm.codec import MsgType, Request
+
+    return Request(MsgType.CLIENT_REQUEST, 0, 0, 0, entries=(app_entry(1),))
+
+
+def test_ack_before_fsync_records_are_lost_by_a_crash_before_their_flush() -> None:
+    from harness.sim.garlicfarm import GfSim
+
+    sim = GfSim((1, 2, 3), seed=1, bugs=("ack-before-fsync",))
+    lead = sim.wait_leader()
+    f = next(i for i in (1, 2, 3) if i != lead)
+    sim.client_request(lead, _write_req())
+    sim.run_for(0.05)
+    assert sim.nodes[f].unsynced  # the entry: acknowledged, not fsynced
+    sim.crash(f)
+    sim.restart(f)
+    sim.run_for(0.01)
+    assert ("lost-unsynced", f) in {(t[1], t[2]) for t in sim.trace if len(t) > 2}
+    sim.run_for(GfSim.DEFERRED_FLUSH_S * 2)
+    assert not sim.nodes[f].unsynced and sim.nodes[f].durable  # flushed in time
+
+
+def test_ack_before_fsync_is_found_where_the_correct_node_survives() -> None:
+    s = [["restart", 320, 0, 1], ["partition", 0, 0, 0], ["restart", 0, 0, 2]]
+    assert run(s, 2, ()).ok
+    assert not run(s, 2, ("ack-before-fsync",)).ok
