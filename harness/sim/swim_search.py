@@ -1,0 +1,103 @@
+"""SWIM as a search target: what each schedule step does to a 5-member `SwimSim`, and how
+its run is judged (the suite's membership convergence check on every member's final view,
+after the last heal and a settle of `SETTLE_S`).
+
+Kinds: ``partition`` (``a`` even: isolate member ``b``; odd: a two/three split), ``heal``,
+``crash``, ``restart``, ``pause``/``resume`` (member ``b``), ``loss`` and ``dup`` (rate
+``a``/10), ``delay`` (latency 2 + 20·``a`` ms, jitter 10·``b`` ms). Not drawn: joins and
+leaves (the group is formed at the start), clock skew (the core reads only the simulated
+clock's intervals), hostile peers.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from checkers.membership import check_convergence
+from harness.sim.driver import RunCap
+from harness.sim.search import MAX_EVENTS, WALL_CAP_S, Outcome, Step, Target, cap_witness
+from harness.sim.swim import SwimSim
+from nodes.swim.core import Options
+
+N = 5
+IDS = tuple(range(1, N + 1))
+KINDS = ("partition", "heal", "crash", "restart", "pause", "resume", "loss", "dup", "delay")
+BUGS = ("no-refutation",)  # no-gossip-retransmit, no-indirect-probes: not found in 25 s
+OPTS = Options(period_s=1.0, probe_timeout_s=0.5, suspicion_mult=4)
+FORM_S = 10.0  # the group forms (every member joined through member 1) before the schedule
+SETTLE_S = 30.0  # after the last heal: a dead verdict, a rejoin and its gossip fit in it
+
+
+def _step(sim: SwimSim, s: Step) -> None:
+    kind, dt, a, b = s
+    sim.run_for(dt / 1000)
+    i = IDS[b % N]
+    if kind == "partition":
+        others = [j for j in IDS if j != i]
+        sim.partition([i], others) if a % 2 == 0 else sim.partition(IDS[:2], IDS[2:])
+    elif kind == "heal":
+        sim.heal()
+    elif kind == "crash" and sim.nodes[i].up:
+        sim.crash(i)
+    elif kind == "restart":
+        sim.restart(i)
+    elif kind == "pause" and sim.nodes[i].up and not sim.nodes[i].paused:
+        sim.pause(i)
+    elif kind == "resume":
+        sim.resume(i)
+    elif kind == "loss":
+        sim.net.loss = a / 10
+    elif kind == "dup":
+        sim.net.dup = a / 10
+    elif kind == "delay":
+        sim.net.latency, sim.net.jitter = 0.002 + 0.02 * a, 0.01 * b
+    if kind in ("loss", "dup", "delay"):
+        sim.trace.append((sim.now, kind, a, b))
+
+
+def _heal_all(sim: SwimSim) -> None:
+    sim.heal()
+    sim.net.loss, sim.net.dup, sim.net.latency, sim.net.jitter = 0.0, 0.0, 0.002, 0.0
+    for i in IDS:
+        if sim.nodes[i].paused:
+            sim.resume(i)
+        if not sim.nodes[i].up:
+            sim.restart(i)
+    sim.trace.append((sim.now, "final-heal"))
+
+
+def _states(sim: SwimSim) -> dict[str, dict[str, Any] | None]:
+    """What each member's /admin/state says of its view (the fields the checker reads)."""
+    out: dict[str, dict[str, Any] | None] = {}
+    for i in IDS:
+        core = sim.cores.get(i)
+        out[f"n{i}"] = None if core is None else {
+            "left": core.left, "capacity": OPTS.capacity,
+            "members": [{**m, "name": f"n{m['id']}"} for m in core.view()]}
+    return out
+
+
+def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
+    """Run ``schedule`` on a freshly formed 5-member group and judge its final views."""
+    sim = SwimSim(N, OPTS, seed=seed, bugs=bugs)
+    sim.cap(MAX_EVENTS, WALL_CAP_S)
+    witness: list[dict[str, Any]] = []
+    try:
+        sim.run_for(FORM_S)
+        for s in schedule:
+            _step(sim, s)
+        _heal_all(sim)
+        sim.run_for(SETTLE_S)
+    except RunCap as e:
+        witness.append(cap_witness(e))
+    if not witness:
+        names = [f"n{i}" for i in IDS]
+        res = check_convergence(_states(sim), names, set(names))
+        if res.valid is False:
+            witness += [{"checker": res.checker, **a.to_json()} for a in res.anomalies]
+    trace = sim.trace_bytes() + json.dumps(witness, sort_keys=True, default=str).encode()
+    return Outcome(not witness, witness, trace, [], sim.now)
+
+
+TARGET = Target("swim", KINDS, BUGS, run)
