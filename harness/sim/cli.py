@@ -54,7 +54,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     from harness.sim.search import search  # hypothesis: imported only when a search runs
     print(f"searching {t.name} schedules, seed {a.seed}, bug {','.join(bugs) or '(none)'}, "
           f"budget {a.budget:g} s", file=sys.stderr)
-    found = search(t, a.seed, bugs, a.budget, shrink_s=a.shrink)
+    found = search(t, a.seed, bugs, a.budget, shrink_s=a.shrink, runs=a.runs,
+                   shrink_runs=a.shrink_runs)
     if found is None:
         print(f"no failing schedule found within {a.budget:g} s")
         return 0
@@ -98,6 +99,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                         "gets as long again at most) (default: 60s)")
     r.add_argument("--shrink", type=budget, default=None,
                    help="wall time to shrink a failure once found (default: as --budget)")
+    r.add_argument("--runs", type=int, default=None, metavar="N",
+                   help="at most N simulated runs to a first failure: unlike --budget the "
+                        "same on any machine (default: no limit)")
+    r.add_argument("--shrink-runs", type=int, default=None, metavar="N",
+                   help="at most N simulated runs to shrink it (default: no limit)")
     r.add_argument("--seed", type=int, default=0, help="seed of the search and the simulation "
                                                        "(default: 0)")
     r.add_argument("--bug", action="append", default=[], metavar="NAME",

@@ -77,17 +77,24 @@ class Found:
     schedule: list[Step]
     outcome: Outcome
     first_failure_s: float
+    first_failure_runs: int  # simulated runs it took to find (the deterministic measure)
     examples: int
     wall_s: float
 
 
 def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
-           max_steps: int = 24, shrink_s: float | None = None) -> Found | None:
+           max_steps: int = 24, shrink_s: float | None = None, runs: int | None = None,
+           shrink_runs: int | None = None) -> Found | None:
     """Draw schedules until one fails or ``budget_s`` wall seconds pass; then shrink it for
-    at most ``shrink_s`` more (default: ``budget_s``), keeping the smallest failing one."""
+    at most ``shrink_s`` more (default: ``budget_s``), keeping the smallest failing one.
+
+    ``runs``/``shrink_runs`` bound the same two phases by simulated runs instead: unlike wall
+    time they do not depend on the machine's load, so a search bounded by them gives the same
+    answer everywhere (the tests use them; wall time stays the backstop)."""
     shrink_for = budget_s if shrink_s is None else shrink_s
     start = time.monotonic()
     first: list[float] = []
+    first_run: list[int] = []  # runs made when the first failure was found
     count = [0]
 
     seen: dict[str, bool] = {}  # hypothesis asks again about a schedule it judged: same answer
@@ -96,14 +103,17 @@ def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
         key = json.dumps(schedule)
         if key in seen:
             return seen[key]
-        if not first and time.monotonic() - start > budget_s:
+        if not first and (time.monotonic() - start > budget_s
+                          or (runs is not None and count[0] >= runs)):
             raise OutOfBudget
-        if first and time.monotonic() - start > first[0] + shrink_for:
+        if first and (time.monotonic() - start > first[0] + shrink_for
+                      or (shrink_runs is not None and count[0] - first_run[0] >= shrink_runs)):
             return False  # shrinking past its share of the budget: keep what we have
         count[0] += 1
         bad = seen[key] = not target.run(schedule, seed, bugs).ok
         if bad and not first:
             first.append(time.monotonic() - start)
+            first_run.append(count[0])
         return bad
 
     cfg = settings(database=None, deadline=None, max_examples=10**9, derandomize=False,
@@ -114,5 +124,5 @@ def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
                         random=random.Random(seed))
     except OutOfBudget:
         return None
-    return Found(schedule, target.run(schedule, seed, bugs), first[0], count[0],
+    return Found(schedule, target.run(schedule, seed, bugs), first[0], first_run[0], count[0],
                  time.monotonic() - start)
