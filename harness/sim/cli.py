@@ -17,9 +17,10 @@ if TYPE_CHECKING:
 def targets() -> dict[str, Target]:
     """Protocols the search can drive (a protocol plugs in with a `Target`)."""
     from harness.sim.gf_search import TARGET as GF
+    from harness.sim.antacid_search import TARGET as ANTACID
     from harness.sim.swim_search import TARGET as SWIM
 
-    return {t.name: t for t in (GF, SWIM)}
+    return {t.name: t for t in (GF, SWIM, ANTACID)}
 
 
 def budget(text: str) -> float:
@@ -93,7 +94,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                        "as a replay file.")
     ss = s.add_subparsers(dest="sim_cmd", required=True, metavar="SUBCOMMAND")
     r = ss.add_parser("run", help="search schedules until one fails or the budget runs out")
-    r.add_argument("protocol", help="garlicfarm or swim")
+    r.add_argument("protocol", help="garlicfarm, swim or antacid")
     r.add_argument("--budget", type=budget, default=60.0,
                    help="wall time to search for a first failure, e.g. 60s or 2m (shrinking "
                         "gets as long again at most) (default: 60s)")

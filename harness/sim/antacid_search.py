@@ -1,0 +1,119 @@
+"""ANTACID as a search target: what each schedule step does to a primary and three replicas
+(`AntacidSim`), and how a run is judged (`checkers.csn_order` plus liveness after heal).
+
+Kinds (server ``b`` counted over ``p, r1, r2, r3``): ``partition`` (shape ``a``: even,
+isolate server ``b``; odd, split ``p r1 | r2 r3``), ``heal``, ``crash``, ``restart``,
+``loss`` and ``dup`` (rate ``a``/10), ``delay`` (latency 1 + 50·``a`` ms, jitter 10·``b``
+ms: above the 0.3 s call timeout a call fails while its answer is still coming, which is how
+a retried submission reaches the primary twice), ``write`` (a two-document group submitted
+at server ``b``, keys chosen by ``a``) and ``read`` (a ReadZone at server ``b``). A bug mode
+is switched on in every server (the bug only bites where its code runs). Clock skew is not
+drawn: the core reads no wall clock for an ordering decision.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from checkers import csn_order
+from harness.sim.antacid import AntacidSim
+from harness.sim.search import Outcome, Step, Target
+from nodes.antacid.core import BUGS
+
+KINDS = ("partition", "heal", "crash", "restart", "loss", "dup", "delay", "write", "read")
+CALL_TIMEOUT_S = 0.3
+SETTLE_S = 20.0  # after the last heal: the reorder timeout (3 s) and pulls (0.5 s) many times
+
+
+class _Run:
+    def __init__(self, seed: int, bugs: tuple[str, ...]) -> None:
+        self.sim = AntacidSim(seed=seed, call_timeout=CALL_TIMEOUT_S,
+                              bugs={n: bugs for n in ("p", "r1", "r2", "r3")})
+        self.names = list(self.sim.topo.servers)
+        self.writes = 0
+
+    def _up(self, n: str) -> bool:
+        return self.sim.nodes[n].up and not self.sim.nodes[n].paused
+
+    def step(self, s: Step) -> None:
+        kind, dt, a, b = s
+        sim = self.sim
+        sim.run_for(dt / 1000)
+        n = self.names[b % len(self.names)]
+        if kind == "partition":
+            if a % 2 == 0:
+                sim.partition([n], [j for j in self.names if j != n])
+            else:
+                sim.partition(self.names[:2], self.names[2:])
+        elif kind == "heal":
+            sim.heal()
+        elif kind == "crash" and sim.nodes[n].up:
+            sim.crash(n)
+        elif kind == "restart" and not sim.nodes[n].up:
+            sim.boot(n)
+        elif kind == "loss":
+            sim.net.loss = a / 10
+            sim.trace.append((sim.now, "loss", sim.net.loss))
+        elif kind == "dup":
+            sim.net.dup = a / 10
+            sim.trace.append((sim.now, "dup", sim.net.dup))
+        elif kind == "delay":
+            sim.net.latency, sim.net.jitter = 0.001 + 0.05 * a, 0.01 * b
+            sim.trace.append((sim.now, "delay", sim.net.latency, sim.net.jitter))
+        elif kind == "write" and self._up(n):
+            self.writes += 1
+            w = self.writes
+            sim.submit(n, (f"blocks:z.k{a % 3}", f"v{w}", "write"),
+                       (f"blocks:z.g{(a + 1) % 3}", f"w{w}", "write"))
+        elif kind == "read" and self._up(n):
+            sim.read(n)
+
+    def heal_all(self) -> None:
+        """The last heal: every fault undone, every server running."""
+        sim = self.sim
+        sim.heal()
+        sim.net.loss, sim.net.dup, sim.net.latency, sim.net.jitter = 0.0, 0.0, 0.001, 0.0
+        for n in self.names:
+            if not sim.nodes[n].up:
+                sim.boot(n)
+        sim.trace.append((sim.now, "final-heal"))
+
+    def progress(self) -> dict[str, Any] | None:
+        """Liveness: after the last heal, a submission at the deepest replica commits. None:
+        it did."""
+        sim = self.sim
+        sim.run_for(SETTLE_S)
+        op = sim.submit(self.names[-1], ("blocks:z.final", "final", "write"))
+        sim.run_for(SETTLE_S)
+        if op["type"] != "ok":
+            return {"kind": "no-progress-after-heal", "message":
+                    f"a submission at {self.names[-1]} had no commit {SETTLE_S:g} s after the "
+                    f"last heal (state {op['type']}, value {op['value']})",
+                    "witness": {"t": sim.now}}
+        return None
+
+
+def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
+    """Run ``schedule`` on a fresh primary and three replicas and judge it."""
+    r = _Run(seed, bugs)
+    for s in schedule:
+        r.step(s)
+    r.heal_all()
+    stuck = r.progress()
+    sim = r.sim
+    history = sim.finish()
+    res = csn_order.check(sim.test(), history, sim.observations())
+    witness: list[dict[str, Any]] = []
+    for child in res.children:
+        if child.valid is False:
+            witness += [{"checker": child.checker, **a.to_json()} for a in child.anomalies]
+    if res.valid is False and not witness:
+        witness.append({"checker": res.checker, "message": res.explain()})
+    if stuck:
+        witness.append({"checker": "liveness", **stuck})
+    trace = sim.trace_bytes() + json.dumps(history, sort_keys=True, default=str).encode()
+    return Outcome(not witness, witness, trace, history, sim.now)
+
+
+TARGET = Target("antacid", KINDS, BUGS, run)

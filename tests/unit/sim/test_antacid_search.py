@@ -1,0 +1,82 @@
+"""The ANTACID search target: correct servers survive a short search, a bug mode is found from
+a random start and shrunk, and its replay file reproduces the run byte for byte.
+
+The search's only budget is wall seconds; a slow machine would make "finds nothing in 6 s"
+cover fewer schedules and a "found" test miss. So the tests bound the search by a count of
+schedules instead (`_counted`: the target raises `OutOfBudget` after N runs) and give the
+wall budget so much slack that it never decides."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.sim import replayfile
+from harness.sim.cli import targets
+from harness.sim.search import Outcome, OutOfBudget, Step, Target, search
+from harness.sim.antacid_search import TARGET, run
+
+pytestmark = pytest.mark.sim
+SLACK_S = 600.0  # wall budget that never decides: the schedule count does
+
+
+def _counted(target: Target, n: int) -> tuple[Target, list[int]]:
+    """``target`` that ends the search (as an exhausted budget does) after ``n`` runs."""
+    count = [0]
+
+    def bounded(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
+        if count[0] >= n:
+            raise OutOfBudget
+        count[0] += 1
+        return target.run(schedule, seed, bugs)
+
+    return replace(target, run=bounded), count
+
+
+def test_it_is_registered_with_every_core_bug_mode() -> None:
+    assert targets()["antacid"] is TARGET
+    assert set(TARGET.bugs) == {"csn-reused", "skip-csn", "partial-group",
+                                "duplicates-undetected"}
+
+
+def test_a_schedule_runs_the_same_byte_for_byte_and_the_seed_matters() -> None:
+    sched = [["loss", 0, 2, 0], ["delay", 0, 0, 2], ["write", 0, 1, 2], ["partition", 50, 1, 0], ["write", 10, 2, 1],
+             ["crash", 30, 0, 0], ["heal", 200, 0, 0], ["restart", 5, 0, 0]]
+    a, b, c = run(sched, 4, ()), run(sched, 4, ()), run(sched, 5, ())
+    assert a.trace == b.trace and a.trace != c.trace
+    assert a.ok, a.witness  # loss and jitter draw from the seed: another seed, another run
+    assert sum(op["f"] == "submit" and op["type"] == "ok" for op in a.ops) >= 2
+
+
+def test_a_search_of_correct_antacid_over_40_schedules_finds_nothing() -> None:
+    t, count = _counted(TARGET, 40)
+    assert search(t, 5, (), budget_s=SLACK_S) is None
+    assert count[0] == 40
+
+
+def test_partial_group_is_found_shrunk_and_replayed(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    t, count = _counted(TARGET, 400)
+    found = search(t, 0, ("partial-group",), budget_s=SLACK_S, shrink_s=SLACK_S)
+    assert found is not None, "not found within 400 schedules"
+    assert len(found.schedule) <= 3 and any(s[0] == "write" for s in found.schedule)
+    assert {w["checker"] for w in found.outcome.witness} >= {"group-atomic"}
+
+    out = tmp_path / "r.json"
+    replayfile.write(out, replayfile.record("antacid", 0, ("partial-group",), found.schedule,
+                                            found.outcome))
+    capsys.readouterr()
+    assert main(["sim", "replay", str(out)]) == 1
+    screen = capsys.readouterr().out
+    assert "reproduced byte for byte" in screen and "partial-group" in screen
+    assert len(screen.splitlines()) < 40
+    assert json.loads(out.read_text())["protocol"] == "antacid"
+
+
+def test_the_cli_refuses_a_bug_mode_antacid_has_not() -> None:
+    assert main(["sim", "run", "antacid", "--bug", "unsafe-config-change",
+                 "--budget", "1s"]) == 254
