@@ -70,14 +70,7 @@ class _Run:
             sim.read(n)
 
     def heal_all(self) -> None:
-        """The last heal: every fault undone, every server running."""
-        sim = self.sim
-        sim.heal()
-        sim.net.loss, sim.net.dup, sim.net.latency, sim.net.jitter = 0.0, 0.0, 0.001, 0.0
-        for n in self.names:
-            if not sim.nodes[n].up:
-                sim.boot(n)
-        sim.trace.append((sim.now, "final-heal"))
+        self.sim.heal_everything(self.names, latency=0.001)
 
     def progress(self) -> dict[str, Any] | None:
         """Liveness: after the last heal, a submission at the deepest replica commits. None:

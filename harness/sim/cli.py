@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 
 def targets() -> dict[str, Target]:
     """Protocols the search can drive (a protocol plugs in with a `Target`)."""
-    from harness.sim.gf_search import TARGET as GF
     from harness.sim.antacid_search import TARGET as ANTACID
+    from harness.sim.gf_search import TARGET as GF
     from harness.sim.swim_search import TARGET as SWIM
 
     return {t.name: t for t in (GF, SWIM, ANTACID)}

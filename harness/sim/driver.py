@@ -233,6 +233,18 @@ class Simulation:
         self.net.heal()
         self.trace.append((self.now, "heal"))
 
+    def heal_everything(self, ids: Iterable[Any], latency: float) -> None:
+        """A search run's last heal: every fault undone and every node of ``ids`` running, so
+        what follows judges recovery (liveness), not the faults."""
+        self.heal()
+        self.net.loss, self.net.dup, self.net.latency, self.net.jitter = 0.0, 0.0, latency, 0.0
+        for i in ids:
+            if self.nodes[i].paused:
+                self.resume(i)
+            if not self.nodes[i].up:
+                self.restart(i)
+        self.trace.append((self.now, "final-heal"))
+
     @property
     def down(self) -> set[Any]:
         """Nodes crashed (and not restarted) or paused; a node yet to boot is not down."""

@@ -144,16 +144,7 @@ class _Run:
             self._request(kind, _server_req(kind, IDS[a % len(IDS)]), IDS[a % len(IDS)])
 
     def heal_all(self) -> None:
-        """The last heal: every fault undone, every server running."""
-        sim = self.sim
-        sim.heal()
-        sim.net.loss, sim.net.dup, sim.net.latency, sim.net.jitter = 0.0, 0.0, 0.001, 0.0
-        for i in IDS:
-            if sim.nodes[i].paused:
-                sim.resume(i)
-            if not sim.nodes[i].up:
-                sim.restart(i)
-        sim.trace.append((sim.now, "final-heal"))
+        self.sim.heal_everything(IDS, latency=0.001)
 
     def progress(self) -> dict[str, Any] | None:
         """Liveness: after the last heal, a write is committed by a leader. None: it was."""

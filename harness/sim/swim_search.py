@@ -56,17 +56,6 @@ def _step(sim: SwimSim, s: Step) -> None:
         sim.trace.append((sim.now, kind, a, b))
 
 
-def _heal_all(sim: SwimSim) -> None:
-    sim.heal()
-    sim.net.loss, sim.net.dup, sim.net.latency, sim.net.jitter = 0.0, 0.0, 0.002, 0.0
-    for i in IDS:
-        if sim.nodes[i].paused:
-            sim.resume(i)
-        if not sim.nodes[i].up:
-            sim.restart(i)
-    sim.trace.append((sim.now, "final-heal"))
-
-
 def _states(sim: SwimSim) -> dict[str, dict[str, Any] | None]:
     """What each member's /admin/state says of its view (the fields the checker reads)."""
     out: dict[str, dict[str, Any] | None] = {}
@@ -87,7 +76,7 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
         sim.run_for(FORM_S)
         for s in schedule:
             _step(sim, s)
-        _heal_all(sim)
+        sim.heal_everything(IDS, latency=0.002)
         sim.run_for(SETTLE_S)
     except RunCap as e:
         witness.append(cap_witness(e))

@@ -1,40 +1,25 @@
 """The ANTACID search target: correct servers survive a short search, a bug mode is found from
 a random start and shrunk, and its replay file reproduces the run byte for byte.
 
-The search's only budget is wall seconds; a slow machine would make "finds nothing in 6 s"
-cover fewer schedules and a "found" test miss. So the tests bound the search by a count of
-schedules instead (`_counted`: the target raises `OutOfBudget` after N runs) and give the
-wall budget so much slack that it never decides."""
+The tests bound the search by simulated runs (`runs`, `shrink_runs`), not wall seconds: a
+slow machine would make "finds nothing in 6 s" cover fewer schedules and a "found" test miss.
+The wall budget gets so much slack that it never decides."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from harness.cli import main
 from harness.sim import replayfile
-from harness.sim.cli import targets
-from harness.sim.search import Outcome, OutOfBudget, Step, Target, search
 from harness.sim.antacid_search import TARGET, run
+from harness.sim.cli import targets
+from harness.sim.search import search
 
 pytestmark = pytest.mark.sim
 SLACK_S = 600.0  # wall budget that never decides: the schedule count does
-
-
-def _counted(target: Target, n: int) -> tuple[Target, list[int]]:
-    """``target`` that ends the search (as an exhausted budget does) after ``n`` runs."""
-    count = [0]
-
-    def bounded(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
-        if count[0] >= n:
-            raise OutOfBudget
-        count[0] += 1
-        return target.run(schedule, seed, bugs)
-
-    return replace(target, run=bounded), count
 
 
 def test_it_is_registered_with_every_core_bug_mode() -> None:
@@ -53,15 +38,13 @@ def test_a_schedule_runs_the_same_byte_for_byte_and_the_seed_matters() -> None:
 
 
 def test_a_search_of_correct_antacid_over_40_schedules_finds_nothing() -> None:
-    t, count = _counted(TARGET, 40)
-    assert search(t, 5, (), budget_s=SLACK_S) is None
-    assert count[0] == 40
+    assert search(TARGET, 5, (), budget_s=SLACK_S, runs=40) is None
 
 
 def test_partial_group_is_found_shrunk_and_replayed(tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    t, count = _counted(TARGET, 400)
-    found = search(t, 0, ("partial-group",), budget_s=SLACK_S, shrink_s=SLACK_S)
+    found = search(TARGET, 0, ("partial-group",), budget_s=SLACK_S, shrink_s=SLACK_S, runs=400,
+                   shrink_runs=200)
     assert found is not None, "not found within 400 schedules"
     assert len(found.schedule) <= 3 and any(s[0] == "write" for s in found.schedule)
     assert {w["checker"] for w in found.outcome.witness} >= {"group-atomic"}
