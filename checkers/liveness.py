@@ -21,6 +21,9 @@ Items and "held", per protocol (``PROTOCOLS``):
 * SDS: item = a content message (``send``/``deliver`` event, by ``id``). Bound =
   max(``t_max_ms``, ``resend_possibly_ms``) + 2 x ``sync_interval_ms`` (a missed message is
   learned from a sync's causal history and repaired before T_max).
+* ANTACID: item = a CSN (the primary's ``commit`` event); a node holds CSN ``c`` once it
+  committed, applied or zone-transferred a CSN ``>= c``. Bound = nodes x ``pull_interval`` +
+  2 x ``propagate_retry`` + 1 s (one pull round per hop down the deepest chain).
 * SWIM: no items; progress is convergence: the final views (``checkers.membership``'s
   convergence rule) are judged only if the run went on for ``bound`` after the heal. Bound =
   (``suspicion_mult`` + 1) x ``period_s`` (a suspicion times out or is refuted in that time).
@@ -100,29 +103,37 @@ def live_nodes(observations: Obs) -> list[str]:
 # --------------------------------------------------------------------------- items per protocol
 
 
-def raft_held(events: dict[str, list[dict[str, Any]]]) -> Held:
-    """Committed indexes: first ``commit`` anywhere; a node holds ``i`` from the first
-    ``apply`` (or installed/compacted ``snapshot``) at an index ``>= i``."""
-    first: dict[Any, float] = {}
-    reach: dict[str, tuple[list[int], list[float]]] = {}
-    for node, evs in events.items():
-        top, maxes, times = 0, [], []
-        for e in sorted(evs, key=lambda e: e["ht"]):
-            if e.get("type") == "commit" and "index" in e:
-                i = int(e["index"])
-                first[i] = min(first.get(i, e["ht"]), e["ht"])
-            idx = (e.get("index") if e.get("type") == "apply"
-                   else e.get("last_index") if e.get("type") == "snapshot" else None)
-            if idx is not None and int(idx) > top:
-                top = int(idx)
-                maxes.append(top)
-                times.append(e["ht"])
-        reach[node] = (maxes, times)
-    held: Held = {"": first}
-    for node, (maxes, times) in reach.items():
-        held[node] = {i: times[k] for i in first
-                      if (k := bisect.bisect_left(maxes, i)) < len(maxes)}
+def prefix_held(first_type: str, key: str, reach_by: dict[str, str]
+                ) -> Callable[[dict[str, list[dict[str, Any]]]], Held]:
+    """Items numbered in one sequence: first seen at a ``first_type`` event's ``key``; a node
+    holds ``i`` from its first event of a type in ``reach_by`` whose field reaches ``>= i``."""
+    def held(events: dict[str, list[dict[str, Any]]]) -> Held:
+        first: dict[Any, float] = {}
+        reach: dict[str, tuple[list[int], list[float]]] = {}
+        for node, evs in events.items():
+            top, maxes, times = 0, [], []
+            for e in sorted(evs, key=lambda e: e["ht"]):
+                if e.get("type") == first_type and e.get(key) is not None:
+                    i = int(e[key])
+                    first[i] = min(first.get(i, e["ht"]), e["ht"])
+                field = reach_by.get(str(e.get("type")))
+                idx = e.get(field) if field else None
+                if idx is not None and int(idx) > top:
+                    top = int(idx)
+                    maxes.append(top)
+                    times.append(e["ht"])
+            reach[node] = (maxes, times)
+        out: Held = {"": first}
+        for node, (maxes, times) in reach.items():
+            out[node] = {i: times[k] for i in first
+                         if (k := bisect.bisect_left(maxes, i)) < len(maxes)}
+        return out
     return held
+
+
+#: Raft: committed indexes, held from the first ``apply`` (or installed/compacted
+#: ``snapshot``) at an index ``>= i``
+raft_held = prefix_held("commit", "index", {"apply": "index", "snapshot": "last_index"})
 
 
 def _keyed(types: tuple[str, ...], key: str) -> Callable[[dict[str, list[dict[str, Any]]]], Held]:
@@ -164,6 +175,12 @@ def _sds_bound(test: Test) -> float:
             + 2 * _opt(test, "sync_interval_ms", 500)) / 1000
 
 
+def _antacid_bound(test: Test) -> float:
+    n = len(test.get("nodes") or []) or 6
+    return (n * _opt(test, "pull_interval", 1.0) + 2 * _opt(test, "propagate_retry", 0.5)
+            + 1.0)
+
+
 def _swim_bound(test: Test) -> float:
     return (_opt(test, "suspicion_mult", 4) + 1) * _opt(test, "period_s", 0.5)
 
@@ -174,6 +191,9 @@ PROTOCOLS: dict[str, Protocol] = {
     "drip": Protocol("applied update", _keyed(("apply",), "uid"), _drip_bound, ("apply",)),
     "sds": Protocol("content message", _keyed(("send", "deliver"), "id"), _sds_bound,
                     ("send", "deliver")),
+    "antacid": Protocol("committed CSN", prefix_held(
+        "commit", "csn", {"commit": "csn", "apply": "csn", "zone-transfer": "csn"}),
+        _antacid_bound, ("commit", "apply")),
 }
 
 

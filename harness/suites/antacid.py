@@ -14,8 +14,12 @@ a DAG whose edges point down; each node's config gets ``options.primary`` and
 Workload ``updates``: clients submit update groups of one or two documents ``<zone>.d<k>``
 (contents ``c<process>:<seq>``) at the server their thread is bound to (so submissions come in
 at several servers), at a mean rate of ``1 / submit_interval_s`` (default 0.1 s), with a read
-of that server's zone every ``read_every``-th op (default 5). Checked by ``checkers.faults``
-only for now: the ordering checker (issue 28, being written) is wired when it lands.
+of that server's zone every ``read_every``-th op (default 5). A submit completes on its result
+notification (``ok`` with the CSN, ``fail`` with an ARSError code, ``info`` after
+``RESULT_TIMEOUT_S``). Checked by ``checkers.faults``, ``checkers.csn_order`` (the ordering
+checker: the history's submits and reads, each node's journal and final ``ReadZone`` state)
+and ``checkers.liveness`` (every CSN reaches every live replica within its bound after the
+heal).
 """
 
 from __future__ import annotations
@@ -26,15 +30,18 @@ from typing import Any
 
 import networkx as nx
 
-from checkers import faults
+from checkers import csn_order, faults, liveness
 from faults.hostile import HostileDef
 from harness import generators as g
 from harness.spec import DefiniteFailure, NodeAddr, ProtocolDef, TestSpec, Workload
 from nodes.antacid import hostile
-from nodes.antacid.client import AntacidClient, AntacidRefused
+from nodes.antacid.client import AntacidClient, AntacidRefused, AntacidUnavailable
 from nodes.antacid.core import BUGS
 
 ZONE = "zone.test"
+#: how long a submit waits for its result notification: under the runner's default 5 s op
+#: timeout, so an unanswered submission is ``info`` with its GlobalSubmitID kept
+RESULT_TIMEOUT_S = 4.0
 
 DEFAULT_OPTIONS: dict[str, Any] = {
     "zone": ZONE,
@@ -104,27 +111,41 @@ def _node_extra(spec: TestSpec, _i: int, _run_dir: Path) -> dict[str, Any]:
 
 
 class _Client:
-    """One harness process's client: ``submit`` is ``ok`` with the GlobalSubmitID once the
-    server holds it; an ARSError is ``fail``; silence is ``info`` (the runner's op timeout).
-    ``read`` returns the server's zone (last CSN and document contents)."""
+    """One harness process's client. ``submit`` waits for the result notification: ``ok``
+    with the CSN once committed; an ARSError (at submission or in the notification) is
+    ``fail`` with its code; no notification within ``result_timeout_s`` is ``info`` (the
+    GlobalSubmitID kept). Values are the checker's shape (docs/antacid.md, "Checker
+    evidence"). ``read`` returns the server's ``ReadZone`` answer."""
 
-    def __init__(self, addr: NodeAddr) -> None:
+    def __init__(self, addr: NodeAddr, result_timeout: float) -> None:
         self.node = addr.node
+        self.result_timeout = result_timeout
         self.ars = AntacidClient(addr.host, addr.port, admin_url=addr.admin_url)
 
-    async def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
+    async def _submit(self, docs: dict[str, str]) -> dict[str, Any]:
+        value: dict[str, Any] = {"docs": sorted(docs), "node": self.node}
         try:
-            if op["f"] == "submit":
-                gsid = await self.ars.submit(op["value"])
-                return {"type": "ok", "value": {"docs": op["value"], "node": self.node,
-                                                "incarn": gsid.server.incarn, "ssn": gsid.ssn}}
-            if op["f"] == "read":
-                z = await self.ars.read_zone()
-                return {"type": "ok", "value": {"node": self.node, "last_csn": z["last_csn"],
-                                                "docs": {k: v["content"]
-                                                         for k, v in z["docs"].items()}}}
+            gsid = await self.ars.submit(docs)
         except AntacidRefused as e:
-            raise DefiniteFailure(str(e)) from e
+            return {"type": "fail", "value": {**value, "error": e.error.code}, "error": str(e)}
+        value.update(server=f"{gsid.server.host}:{gsid.server.port}",
+                     incarn=gsid.server.incarn, ssn=gsid.ssn)
+        try:
+            note = await self.ars.result(gsid, self.result_timeout)
+        except AntacidUnavailable as e:
+            return {"type": "info", "value": value, "error": str(e)}
+        if note.error is not None:
+            return {"type": "fail", "value": {**value, "csn": note.csn, "error": note.error.code},
+                    "error": f"ARSError {note.error.code}: {note.error.text}"}
+        return {"type": "ok", "value": {**value, "csn": note.csn, "error": None}}
+
+    async def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
+        if op["f"] == "submit":
+            return await self._submit(op["value"])
+        if op["f"] == "read":
+            z = await self.ars.read_zone()
+            return {"type": "ok", "value": {"node": self.node, "last_csn": z["last_csn"],
+                                            "docs": z["docs"]}}
         raise DefiniteFailure(f"unknown op {op['f']!r}")
 
     async def close(self) -> None:
@@ -134,7 +155,7 @@ class _Client:
 def _client(addr: NodeAddr | None, _process: int) -> _Client:
     if addr is None:
         raise ValueError("the ANTACID client needs a node address")
-    return _Client(addr)
+    return _Client(addr, RESULT_TIMEOUT_S)
 
 
 def _generator(spec: TestSpec) -> g.Generator:
@@ -158,7 +179,8 @@ def _generator(spec: TestSpec) -> g.Generator:
 
 def updates_workload() -> Workload:
     return Workload(client=_client, generator=_generator,
-                    checkers={faults.NAME: faults.check})
+                    checkers={faults.NAME: faults.check, csn_order.NAME: csn_order.check,
+                              liveness.NAME: liveness.check})
 
 
 PROTOCOL = ProtocolDef(

@@ -230,7 +230,7 @@ class AntacidNode(JournalingHost):
         self.topology = topology_of(cfg)
         self.store = Store(cfg.data_dir / STORE_FILE)
         durable = self.store.load(new_incarn=max(1, self.clock.wall_ms()))
-        self.core = ArsCore(cfg.id, self.topology, durable, ars_options(cfg))
+        self.core = ArsCore(cfg.id, self.topology, durable, ars_options(cfg), bugs=cfg.bugs)
         self.loop = CoreLoop(self.core, self, self.clock.monotonic)
         self.answers = Answers()
         self._tokens = itertools.count(1)
@@ -384,7 +384,9 @@ class AntacidNode(JournalingHost):
         d = self.core.durable
         return {"id": self.cfg.id, "zone": self.topology.zone, "primary": self.core.primary,
                 "upstreams": list(self.core.upstreams), "incarn": d.incarn,
-                "last_csn": d.last_csn, "last_ssn": d.last_ssn, "docs": len(d.docs),
+                "last_csn": d.last_csn, "last_ssn": d.last_ssn,
+                # the ReadZone shape: the final state the ordering checker compares
+                "docs": {n: {"content": c, "csn": csn} for n, (c, csn) in d.docs.items()},
                 "log_len": len(d.log), "pending": len(d.pending), "io": dict(self.io),
                 "refused": self.refused.snapshot()}
 
