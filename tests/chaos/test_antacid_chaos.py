@@ -17,6 +17,7 @@ import pytest
 
 from faults import schedules as sch
 from harness.nemesis_generator import from_schedule
+from harness.pytest_plugin import record_run
 from harness.spec import TestSpec
 from harness.suites.antacid import PROTOCOL, _edges
 
@@ -83,4 +84,31 @@ def test_bug_skip_csn_is_caught(chaos_run) -> None:
 def test_bug_partial_group_is_caught(chaos_run) -> None:
     chaos_run(partial(spec, "antacid-bug-partial-group", 4, bugs=["partial-group"],
                       schedule=slow_links(), options={"read_every": 2}),
-              expect="csn-order.group-atomic", min_ok=5)
+              expect="csn-order.group-atomic", anomaly="partial-group", min_ok=5)
+
+
+# ---- the primary killed: unavailability, not inconsistency ----------------------------------
+
+def test_primary_killed_is_unavailability_not_inconsistency(chaos_options, chaos_store,
+                                                            chaos_toxiproxy, request) -> None:
+    """The spec gives the primary no failover: while it is down, submissions get no commit
+    outcome. ``availability`` says so (unknown, with the reason); every safety leaf stays valid
+    on what was committed."""
+    from harness.runner import run
+
+    steps = sch.explicit([(2.0, sch.op("kill", {"node": "n1"})), (3.0, sch.op("restart"))])
+    s = spec("antacid-primary-killed", 4, time_limit=8.0, schedule=steps)
+    chaos_options.apply(s)
+    s.store = s.store or str(chaos_store)
+    res = run(s, toxiproxy_url=chaos_toxiproxy)
+    record_run(request.node, res.seed, res.run_dir.path)
+    avail = res.result.find("csn-order.availability")
+    assert avail is not None and avail.valid == "unknown", avail
+    assert "no commit outcome" in avail.note or "down" in avail.note, avail.note
+    for leaf in ("csn-order", "ssn-order", "group-atomic", "acked-present", "no-double-commit",
+                 "convergence"):
+        r = res.result.find(f"csn-order.{leaf}")
+        assert r is not None and r.valid is True, (leaf, r)
+    assert res.result.find("faults").valid is True
+    acked = res.result.find("csn-order.acked-present").examined["acked"]
+    assert acked >= 5, acked
