@@ -35,7 +35,8 @@ from faults.hostile import HostileDef
 from harness import generators as g
 from harness.spec import DefiniteFailure, NodeAddr, ProtocolDef, TestSpec, Workload
 from nodes.antacid import hostile
-from nodes.antacid.client import AntacidClient, AntacidRefused, AntacidUnavailable
+from nodes.antacid.client import (AntacidClient, AntacidNotSent, AntacidRefused,
+                                  AntacidUnavailable)
 from nodes.antacid.core import BUGS
 
 ZONE = "zone.test"
@@ -113,7 +114,8 @@ def _node_extra(spec: TestSpec, _i: int, _run_dir: Path) -> dict[str, Any]:
 class _Client:
     """One harness process's client. ``submit`` waits for the result notification: ``ok``
     with the CSN once committed; an ARSError (at submission or in the notification) is
-    ``fail`` with its code; no notification within ``result_timeout_s`` is ``info`` (the
+    ``fail`` with its code; no ARS channel (the submission never left) is ``fail`` without
+    one; no notification within ``result_timeout_s`` is ``info`` (the
     GlobalSubmitID kept). Values are the checker's shape (docs/antacid.md, "Checker
     evidence"). ``read`` returns the server's ``ReadZone`` answer."""
 
@@ -128,6 +130,8 @@ class _Client:
             gsid = await self.ars.submit(docs)
         except AntacidRefused as e:
             return {"type": "fail", "value": {**value, "error": e.error.code}, "error": str(e)}
+        except AntacidNotSent as e:  # no channel: the server never saw it
+            return {"type": "fail", "value": {**value, "error": None}, "error": str(e)}
         value.update(server=f"{gsid.server.host}:{gsid.server.port}",
                      incarn=gsid.server.incarn, ssn=gsid.ssn)
         try:

@@ -43,6 +43,10 @@ class AntacidUnavailable(AntacidError):
     """No answer (connection refused or lost, timeout): the outcome is unknown."""
 
 
+class AntacidNotSent(AntacidUnavailable):
+    """No ARS channel could be opened: the submission certainly never left this client."""
+
+
 Docs = Mapping[str, str | None] | Sequence[m.DatumAndOp]
 
 
@@ -125,7 +129,7 @@ class AntacidClient:
         try:
             conn = await asyncio.wait_for(connect(self.host, self.port), self.timeout)
         except (OSError, TimeoutError) as e:
-            raise AntacidUnavailable(f"cannot reach {self.host}:{self.port}: {e}") from e
+            raise AntacidNotSent(f"cannot reach {self.host}:{self.port}: {e}") from e
         ch = conn.session.start_channel(PROFILE)
         try:
             while True:
@@ -133,10 +137,10 @@ class AntacidClient:
                 if isinstance(ev, beep.ChannelStarted) and ev.channel == ch:
                     break
                 if isinstance(ev, beep.ChannelStartFailed | beep.SessionClosed):
-                    raise AntacidUnavailable(f"the server refused the ARS channel: {ev}")
+                    raise AntacidNotSent(f"the server refused the ARS channel: {ev}")
         except (OSError, EOFError, TimeoutError) as e:
             await conn.aclose()
-            raise AntacidUnavailable(f"no ARS channel from {self.host}:{self.port}: {e}") from e
+            raise AntacidNotSent(f"no ARS channel from {self.host}:{self.port}: {e}") from e
         self._conn, self._channel = conn, ch
         self._reader = asyncio.get_running_loop().create_task(self._read(conn))
 
