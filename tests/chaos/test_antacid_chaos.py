@@ -112,3 +112,16 @@ def test_primary_killed_is_unavailability_not_inconsistency(chaos_options, chaos
     assert res.result.find("faults").valid is True
     acked = res.result.find("csn-order.acked-present").examined["acked"]
     assert acked >= 5, acked
+
+
+def test_bug_duplicates_undetected_is_caught(chaos_run) -> None:
+    """Slowed links and kills of the submission servers below the primary: a restarted
+    server offers its pending submissions again, and a primary that ignores the SSNs it
+    already committed commits them twice."""
+    steps: list[sch.Step] = [(0.5, sch.op("start-latency", {"ms": 80, "jitter_ms": 20}))]
+    for n in ("n2", "n3", "n2"):
+        steps += [(1.5, sch.op("kill", {"node": n})), (1.0, sch.op("restart"))]
+    chaos_run(partial(spec, "antacid-bug-duplicates", 3, time_limit=12.0,
+                      bugs=["duplicates-undetected"],
+                      schedule=sch.explicit(steps + [(0.5, sch.op("stop-latency"))])),
+              expect="csn-order.no-double-commit", anomaly="committed-twice", min_ok=5)
