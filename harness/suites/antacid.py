@@ -35,8 +35,7 @@ from faults.hostile import HostileDef
 from harness import generators as g
 from harness.spec import DefiniteFailure, NodeAddr, ProtocolDef, TestSpec, Workload
 from nodes.antacid import hostile
-from nodes.antacid.client import (AntacidClient, AntacidNotSent, AntacidRefused,
-                                  AntacidUnavailable)
+from nodes.antacid.client import AntacidClient, AntacidNotSent, AntacidRefused, AntacidUnavailable
 from nodes.antacid.core import BUGS
 
 ZONE = "zone.test"
