@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -100,14 +101,24 @@ async def main() -> None:
                     help="keys for the sync bench; 0 skips it")
     ap.add_argument("--jwt-mode", choices=("public", "shared"), default="public",
                     help="public: ES256 per-node keys (the default); shared: HS256")
+    ap.add_argument("--option", action="append", default=[], metavar="NAME=JSON",
+                    help="a node option (docs/drip.md), e.g. batch=false; repeatable")
     a = ap.parse_args()
+    opts: dict[str, object] = {"jwt_mode": a.jwt_mode}
+    for o in a.option:
+        name, sep, val = o.partition("=")
+        if not sep:
+            ap.error(f"--option {o!r}: expected NAME=JSON, e.g. batch=false")
+        opts[name] = json.loads(val)
     ids = [f"n{i}" for i in range(1, 6)]
     with tempfile.TemporaryDirectory() as d:
-        m = Mesh(Path(d), 5, figure1(ids), options={"jwt_mode": a.jwt_mode})
+        m = Mesh(Path(d), 5, figure1(ids), options=opts)
         try:
             await m.start()
-            out: dict[str, object] = {"jwt_mode": a.jwt_mode, "clients": a.clients,
-                                      "throughput": await throughput(m, a.seconds, a.clients)}
+            out: dict[str, object] = {"options": opts, "clients": a.clients,
+                                      "load_avg_1m_before": round(os.getloadavg()[0], 2),
+                                      "throughput": await throughput(m, a.seconds, a.clients),
+                                      "load_avg_1m_after": round(os.getloadavg()[0], 2)}
             if a.keys > 0:
                 out["sync"] = await sync_time(m, a.keys)
         finally:

@@ -384,8 +384,26 @@ class StateQuery:
     sender: str
 
 
+@dataclass(frozen=True)
+class Batch:
+    """POST /batch (ours, not in the spec): several vote-path messages from one hop to one
+    peer in one request, each judged and answered on its own (answers in order).
+
+    The batch's JWT (issued by ``sender``, the TLS peer) binds the whole body, so it vouches
+    for the sender's own messages in it (vote responses). A flooded item (Voting, Commit,
+    Abort) still carries its initiator's own token in ``auth``, because a relay forwards it
+    alone to its own peers and they must check it came from the initiator."""
+
+    sender: str
+    items: tuple[Message, ...]
+
+
 Message = (Voting | VoteResponse | Commit | Abort | SyncBatch | Heartbeat | NodeNotice
-           | SyncRequest | StateQuery)
+           | SyncRequest | StateQuery | Batch)
+
+#: what a Batch may carry: the commit/vote path; anything else travels alone
+BATCHED = (Voting, VoteResponse, Commit, Abort)
+MAX_BATCH = 256
 
 
 @dataclass(frozen=True)
@@ -445,6 +463,16 @@ def encode(msg: Message) -> HttpRequest:
                            None if msg.after is None else {"after": msg.after})
     if isinstance(msg, StateQuery):
         return HttpRequest("GET", "/state", {H_NODE: msg.sender})
+    if isinstance(msg, Batch):
+        items = []
+        for m in msg.items:
+            r = encode(m)
+            it: dict[str, Any] = {"method": r.method, "path": r.path, "headers": r.headers,
+                                  "body": r.body}
+            if isinstance(m, FLOODED) and m.auth:
+                it["auth"] = m.auth
+            items.append(it)
+        return HttpRequest("POST", "/batch", {H_NODE: msg.sender}, {"items": items})
     raise TypeError(f"not a DRiP message: {msg!r}")
 
 
@@ -480,6 +508,8 @@ def decode(method: str, path: str, headers: Any, body: bytes,
     """
     parts = [p for p in path.split("/") if p]
     sender = parse_node_id(headers.get(H_NODE))
+    if method == "POST" and parts == ["batch"]:
+        return _decode_batch(sender, decode_json(body), limits)
     if method == "GET" and parts == ["state"]:
         return StateQuery(sender)
     if method == "POST" and parts == ["voting"]:
@@ -564,3 +594,42 @@ def decode(method: str, path: str, headers: Any, body: bytes,
                              f"(a key of 1 to {MAX_KEY} chars)")
         return SyncRequest(sender, after)
     raise CodecError(f"no DRiP endpoint {method} {path}", status=404)
+
+
+class _Headers(dict[str, str]):
+    """A batch item's headers, looked up case-insensitively like HTTP's."""
+
+    def get(self, k: str, default: Any = None) -> Any:  # type: ignore[override]
+        return super().get(k.lower(), default)
+
+
+def _decode_batch(sender: str, d: Any, limits: Limits) -> Batch:
+    if not isinstance(d, dict) or not isinstance(d.get("items"), list) or not d["items"]:
+        raise CodecError("batch body: expected {items: [{method, path, headers, body, auth?}]}")
+    if len(d["items"]) > MAX_BATCH:
+        raise CodecError(f"batch of {len(d['items'])} items: at most {MAX_BATCH}; send the "
+                         "rest in another batch")
+    out: list[Message] = []
+    for i, it in enumerate(d["items"]):
+        if not isinstance(it, dict) or not isinstance(it.get("method"), str) \
+                or not isinstance(it.get("path"), str) or not isinstance(it.get("headers"), dict) \
+                or not all(isinstance(k, str) and isinstance(v, str)
+                           for k, v in it["headers"].items()):
+            raise CodecError(f"batch item {i}: expected {{method, path, headers: {{str: str}}, "
+                             "body, auth?}")
+        auth = it.get("auth")
+        if auth is not None and not isinstance(auth, str):
+            raise CodecError(f"batch item {i}.auth: expected a JWT string")
+        body = b"" if it.get("body") is None else json.dumps(it["body"]).encode()
+        if [p for p in it["path"].split("/") if p] == ["batch"]:  # no nesting, no recursion
+            raise CodecError(f"batch item {i}: Batch cannot be batched; send it alone")
+        h = _Headers({k.lower(): v for k, v in it["headers"].items()})
+        try:
+            m = decode(it["method"], it["path"], h, body, auth, limits)
+        except CodecError as e:
+            raise CodecError(f"batch item {i}: {e}", e.status) from e
+        if not isinstance(m, BATCHED):
+            raise CodecError(f"batch item {i}: {type(m).__name__} cannot be batched; "
+                             "send it alone")
+        out.append(m)
+    return Batch(sender, tuple(out))

@@ -66,7 +66,7 @@ log = logging.getLogger("drip.server")
 
 #: messages a node sends on its own behalf: DRiP-Node-ID must be the TLS peer itself
 _OWN_BEHALF = (codec.VoteResponse, codec.Heartbeat, codec.NodeNotice, codec.SyncRequest,
-               codec.SyncBatch, codec.StateQuery)
+               codec.SyncBatch, codec.StateQuery, codec.Batch)
 
 
 def _err(status: int, msg: str) -> web.Response:
@@ -100,6 +100,9 @@ class Options:
     #: overloaded mesh collapses: once a round outlasts vote_timeout_s every update in it
     #: aborts, and the aborts are more work (32-client bench: 0 commits/s at high load)
     max_initiating: int = 4
+    #: send the vote-path messages a turn releases to one peer as one POST /batch (ours;
+    #: docs/drip.md "Batches"); a peer answering 404 to it gets single requests from then on
+    batch: bool = True
 
     @classmethod
     def from_options(cls, o: dict[str, Any]) -> Options:
@@ -172,6 +175,9 @@ class DripNode(JournalingHost):
         self._flush_soon = False
         self._groups: list[tuple[list[Any], list[tuple[Any, Any]], list[int]]] = []
         self._committer: asyncio.Task[Any] | None = None
+        self._no_batch: set[str] = set()  # peers that answered 404 to /batch
+        #: /batch requests sent and taken, and the messages in them (docs/drip.md "Batches")
+        self.batch_stats = {"sent": 0, "sent_items": 0, "taken": 0, "taken_items": 0}
         self.tasks: set[asyncio.Task[Any]] = set()
         self.runners: list[web.AppRunner] = []
         self.servers: list[asyncio.base_events.Server] = []
@@ -268,7 +274,8 @@ class DripNode(JournalingHost):
 
     # ---- outgoing ---------------------------------------------------------------------------
     def _snapshot(self) -> dict[str, Any]:
-        return {**self.core.snapshot(), "refused": self.refusals.snapshot()}
+        return {**self.core.snapshot(), "refused": self.refusals.snapshot(),
+                "batches": dict(self.batch_stats)}
 
     def _note_refusal(self, reason: str, **detail: Any) -> None:
         """Count a refusal; journal it as ``refused`` within the per-reason budget."""
@@ -350,6 +357,62 @@ class DripNode(JournalingHost):
                 log.debug("%s -> %s %s: %s %s", self.me, to, type(msg).__name__, status, body)
             self._queue((None, to, Outcome(msg, status, body)))
 
+    def _send_batches(self, batches: dict[str, list[Message]]) -> None:
+        """One request per peer for the vote-path messages of a group; a flooded message's
+        initiator token is made once and shared by every peer it goes to."""
+        tokens: dict[int, str] = {}
+        for to, msgs in batches.items():
+            if len(msgs) == 1:
+                self._spawn(self._request(to, msgs[0]))
+                continue
+            for i in range(0, len(msgs), codec.MAX_BATCH):
+                self._spawn(self._request_batch(to, msgs[i:i + codec.MAX_BATCH], tokens))
+
+    async def _request_batch(self, to: str, msgs: list[Message], tokens: dict[int, str]
+                             ) -> None:
+        """One POST /batch to a peer; each message's outcome goes back to the core on its own."""
+        assert self.session is not None
+        items: list[Message] = []
+        for m in msgs:
+            m = self._with_statement(m)
+            if isinstance(m, codec.FLOODED) and not m.auth:
+                if id(m) not in tokens:
+                    tokens[id(m)] = self._auth_for(m)
+                m = replace(m, auth=tokens[id(m)])
+            items.append(m)
+        batch = codec.Batch(self.me, tuple(items))
+        self.batch_stats["sent"] += 1
+        self.batch_stats["sent_items"] += len(items)
+        req = codec.encode(batch)
+        headers = {**req.headers, codec.H_AUTH: self._auth_for(batch),
+                   "Content-Type": "application/json"}
+        status, body = 0, None
+        try:
+            async with self.session.post(
+                    self.peer_urls[to] + req.path, headers=headers, data=req.body_bytes(),
+                    server_hostname=to,
+                    timeout=aiohttp.ClientTimeout(total=self.opts.peer_timeout_s)) as r:
+                raw = await r.read()
+                status = r.status
+                try:
+                    body = codec.decode_json(raw)
+                except CodecError as e:
+                    self._note_refusal("malformed-reply", peer=to, error=str(e))
+        except (aiohttp.ClientError, TimeoutError, OSError) as e:
+            body = f"{type(e).__name__}: {e}"
+        if status == 404:  # a peer without our extension: single requests from now on
+            self._no_batch.add(to)
+            for m in msgs:
+                self._spawn(self._request(to, m))
+            return
+        answers = body.get("answers") if status == 200 and isinstance(body, dict) else None
+        if not isinstance(answers, list) or len(answers) != len(msgs) or not all(
+                isinstance(a, dict) for a in answers):
+            answers = [{"status": status if status != 200 else 0, "body": body}] * len(msgs)
+        for m, a in zip(msgs, answers, strict=True):
+            st = a.get("status")
+            self._queue((None, to, Outcome(m, st if isinstance(st, int) else 0, a.get("body"))))
+
     # ---- group commit -------------------------------------------------------------------------
     # Durability rule (unchanged): nothing a peer or client hears leaves before every record
     # persisted up to it is fsynced. How: inputs that arrive in one event-loop turn go to the
@@ -401,13 +464,18 @@ class DripNode(JournalingHost):
                     self.failed("group commit", e)
                     ok = False
             for _, held, unanswered in groups:
+                batches: dict[str, list[Message]] = {}
                 for to, msg in held if ok else ():
                     if to is None:
                         self.answers.give(*msg)
                     elif isinstance(to, Inbound):
                         self.answers.give(to.conn, msg)
+                    elif self.opts.batch and to not in self._no_batch \
+                            and isinstance(msg, codec.BATCHED):
+                        batches.setdefault(to, []).append(msg)
                     else:
                         self._spawn(self._request(to, msg))
+                self._send_batches(batches)
                 for key in unanswered:
                     self.answers.give(key, None)  # not answered: the core failed on it
 
@@ -446,6 +514,8 @@ class DripNode(JournalingHost):
         if isinstance(msg, _OWN_BEHALF) and sender != ident:
             return self._refuse(403, "not-own-behalf", f"{codec.H_NODE} {sender!r} is not the "
                                 f"TLS peer {ident!r}", ident)
+        if isinstance(msg, codec.Batch):
+            return await self._handle_batch(ident, msg, now)
         if isinstance(msg, codec.VoteResponse):
             msg = self._proven(msg, ident, now)
         key, fut = self._waiter()
@@ -456,6 +526,45 @@ class DripNode(JournalingHost):
                              "see its journal")
         assert isinstance(answer, Answer)
         return web.json_response(answer.body, status=answer.status)
+
+    def _admit_item(self, ident: str, m: Message, now: float) -> Message | Answer:
+        """A batch item as a single request would be admitted; a refusal is its answer."""
+        if isinstance(m, codec.FLOODED):
+            try:  # the initiator's own token, as on a single request
+                claims = self.verifier.verify(m.auth, m.initiator, now)
+                self.verifier.bind(claims, codec.signed_digest(m), once=False, now=now)
+            except AuthError as e:
+                self._note_refusal(e.reason, peer=ident, status=401, error=str(e))
+                return Answer(401, {"error": str(e)})
+            return m
+        assert isinstance(m, codec.VoteResponse)
+        if m.responder != ident:
+            msg = f"batch item from {m.responder!r} is not the TLS peer {ident!r}"
+            self._note_refusal("not-own-behalf", peer=ident, status=403, error=msg)
+            return Answer(403, {"error": msg})
+        return self._proven(m, ident, now)
+
+    async def _handle_batch(self, ident: str, batch: codec.Batch, now: float) -> web.Response:
+        """Each item judged on its own; all go to the core in one pass (one fsync)."""
+        self.batch_stats["taken"] += 1
+        self.batch_stats["taken_items"] += len(batch.items)
+        waits: list[asyncio.Future[Any] | Answer] = []
+        for m in batch.items:
+            admitted = self._admit_item(ident, m, now)
+            if isinstance(admitted, Answer):
+                waits.append(admitted)
+                continue
+            key, fut = self._waiter()
+            self._queue((None, Inbound(ident, key), admitted), key)
+            waits.append(fut)
+        answers = []
+        for w in waits:
+            a = w if isinstance(w, Answer) else await w
+            if a is None:
+                a = Answer(500, {"error": f"node {self.me} could not handle it; see its "
+                                          "journal"})
+            answers.append({"status": a.status, "body": a.body})
+        return web.json_response({"answers": answers})
 
     # ---- our client endpoint (not in the spec) ------------------------------------------------
     async def handle_update(self, req: web.Request) -> web.Response:

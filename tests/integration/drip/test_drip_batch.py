@@ -1,0 +1,93 @@
+"""Batches (POST /batch, ours) between real DRiP processes: updates in flight together share a
+request per peer, yet each is judged, locked, counted and answered on its own."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from drip_mesh import Mesh
+
+from nodes.drip.topology import figure1
+from tests.waiting import eventually
+
+IDS5 = [f"n{i}" for i in range(1, 6)]
+
+
+@pytest.fixture
+def mesh(tmp_path: Path):
+    made: list[Mesh] = []
+
+    def make(**kw: Any) -> Mesh:
+        m = Mesh(tmp_path / f"m{len(made)}", 5, figure1(IDS5), **kw)
+        made.append(m)
+        return m
+
+    yield make
+    for m in made:
+        m.close()
+
+
+async def _batches(m: Mesh, s: aiohttp.ClientSession) -> dict[str, dict[str, int]]:
+    return {n: (await m.state(s, n))["batches"] for n in IDS5}
+
+
+@pytest.mark.parametrize("jwt_mode", ["public", "shared"])
+def test_a_batch_with_one_refused_update_commits_the_others(mesh, jwt_mode: str) -> None:
+    m = mesh(options={"jwt_mode": jwt_mode, "max_initiating": 16})
+
+    async def go() -> None:
+        await m.start()
+        async with aiohttp.ClientSession() as s:
+            await m.wait_all_active(s)
+            # a lock on "x" held by n5's update, so n1's update of "x" is refused by a voter
+            # while n1's other updates, in flight with it, commit
+            others = [m.update(s, "n1", f"k{i}", i, f"u{i}") for i in range(12)]
+            res = await asyncio.gather(m.update(s, "n5", "x", "five", "x5"),
+                                       m.update(s, "n1", "x", "one", "x1"), *others)
+            (st5, _), (st1, b1), *rest = res
+            assert all(st == 200 for st, _ in rest), rest
+            assert not (st5 == 200 and st1 == 200), res[:2]
+            sent = await _batches(m, s)
+            assert sent["n1"]["sent"] > 0 and sent["n1"]["sent_items"] > sent["n1"]["sent"], sent
+            assert sum(b["taken"] for b in sent.values()) >= sent["n1"]["sent"], sent
+
+            async def everywhere() -> bool:
+                for n in IDS5:
+                    for i in range(12):
+                        if (await m.read(s, n, f"k{i}"))["value"] != i:
+                            return False
+                return True
+
+            assert await eventually(everywhere, 10)
+            xs = {(await m.read(s, n, "x"))["value"] for n in IDS5}
+            assert len(xs) == 1 and xs <= {"five", "one", None}, xs  # never both, never split
+    asyncio.run(go())
+
+
+def test_a_batch_over_a_partition_aborts_every_update_in_it_then_commits(mesh) -> None:
+    m = mesh(options={"max_initiating": 16, "vote_timeout_s": 1.0, "peer_timeout_s": 0.8})
+
+    async def go() -> None:
+        await m.start()
+        async with aiohttp.ClientSession() as s:
+            await m.wait_all_active(s)
+            m.pause("n3")  # a member that cannot answer: the all-yes rule fails for all
+            try:
+                res = await asyncio.gather(*(m.update(s, "n1", f"p{i}", i, f"p{i}")
+                                             for i in range(8)))
+                assert all(st == 409 for st, _ in res), res
+                assert (await m.state(s, "n1"))["batches"]["sent_items"] > 0
+                for n in ("n1", "n2", "n4", "n5"):
+                    for i in range(8):
+                        assert (await m.read(s, n, f"p{i}"))["value"] is None
+            finally:
+                m.resume("n3")
+            await m.wait_all_active(s)
+            res = await asyncio.gather(*(m.update(s, "n1", f"p{i}", i, f"q{i}")
+                                         for i in range(8)))
+            assert all(st == 200 for st, _ in res), res
+    asyncio.run(go())
