@@ -52,11 +52,14 @@ async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, float]:
         t0 = time.monotonic()
         await asyncio.gather(*(worker(c, s) for c in range(clients)))
         dt = time.monotonic() - t0
+        sent = [(await m.state(s, n)).get("batches", {}) for n in m.ids]
+    reqs, items = sum(b.get("sent", 0) for b in sent), sum(b.get("sent_items", 0) for b in sent)
     lat.sort()
     return {"commits": len(lat), "aborted": refused.get(409, 0),
             "not_initiated": refused.get(503, 0), "no_outcome": refused.get(504, 0),
             "other": sum(n for st, n in refused.items() if st not in (409, 503, 504)),
             "seconds": round(dt, 2),
+            "batches": reqs, "items_per_batch": round(items / reqs, 1) if reqs else 0,
             "updates_per_s": round(len(lat) / dt, 1),
             "latency_ms_p50": round(1000 * statistics.median(lat), 1) if lat else -1,
             "latency_ms_p95": round(1000 * lat[int(0.95 * len(lat))], 1) if lat else -1,

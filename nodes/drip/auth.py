@@ -49,6 +49,12 @@ class AuthError(Exception):
         self.reason = reason
 
 
+#: the longest a token for a request made once (on the sender's own behalf: vote responses,
+#: batches, heartbeats, notices, sync) may live. Its id is remembered until it expires, so the
+#: replay table holds (this + leeway) x the request rate, not 10 minutes of it
+ONCE_TTL_S = 30.0
+
+
 @dataclass
 class Signer:
     """Makes the Authorization value for requests this node initiates."""
@@ -57,21 +63,25 @@ class Signer:
     mode: str
     key: Any  # bytes secret (shared) or PEM private key bytes (public)
     ttl_s: float = 600.0
+    #: lifetime of a token for a request made once on our own behalf (ONCE_TTL_S)
+    once_ttl_s: float = 30.0
 
     def __post_init__(self) -> None:
         # parsed once: PyJWT would parse the PEM again for every token it signs
         self._key: Any = self.key if self.mode == "shared" else load_pem_private_key(self.key, None)
 
-    def token(self, now: float, digest: str, **extra: Any) -> str:
-        """A token for the one request whose :func:`signed_digest` is ``digest``."""
+    def token(self, now: float, digest: str, once: bool = False, **extra: Any) -> str:
+        """A token for the one request whose :func:`signed_digest` is ``digest``; ``once``:
+        a request on our own behalf, whose id the receiver remembers (short-lived)."""
         iat = int(now)
-        claims = {"iss": self.node_id, "iat": iat, "exp": iat + int(self.ttl_s),
+        ttl = min(self.ttl_s, self.once_ttl_s) if once else self.ttl_s
+        claims = {"iss": self.node_id, "iat": iat, "exp": iat + int(ttl),
                   "jti": secrets.token_hex(12), "req": digest, **extra}
         alg = SHARED_ALG if self.mode == "shared" else PUBLIC_ALG
         return jwt.encode(claims, self._key, algorithm=alg)
 
-    def header(self, now: float, digest: str) -> str:
-        return "Bearer " + self.token(now, digest)
+    def header(self, now: float, digest: str, once: bool = False) -> str:
+        return "Bearer " + self.token(now, digest, once)
 
 
 @dataclass
@@ -85,7 +95,8 @@ class Verifier:
     #: token ids taken, with when they stop mattering (their exp + leeway)
     seen: dict[str, float] = field(default_factory=dict)
     #: at most this many remembered ids: a peer signing faster than that is refused, not
-    #: allowed to grow the table (10 requests/s per peer for a 600 s token is 6,000)
+    #: allowed to grow the table. A remembered token lives at most ONCE_TTL_S (+ leeway), so
+    #: the table holds rate x 60 s: 3,300 requests/s of all peers together
     max_seen: int = 200_000
     #: tokens whose signature checked out, with their claims: a flooded request's token
     #: arrives once per path and a relayed vote statement once per hop, and an ES256 check
@@ -162,6 +173,10 @@ class Verifier:
                             "differ from what the issuer signed)", "retargeted")
         if not once:
             return
+        if float(claims["exp"]) - float(claims["iat"]) > ONCE_TTL_S:
+            raise AuthError(f"a token for a single request may live {ONCE_TTL_S:.0f} s at "
+                            f"most, this one {float(claims['exp']) - float(claims['iat']):.0f} s:"
+                            " sign it with a shorter exp", "long-lived")
         jti = claims["jti"]
         if jti in self.seen:
             raise AuthError(f"token replayed (jti {jti[:32]!r} was already taken)", "replayed")

@@ -322,8 +322,8 @@ class DripNode(JournalingHost):
 
     def _auth_for(self, msg: Message) -> str:
         forwarded = getattr(msg, "auth", None)
-        return forwarded if forwarded else self.signer.header(self.clock.wall(),
-                                                              codec.signed_digest(msg))
+        return forwarded if forwarded else self.signer.header(
+            self.clock.wall(), codec.signed_digest(msg), once=not isinstance(msg, codec.FLOODED))
 
     async def _request(self, to: str, msg: Message) -> None:
         """One HTTPS request to a peer; how it ended goes back to the core."""

@@ -85,7 +85,7 @@ def test_bad_requests_get_clear_errors_and_change_nothing(mesh_factory, jwt_mode
     other_body = codec.encode(codec.Voting("n1", 99, False, codec.Update("bad1", "k", 2)))
     heartbeat = codec.encode(codec.Heartbeat("n1", "active", ("n1", "n2", "n3")))
     hb_token = signer.header(now, codec.signed_digest(codec.Heartbeat(
-        "n1", "active", ("n1", "n2", "n3"))))
+        "n1", "active", ("n1", "n2", "n3"))), once=True)
     cross = signer3.header(now, digest)  # n3's own token, for a request n1 initiates
 
     def headers(**over: Any) -> dict[str, str]:

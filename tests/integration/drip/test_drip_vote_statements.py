@@ -60,7 +60,7 @@ def test_a_relayed_yes_counts_only_with_the_voters_own_statement(tmp_path: Path,
                                   statements=(("n3", st),) if st else ())
         req = codec.encode(resp)
         h = {**req.headers, "Content-Type": "application/json",
-             codec.H_AUTH: signer2.header(time.time(), codec.signed_digest(resp))}
+             codec.H_AUTH: signer2.header(time.time(), codec.signed_digest(resp), once=True)}
         async with aiohttp.ClientSession() as s, s.post(
                 n1_url + req.path, headers=h, data=req.body_bytes(), ssl=ctx) as r:
             assert r.status == 200, await r.text()

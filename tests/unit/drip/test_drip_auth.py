@@ -8,7 +8,7 @@ import jwt
 import pytest
 
 from nodes.drip import codec
-from nodes.drip.auth import AuthError, Signer, Verifier, load_auth
+from nodes.drip.auth import ONCE_TTL_S, AuthError, Signer, Verifier, load_auth
 from nodes.drip.material import ensure_jwt_keypair, ensure_shared_secret
 
 NOW = 1_800_000_000.0
@@ -87,7 +87,7 @@ def test_a_token_signs_one_request_not_its_issuer(pair) -> None:
     """Re-targeted: the same token with another path, body or counter is refused."""
     s, v, _ = pair
     hb = _heartbeat(3)
-    claims = v.verify(s.header(NOW, codec.signed_digest(hb)), "n1", NOW)
+    claims = v.verify(s.header(NOW, codec.signed_digest(hb), once=True), "n1", NOW)
     v.bind(claims, codec.signed_digest(hb), once=True, now=NOW)
     others = [_heartbeat(4),  # another body
               codec.NodeNotice("n1", False),  # another path
@@ -95,7 +95,7 @@ def test_a_token_signs_one_request_not_its_issuer(pair) -> None:
               codec.Voting("n1", 7, True, VOTE.update),  # another reset flag
               codec.Commit("n1", 7, False, VOTE.update, 1)]  # another endpoint, same counter
     for other in others:
-        claims = v.verify(s.header(NOW, codec.signed_digest(hb)), "n1", NOW)
+        claims = v.verify(s.header(NOW, codec.signed_digest(hb), once=True), "n1", NOW)
         with pytest.raises(AuthError, match="signs another request"):
             v.bind(claims, codec.signed_digest(other), once=True, now=NOW)
 
@@ -114,7 +114,7 @@ def test_the_digest_ignores_only_what_forwarders_may_change() -> None:
 def test_an_own_behalf_token_is_taken_once_a_flooded_one_once_per_path(pair) -> None:
     s, v, _ = pair
     d = codec.signed_digest(_heartbeat(2))
-    token = s.header(NOW, d)
+    token = s.header(NOW, d, once=True)
     v.bind(v.verify(token, "n1", NOW), d, once=True, now=NOW)
     with pytest.raises(AuthError, match="replayed"):
         v.bind(v.verify(token, "n1", NOW + 1), d, once=True, now=NOW + 1)
@@ -128,11 +128,11 @@ def test_the_replay_table_is_bounded_and_forgets_expired_ids(pair) -> None:
     v.max_seen = 3
     d = codec.signed_digest(_heartbeat(2))
     for _ in range(3):
-        v.bind(v.verify(s.header(NOW, d), "n1", NOW), d, once=True, now=NOW)
+        v.bind(v.verify(s.header(NOW, d, once=True), "n1", NOW), d, once=True, now=NOW)
     with pytest.raises(AuthError, match="too many live tokens"):
-        v.bind(v.verify(s.header(NOW, d), "n1", NOW), d, once=True, now=NOW)
+        v.bind(v.verify(s.header(NOW, d, once=True), "n1", NOW), d, once=True, now=NOW)
     later = NOW + s.ttl_s + v.leeway_s + 1  # the three have expired
-    v.bind(v.verify(s.header(later, d), "n1", later), d, once=True, now=later)
+    v.bind(v.verify(s.header(later, d, once=True), "n1", later), d, once=True, now=later)
     assert len(v.seen) == 1
 
 
@@ -150,7 +150,7 @@ def test_a_cached_token_is_still_checked_for_issuer_expiry_and_replay(pair) -> N
     """The verified-token cache skips only the signature check: a token seen before is still
     refused for another issuer, after it expires, and when its id comes again."""
     s, v, _ = pair
-    header = s.header(NOW, D)
+    header = s.header(NOW, D, once=True)
     claims = v.verify(header, "n1", NOW)
     assert header[7:] in v.verified
     v.bind(claims, D, once=True, now=NOW)
@@ -166,7 +166,7 @@ def test_a_cached_token_is_still_checked_for_issuer_expiry_and_replay(pair) -> N
 
 def test_a_token_altered_after_it_was_cached_is_checked_afresh(pair) -> None:
     s, v, _ = pair
-    header = s.header(NOW, D)
+    header = s.header(NOW, D, once=True)
     v.verify(header, "n1", NOW)
     head, body, sig = header[7:].split(".")
     tampered = ".".join((head, body, sig[:-4] + ("AAAA" if sig[-4:] != "AAAA" else "BBBB")))
@@ -181,7 +181,7 @@ def test_each_refusal_names_its_kind(pair) -> None:
         v.verify(None, "n1", NOW)
     assert e.value.reason == "bad-token"
     d = codec.signed_digest(_heartbeat(2))
-    token = s.header(NOW, d)
+    token = s.header(NOW, d, once=True)
     with pytest.raises(AuthError) as e:
         v.bind(v.verify(token, "n1", NOW), codec.signed_digest(_heartbeat(3)), True, NOW)
     assert e.value.reason == "retargeted"
@@ -191,5 +191,20 @@ def test_each_refusal_names_its_kind(pair) -> None:
     assert e.value.reason == "replayed"
     v.max_seen = 1
     with pytest.raises(AuthError) as e:
-        v.bind(v.verify(s.header(NOW, d), "n1", NOW), d, once=True, now=NOW)
+        v.bind(v.verify(s.header(NOW, d, once=True), "n1", NOW), d, once=True, now=NOW)
     assert e.value.reason == "replay-table-full"
+
+
+def test_a_long_lived_token_is_not_taken_for_a_request_made_once(pair) -> None:
+    """The replay table remembers an id until its token expires, so a token bound once may
+    live ONCE_TTL_S at most: the table holds a minute of requests, not ten (issue 23)."""
+    s, v, _ = pair
+    d = codec.signed_digest(_heartbeat(2))
+    long = s.header(NOW, d)  # a flooded request's lifetime
+    with pytest.raises(AuthError) as e:
+        v.bind(v.verify(long, "n1", NOW), d, once=True, now=NOW)
+    assert e.value.reason == "long-lived" and not v.seen
+    claims = v.verify(s.header(NOW, d, once=True), "n1", NOW)
+    assert claims["exp"] - claims["iat"] == ONCE_TTL_S
+    v.bind(claims, d, once=True, now=NOW)
+    assert v.seen[claims["jti"]] == NOW + ONCE_TTL_S + v.leeway_s
