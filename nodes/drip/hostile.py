@@ -143,7 +143,8 @@ def signed(msg: codec.Message, signer: Signer, *, headers: Mapping[str, str] | N
                                                   req.body_bytes()))
     except codec.CodecError:  # beyond what the codec reads: the token signs ``msg`` as built
         digest = codec.signed_digest(msg)
-    h = {**req.headers, **(headers or {}), codec.H_AUTH: signer.header(time.time(), digest)}
+    h = {**req.headers, **(headers or {}), codec.H_AUTH: signer.header(
+        time.time(), digest, once=not isinstance(msg, codec.FLOODED))}  # as a real peer signs
     return http(req.method, req.path, h, req.body_bytes() if body is None else body)
 
 
