@@ -6,8 +6,7 @@ from __future__ import annotations
 from nodes.antacid import messages as m
 from nodes.antacid.core import ReadZone, TruncateLog, committed_since
 from nodes.antacid.state import Committed
-
-from .net import Net
+from tests.unit.antacid.net import Net
 
 A = "blocks:z.a"
 B = "blocks:z.b"
