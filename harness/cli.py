@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.console import Console
 from rich.live import Live
@@ -25,6 +25,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from checkers.result import Result, Validity, examined_text
+
+if TYPE_CHECKING:
+    from harness.spec import ProtocolDef
 
 console = Console(stderr=True)
 EXIT = {True: 0, False: 1, "unknown": 2}
@@ -312,7 +315,21 @@ def run_spec(a: argparse.Namespace) -> Any:
         faults=Faults(opt["nemesis"], opt["nemesis_interval"]), time_limit=opt["time_limit"],
         concurrency=a.concurrency or opt["nodes"], backend=opt["backend"], bugs=a.bug,
         store=a.store, seed=seed, node_command=a.node_command, topology=topology,
+        quiesce_s=quiesce_for(proto, opt["nodes"]),
     )
+
+
+def quiesce_for(proto: ProtocolDef, nodes: int) -> float:
+    """The pause after the heal: at least the protocol's liveness bound (+0.5 s), so a run
+    goes on long enough after its last heal for liveness to be judged rather than come out
+    unknown (ANTACID's bound grows with the replication depth); never under the 3 s default."""
+    from checkers.liveness import PROTOCOLS, bound_of
+
+    if proto.name not in PROTOCOLS and proto.name != "swim":
+        return 3.0
+    test = {"nodes": [f"n{i}" for i in range(1, nodes + 1)],
+            "node_options": dict(proto.default_options)}
+    return max(3.0, bound_of(test, proto.name) + 0.5)
 
 
 def read_record(arg: str, store: str | None) -> tuple[Path, dict[str, Any]]:
