@@ -17,11 +17,12 @@ if TYPE_CHECKING:
 def targets() -> dict[str, Target]:
     """Protocols the search can drive (a protocol plugs in with a `Target`)."""
     from harness.sim.antacid_search import TARGET as ANTACID
+    from harness.sim.drip_search import TARGET as DRIP
     from harness.sim.gf_search import TARGET as GF
     from harness.sim.sds_search import TARGET as SDS
     from harness.sim.swim_search import TARGET as SWIM
 
-    return {t.name: t for t in (GF, SWIM, ANTACID, SDS)}
+    return {t.name: t for t in (GF, SWIM, ANTACID, SDS, DRIP)}
 
 
 def budget(text: str) -> float:
@@ -95,7 +96,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                        "as a replay file.")
     ss = s.add_subparsers(dest="sim_cmd", required=True, metavar="SUBCOMMAND")
     r = ss.add_parser("run", help="search schedules until one fails or the budget runs out")
-    r.add_argument("protocol", help="garlicfarm, swim, antacid or sds")
+    r.add_argument("protocol", help="garlicfarm, swim, antacid, sds or drip")
     r.add_argument("--budget", type=budget, default=60.0,
                    help="wall time to search for a first failure, e.g. 60s or 2m (shrinking "
                         "gets as long again at most) (default: 60s)")

@@ -1,0 +1,34 @@
+"""The DRiP search target: correct DRiP survives a short search, planted bug modes are found
+and shrunk, judged by the same 2PC checker as a real run plus liveness after the heal."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.sim.drip_search import TARGET, run
+from harness.sim.search import search
+
+pytestmark = pytest.mark.sim
+
+
+def test_the_final_update_commits_on_a_correct_mesh() -> None:
+    out = run([["update", 0, 0, 1], ["cut", 10, 0, 0], ["update", 5, 1, 3]], 1, ())
+    assert out.ok, out.witness
+    assert [op["type"] for op in out.ops[-3:]] == ["ok", "ok", "ok"]
+
+
+def test_a_crash_schedule_fails_only_with_skip_sync() -> None:
+    assert run([["crash", 0, 0, 0]], 1, ()).ok
+    out = run([["crash", 0, 0, 0]], 1, ("skip-sync",))
+    assert "sync-skipped" in {w["kind"] for w in out.witness}
+
+
+def test_a_short_search_of_correct_drip_finds_nothing() -> None:
+    assert search(TARGET, 5, (), budget_s=600, runs=10) is None
+
+
+def test_a_short_search_finds_and_shrinks_retake_duplicate_votes() -> None:
+    found = search(TARGET, 1, ("retake-duplicate-votes",), budget_s=600, runs=10,
+                   shrink_runs=5)
+    assert found is not None and found.schedule == []  # the final update alone shows it
+    assert "propagated-twice" in {w["kind"] for w in found.outcome.witness}
