@@ -31,6 +31,8 @@ from nodes.common.effects import EVERYONE, Effect, Emit, Persist, Reply, Send, S
 #: builds node ``i``'s core: (id, its durable records so far, boot count from 0, rng)
 MakeCore = Callable[[Any, list[Persist], int, random.Random], Core]
 
+_NO_TIMER = (None, None)
+
 
 @dataclass(frozen=True)
 class Wire:
@@ -107,6 +109,10 @@ class Simulation:
         self.wall_deadline: float | None = None
         self.wall_cap_s = 0.0
         self.event_cap = 0
+        #: effect type -> how to perform it (exact type; a subclass takes `_perform_other`)
+        self._effect_handlers: dict[type, Callable[[SimNode, Any], None]] = {
+            Send: self._send, SetTimer: self._timer_effect, Persist: self._persist,
+            Reply: self._reply, Emit: self._emit}
 
     # ---- the clock
     def _push(self, at: float, kind: str, node: Any, data: Any) -> int:
@@ -116,27 +122,23 @@ class Simulation:
 
     def run_until(self, t: float) -> None:
         """Process every event due by ``t``, in time order (ties: the order they were made)."""
-        while self._q and self._q[0][0] <= t:
-            at, seq, kind, node, data = heapq.heappop(self._q)
-            self.now = max(self.now, at)
+        q, nodes, pop = self._q, self.nodes, heapq.heappop
+        # hot loop: locals instead of attribute look-ups; the caps are read again after an
+        # action, the only event that may call ``cap``
+        max_events = self.max_events
+        wall_deadline = self.wall_deadline
+        while q and q[0][0] <= t:
+            at, seq, kind, node, data = pop(q)
+            if at > self.now:
+                self.now = at
             self.processed += 1
-            if self.max_events is not None and self.processed > self.max_events:
+            if max_events is not None and self.processed > max_events:
                 raise RunCap("event", self.event_cap, self.now, self.processed)
-            if (self.wall_deadline is not None and not self.processed & 1023
-                    and time.monotonic() > self.wall_deadline):
+            if (wall_deadline is not None and not self.processed & 1023
+                    and time.monotonic() > wall_deadline):
                 raise RunCap("wall-time", self.wall_cap_s, self.now, self.processed)
-            n = self.nodes[node]
-            if kind == "boot":
-                if n.boot == data and not n.up:
-                    self._start(n)
-            elif kind == "timer":
-                boot, name = data
-                if n.boot == boot and n.up and n.timers.get(name, (None, None))[1] == seq:
-                    if n.paused:
-                        continue  # fired again by resume
-                    del n.timers[name]
-                    self._input(n, lambda c, now, name=name: c.on_timer(name, now))
-            elif kind == "deliver":
+            n = nodes[node]
+            if kind == "deliver":
                 src, raw = data
                 if not n.up:
                     self.trace.append((self.now, "lost-down", src, node))
@@ -145,8 +147,20 @@ class Simulation:
                     n.backlog.append((src, raw))
                 else:
                     self._deliver(n, src, raw)
+            elif kind == "timer":
+                boot, name = data
+                if n.boot == boot and n.up and n.timers.get(name, _NO_TIMER)[1] == seq:
+                    if n.paused:
+                        continue  # fired again by resume
+                    del n.timers[name]
+                    assert n.core is not None
+                    self._perform(n, n.core.on_timer(name, self.now))
+            elif kind == "boot":
+                if n.boot == data and not n.up:
+                    self._start(n)
             elif kind == "call":
                 data()
+                max_events, wall_deadline = self.max_events, self.wall_deadline
         self.now = max(self.now, t)
 
     def cap(self, max_events: int | None, wall_s: float | None) -> None:
@@ -264,8 +278,8 @@ class Simulation:
         msg = self.wire.decode(raw) if self.wire is not None else raw
         handed = self.arrive(n.id, src, msg)
         if handed is not None:
-            peer, m = handed
-            self._input(n, lambda c, now: c.on_message(peer, m, now))
+            assert n.core is not None
+            self._perform(n, n.core.on_message(handed[0], handed[1], self.now))
 
     def _input(self, n: SimNode, call: Callable[[Core, float], list[Effect]]) -> None:
         assert n.core is not None
@@ -295,32 +309,50 @@ class Simulation:
 
     # ---- effects
     def _perform(self, n: SimNode, effects: list[Effect]) -> None:
+        handlers = self._effect_handlers
         for e in effects:
-            if isinstance(e, Send):
-                targets = self.route(n.id, e.to, e.msg)
-                if targets:
-                    raw = self.wire.encode(e.msg) if self.wire is not None else e.msg
-                    for dst, seen_as in targets:
-                        self._transmit(n.id, dst, seen_as, raw)
-            elif isinstance(e, SetTimer):
-                self._set_timer(n, e.name, e.at)
-            elif isinstance(e, Persist):
-                flush_s = self.buffers(n, e)
-                if flush_s is None:
-                    n.durable.append(e)
-                else:
-                    if not n.unsynced:
-                        self._push(self.now + flush_s, "call", n.id,
-                                   lambda n=n, boot=n.boot: self._fsync(n, boot))
-                    n.unsynced.append(e)
-            elif isinstance(e, Reply):
-                self.replies[e.token] = e.value
-                self.trace.append((self.now, "reply", n.id, e.token, e.value))
-            elif isinstance(e, Emit):
-                self.events.append(Ev(n.id, self.now, e.type, e.fields))
-                self.trace.append((self.now, "emit", n.id, e.type, e.fields))
+            handler = handlers.get(type(e))
+            if handler is None:
+                self._perform_other(n, e)
             else:
-                raise TypeError(f"not an effect of nodes.common.effects: {e!r}")
+                handler(n, e)
+
+    def _perform_other(self, n: SimNode, e: Any) -> None:
+        """An effect whose exact type is not in the table: a subclass of one that is goes
+        the same way; anything else is a core bug."""
+        for kind, handler in self._effect_handlers.items():
+            if isinstance(e, kind):
+                handler(n, e)
+                return
+        raise TypeError(f"not an effect of nodes.common.effects: {e!r}")
+
+    def _send(self, n: SimNode, e: Send) -> None:
+        targets = self.route(n.id, e.to, e.msg)
+        if targets:
+            raw = self.wire.encode(e.msg) if self.wire is not None else e.msg
+            for dst, seen_as in targets:
+                self._transmit(n.id, dst, seen_as, raw)
+
+    def _timer_effect(self, n: SimNode, e: SetTimer) -> None:
+        self._set_timer(n, e.name, e.at)
+
+    def _persist(self, n: SimNode, e: Persist) -> None:
+        flush_s = self.buffers(n, e)
+        if flush_s is None:
+            n.durable.append(e)
+        else:
+            if not n.unsynced:
+                self._push(self.now + flush_s, "call", n.id,
+                           lambda n=n, boot=n.boot: self._fsync(n, boot))
+            n.unsynced.append(e)
+
+    def _reply(self, n: SimNode, e: Reply) -> None:
+        self.replies[e.token] = e.value
+        self.trace.append((self.now, "reply", n.id, e.token, e.value))
+
+    def _emit(self, n: SimNode, e: Emit) -> None:
+        self.events.append(Ev(n.id, self.now, e.type, e.fields))
+        self.trace.append((self.now, "emit", n.id, e.type, e.fields))
 
     def buffers(self, n: SimNode, p: Persist) -> float | None:
         """None: ``p`` is durable before anything after it (the effects contract). A number:
@@ -349,11 +381,18 @@ class Simulation:
 
     def _transmit(self, src: Any, dst: Any, seen_as: Any, raw: Any) -> None:
         self.sent += 1
-        delays = self.net.plan(src, dst)
-        self.trace.append((self.now, "send", src, dst, len(raw) if isinstance(raw, bytes)
-                           else None, len(delays)))
-        for d in delays:
-            self._push(self.now + d, "deliver", dst, (seen_as, raw))
+        net, now = self.net, self.now
+        size = len(raw) if isinstance(raw, bytes) else None
+        if net.cut or net.loss or net.dup or net.jitter:
+            delays = net.plan(src, dst)
+            self.trace.append((now, "send", src, dst, size, len(delays)))
+            for d in delays:
+                self._push(now + d, "deliver", dst, (seen_as, raw))
+        else:
+            # a clean net: `plan` would draw nothing and give one copy after `latency`
+            self.trace.append((now, "send", src, dst, size, 1))
+            heapq.heappush(self._q, (now + net.latency, next(self._seq), "deliver", dst,
+                                     (seen_as, raw)))
 
     def _set_timer(self, n: SimNode, name: Hashable, at: float) -> None:
         seq = self._push(max(at, self.now), "timer", n.id, (n.boot, name))
