@@ -106,6 +106,7 @@ RESERVED = "drip:"
 HEARTBEAT = "heartbeat"
 #: how long past the runtime's own request timeout a heartbeat round waits for stragglers
 ROUND_SLACK_S = 0.5
+VOTED_MAX = 10_000  # yes votes remembered past their lock, for slow commits
 OK: dict[str, Any] = {"ok": True}
 
 
@@ -248,6 +249,9 @@ class DripCore:
         self.seen = Seen(self.d.counters, self.cfg.counter_window)
         self.counter = self.d.counter
         self.tallies: dict[str, Tally] = {}  # uid -> votes being gathered (initiator or relay)
+        # uid -> initiator of each update we voted yes on and have not applied: a commit is
+        # taken only for one of these (its lock may have expired before a slow commit came)
+        self.voted: dict[str, str] = {}
         self.puller = Puller()
         self.feeder = Feeder(SyncLimits(self.cfg.sync_batch, self.cfg.sync_batch_bytes,
                                         self.cfg.sync_min_interval_s))
@@ -561,6 +565,8 @@ class DripCore:
                 return [Send(hop, VoteResponse(self.me, True, msg.initiator, msg.counter, up.uid,
                                                duplicate=True))]
             retake = True  # bug: votes on (and answers) a repeat again, without forwarding it
+        if up.uid in self.d.applied:
+            raise Refused(409, "revote-applied", f"update {up.uid!r} is already applied here")
         self._learn(msg.initiator)
         rows = Counters((self._row(msg.initiator),))
         reason = self._own_vote(up, msg.initiator)
@@ -575,6 +581,10 @@ class DripCore:
                 self.me, False, msg.initiator, msg.counter, up.uid, (), (self.me,), version))]
         replaced = self._lock_uid(up.key)
         out += [self._p(rows), self._p(Lock(up.key, up.uid, msg.initiator))]
+        self.voted.pop(up.uid, None)
+        self.voted[up.uid] = msg.initiator
+        while len(self.voted) > VOTED_MAX:  # oldest first: their commits would be long due
+            del self.voted[next(iter(self.voted))]
         if replaced is not None and replaced != up.uid:  # syncing (or a bug): the old vote goes
             out.append(Emit("release", {"uid": replaced, "key": up.key, "why": "replaced"}))
         out.append(SetTimer(("lock", up.key, up.uid), now + self.cfg.lock_ttl_s))
@@ -777,8 +787,25 @@ class DripCore:
         rows = [] if dup else [self._row(msg.initiator)]
         if msg.update.uid in self.d.applied:
             return [self._p(Counters(tuple(rows)))] if rows else []
+        self._check_vote_round(msg)
+        self.voted.pop(msg.update.uid, None)
         records, sends = self._apply(msg, hop, forward=not dup, rows=rows)
         return records + sends
+
+    def _check_vote_round(self, msg: Commit) -> None:
+        """Refuse (409) a commit of an update we did not vote yes on for that initiator; the
+        hop may be a relay, so the check is on the message's initiator and our own vote."""
+        up = msg.update
+        held = self.d.locks.get(up.key)
+        if (held is not None and tuple(held) == (up.uid, msg.initiator)) or self.voted.get(up.uid) == msg.initiator:
+            return
+        if up.uid in self.voted or (held is not None and held[0] == up.uid):
+            raise Refused(409, "commit-other-initiator",
+                          f"commit of {up.uid!r} names {msg.initiator!r}, not the initiator "
+                          "we voted for")
+        raise Refused(409, "commit-without-vote",
+                      f"no yes vote of ours for update {up.uid!r}; a commit comes only after "
+                      "its vote round")
 
     def _drop_for(self, peer: str, why: str) -> list[Effect]:
         self.owed_gen[peer] = self.owed_gen.get(peer, 0) + 1
@@ -805,7 +832,7 @@ class DripCore:
             return self._pump(peer)  # dropped meanwhile
         if o.ok:
             return [self._p(Delivered(peer, q.seq)), *self._pump(peer)]
-        if o.status in (400, 401):  # e.g. a forwarded token now expired: owe a sync instead
+        if o.status in (400, 401, 409):  # e.g. a token expired, no vote of theirs: owe a sync
             return self._drop_for(peer, f"commit refused: {o.body}")
         return [SetTimer(("outbox", peer), now + self.cfg.outbox_retry_s)]
 

@@ -345,3 +345,41 @@ def test_same_seed_same_trace() -> None:
     assert run(3) == run(3)
     assert run(3) != run(4)
 
+
+
+def _active(me: str, peers: list[str]) -> DripCore:
+    c = DripCore(me, peers)
+    c.start(0)
+    c.state = "active"
+    return c
+
+
+def test_a_commit_without_our_yes_vote_is_refused_409_and_applies_nothing() -> None:
+    """Issue 26 "no commit without its vote round": the check is on the message's initiator
+    and our own vote, so a relay (hop n3) may deliver it but a stranger's commit is refused."""
+    c = _active("n2", ["n1", "n3"])
+    stray = codec.Commit("n1", 5, False, Update("u9", "k", 1), 1)
+    out = c.on_message(Inbound("n3", 1), stray, 0)
+    assert out[-1].msg.status == 409 and "vote" in out[-1].msg.body["error"]
+    assert "u9" not in c.d.applied and "k" not in c.d.kv
+    assert c.refusals.snapshot().get("commit-without-vote") == 1
+    c.on_message(Inbound("n1", 2), codec.Voting("n1", 6, False, Update("u1", "k", 1)), 0)
+    other = codec.Commit("n3", 7, False, Update("u1", "k", 1), 1)  # we voted for n1's u1
+    out = c.on_message(Inbound("n3", 3), other, 0)
+    assert out[-1].msg.status == 409 and "u1" not in c.d.applied
+    assert c.refusals.snapshot().get("commit-other-initiator") == 1
+    ok = codec.Commit("n1", 8, False, Update("u1", "k", 1), 1)
+    out = c.on_message(Inbound("n3", 4), ok, 0)  # relayed by n3: still our vote's commit
+    assert out[-1].msg.status == 200 and c.d.kv["k"].value == 1
+    again = c.on_message(Inbound("n1", 5), codec.Voting("n1", 9, False, Update("u1", "k", 2)), 0)
+    assert again[-1].msg.status == 409  # a re-vote of an applied update
+    assert c.refusals.snapshot().get("revote-applied") == 1
+
+
+def test_a_commit_arriving_after_our_lock_expired_still_applies() -> None:
+    c = _active("n2", ["n1"])
+    c.on_message(Inbound("n1", 1), codec.Voting("n1", 6, False, Update("u1", "k", 1)), 0)
+    c.on_timer(("lock", "k", "u1"), 10)
+    assert not c.d.locks
+    out = c.on_message(Inbound("n1", 2), codec.Commit("n1", 7, False, Update("u1", "k", 1), 1), 11)
+    assert out[-1].msg.status == 200 and c.d.kv["k"].value == 1
