@@ -340,6 +340,9 @@ class DripCore:
             _, key, uid = name
             if self._lock_uid(key) != uid:
                 return []
+            t = self.tallies.get(uid)
+            if t is not None and t.upstream is None and not t.decided:  # our round never ended
+                return self._decide(t, now, None, timeout=True)  # aborts, unlocks, answers
             return [self._p(Unlock(key, uid)),
                     Emit("release", {"uid": uid, "key": key, "why": "expired"})]
         if kind == "sync":
@@ -494,6 +497,7 @@ class DripCore:
         msg = Voting(self.me, counter, reset, up, budget_ms=int(self.cfg.vote_timeout_s * 1000))
         out += [Send(p, msg) for p in sorted(pending)]
         out.append(SetTimer(("vote", up.uid), now + self.cfg.vote_timeout_s))
+        out.append(SetTimer(("lock", up.key, up.uid), now + self.cfg.lock_ttl_s))  # like a voter's
         return out
 
     # ---- voting -------------------------------------------------------------------------------

@@ -383,3 +383,15 @@ def test_a_commit_arriving_after_our_lock_expired_still_applies() -> None:
     assert not c.d.locks
     out = c.on_message(Inbound("n1", 2), codec.Commit("n1", 7, False, Update("u1", "k", 1), 1), 11)
     assert out[-1].msg.status == 200 and c.d.kv["k"].value == 1
+
+
+def test_the_initiators_lock_expires_like_a_voters_and_its_client_is_answered() -> None:
+    """Issue 26 "locks and waiters always end": a round whose vote timer is lost still ends."""
+    c = _active("n1", ["n2"])
+    out = c.on_command(ClientUpdate(Update("u1", "k", 1)), "tok", 0)
+    assert any(getattr(e, "name", None) == ("lock", "k", "u1") for e in out)
+    assert c.d.locks["k"][0] == "u1"
+    out = c.on_timer(("lock", "k", "u1"), c.cfg.lock_ttl_s)  # the vote timer never fired
+    assert not c.d.locks and "u1" not in c.tallies
+    (reply,) = [e for e in out if getattr(e, "token", None) == "tok"]
+    assert reply.value.status == 409 and "timeout" in reply.value.body["error"]
