@@ -372,24 +372,26 @@ class DripNode(JournalingHost):
 
     async def _request_batch(self, to: str, msgs: list[Message], tokens: dict[int, str]
                              ) -> None:
-        """One POST /batch to a peer; each message's outcome goes back to the core on its own."""
+        """One POST /batch to a peer; each message's outcome goes back to the core on its own,
+        whatever ended the request (as `_request`: a commit left in flight would stall the
+        peer's outbox for good)."""
         assert self.session is not None
-        items: list[Message] = []
-        for m in msgs:
-            m = self._with_statement(m)
-            if isinstance(m, codec.FLOODED) and not m.auth:
-                if id(m) not in tokens:
-                    tokens[id(m)] = self._auth_for(m)
-                m = replace(m, auth=tokens[id(m)])
-            items.append(m)
-        batch = codec.Batch(self.me, tuple(items))
-        self.batch_stats["sent"] += 1
-        self.batch_stats["sent_items"] += len(items)
-        req = codec.encode(batch)
-        headers = {**req.headers, codec.H_AUTH: self._auth_for(batch),
-                   "Content-Type": "application/json"}
         status, body = 0, None
         try:
+            items: list[Message] = []
+            for m in msgs:
+                m = self._with_statement(m)
+                if isinstance(m, codec.FLOODED) and not m.auth:
+                    if id(m) not in tokens:
+                        tokens[id(m)] = self._auth_for(m)
+                    m = replace(m, auth=tokens[id(m)])
+                items.append(m)
+            batch = codec.Batch(self.me, tuple(items))
+            self.batch_stats["sent"] += 1
+            self.batch_stats["sent_items"] += len(items)
+            req = codec.encode(batch)
+            headers = {**req.headers, codec.H_AUTH: self._auth_for(batch),
+                       "Content-Type": "application/json"}
             async with self.session.post(
                     self.peer_urls[to] + req.path, headers=headers, data=req.body_bytes(),
                     server_hostname=to,
@@ -402,11 +404,16 @@ class DripNode(JournalingHost):
                     self._note_refusal("malformed-reply", peer=to, error=str(e))
         except (aiohttp.ClientError, TimeoutError, OSError) as e:
             body = f"{type(e).__name__}: {e}"
-        if status == 404:  # a peer without our extension: single requests from now on
-            self._no_batch.add(to)
-            for m in msgs:
-                self._spawn(self._request(to, m))
-            return
+        finally:
+            if status == 404:  # a peer without our extension: single requests from now on
+                self._no_batch.add(to)
+                for m in msgs:
+                    self._spawn(self._request(to, m))
+            else:
+                self._batch_outcomes(to, msgs, status, body)
+
+    def _batch_outcomes(self, to: str, msgs: list[Message], status: int, body: Any) -> None:
+        """Each item's answer, or the whole request's failure as each item's own."""
         answers = body.get("answers") if status == 200 and isinstance(body, dict) else None
         if not isinstance(answers, list) or len(answers) != len(msgs) or not all(
                 isinstance(a, dict) for a in answers):
