@@ -15,7 +15,10 @@ Items and "held", per protocol (``PROTOCOLS``):
   once it applied an index ``>= i`` or installed a snapshot with ``last_index >= i``.
   Bound = 3 x the election timeout's maximum + 4 heartbeats (a new election after the heal,
   with one split vote, then a few AppendEntries rounds to catch the node up).
-* DRiP: item = an applied update (``apply`` event, by ``uid``). Bound = 2 x ``heartbeat_s`` +
+* DRiP: item = an applied update (``apply`` event, by ``uid``); a node holds it once it
+  applied that uid or a version ``>=`` its version of the same key (a sync carries only each
+  key's newest value, so an update overwritten before a node syncs is never applied there
+  under its own uid, yet the node is not behind). Bound = 2 x ``heartbeat_s`` +
   2 x ``outbox_retry_s`` + ``relay_margin_s`` (a healed link is seen within a heartbeat and the
   owed commits are resent by the outbox).
 * SDS: item = a content message (``send``/``deliver`` event, by ``id``). Bound =
@@ -151,6 +154,26 @@ def _keyed(types: tuple[str, ...], key: str) -> Callable[[dict[str, list[dict[st
     return held
 
 
+def drip_held(events: dict[str, list[dict[str, Any]]]) -> Held:
+    """Updates by ``uid``; a node also holds every update of a key whose version is at most
+    one it applied for that key (the newer value superseded it: DRiP syncs send only it)."""
+    held = _keyed(("apply",), "uid")(events)
+    item_kv: dict[Any, tuple[Any, int]] = {}
+    applied: dict[str, list[tuple[Any, int, float]]] = {}
+    for node, evs in events.items():
+        for e in evs:
+            if e.get("type") == "apply" and isinstance(e.get("version"), int) and "key" in e:
+                item_kv.setdefault(e.get("uid"), (e["key"], e["version"]))
+                applied.setdefault(node, []).append((e["key"], e["version"], e["ht"]))
+    for node, rows in applied.items():
+        mine = held.setdefault(node, {})
+        for uid, (key, version) in item_kv.items():
+            later = [t for k, v, t in rows if k == key and v >= version]
+            if later:
+                mine[uid] = min(mine.get(uid, min(later)), min(later))
+    return held
+
+
 @dataclass(frozen=True)
 class Protocol:
     items: str  # what an item is, for messages
@@ -188,7 +211,7 @@ def _swim_bound(test: Test) -> float:
 PROTOCOLS: dict[str, Protocol] = {
     "garlicfarm": Protocol("committed index", raft_held, _raft_bound,
                            ("commit", "apply", "snapshot")),
-    "drip": Protocol("applied update", _keyed(("apply",), "uid"), _drip_bound, ("apply",)),
+    "drip": Protocol("applied update", drip_held, _drip_bound, ("apply",)),
     "sds": Protocol("content message", _keyed(("send", "deliver"), "id"), _sds_bound,
                     ("send", "deliver")),
     "antacid": Protocol("committed CSN", prefix_held(

@@ -159,6 +159,23 @@ def test_drip_node_missing_a_committed_update_is_caught() -> None:
     assert sorted(a.witness["item"] for a in r.anomalies) == ["u23", "u24", "u25"]
 
 
+def test_drip_update_superseded_before_a_node_synced_is_held_by_the_newer_version() -> None:
+    """Line5 kill run (batch on): n1 went from k4 v1 to v3 and never applied u65 (v2), which
+    a sync could not carry once v3 existed; that node is not behind. One that stays at v1 is."""
+    def node(*xs: tuple[float, str, int]) -> dict[str, Any]:
+        return {"events": [_ev(t, "apply", uid=u, key="k4", version=v) for t, u, v in xs],
+                "state": {}}
+
+    full = node((1.0, "u41", 1), (9.0, "u65", 2), (11.0, "u94", 3))
+    t, h = _test("drip"), _history(10.0, 15.0)
+    r = liveness.check(t, h, {"nodes": {"n1": full, "n2": full,
+                                        "n3": node((1.0, "u41", 1), (11.5, "u94", 3))}})
+    assert r.valid is True, r.anomalies
+    r = liveness.check(t, h, {"nodes": {"n1": full, "n2": full, "n3": node((1.0, "u41", 1))}})
+    assert r.valid is False
+    assert sorted(a.witness["item"] for a in r.anomalies) == ["u65", "u94"]
+
+
 def _swim_state(alive: list[str]) -> dict[str, Any]:
     return {"members": [{"name": n, "state": "alive"} for n in alive]}
 
