@@ -101,10 +101,8 @@ class Options:
     #: aborts, and the aborts are more work (32-client bench: 0 commits/s at high load)
     max_initiating: int = 4
     #: send the vote-path messages a turn releases to one peer as one POST /batch (ours;
-    #: docs/drip.md "Batches"); a peer answering 404 to it gets single requests from then on.
-    #: Off by default: with it on, the line5 kill chaos test fails liveness 3 runs in 4 (a
-    #: node never gets an update after the heal); not understood yet
-    batch: bool = False
+    #: docs/drip.md "Batches"); a peer answering 404 to it gets single requests from then on
+    batch: bool = True
 
     @classmethod
     def from_options(cls, o: dict[str, Any]) -> Options:
