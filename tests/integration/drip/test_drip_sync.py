@@ -42,7 +42,7 @@ def test_an_unsolicited_sync_batch_changes_nothing_and_is_counted(tmp_path: Path
             await m.wait_all_active(s)
             req = codec.encode(batch)
             h = {**req.headers, "Content-Type": "application/json",
-                 codec.H_AUTH: signer2.header(time.time(), codec.signed_digest(batch))}
+                 codec.H_AUTH: signer2.header(time.time(), codec.signed_digest(batch), once=True)}
             async with s.post(f"https://127.0.0.1:{m.ports['n1']['peer']}{req.path}",
                               headers=h, data=req.body_bytes(), ssl=ctx) as r:
                 assert r.status == 409, await r.text()
