@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import random
+import time
 from pathlib import Path
 
 import aiohttp
@@ -42,7 +43,12 @@ def test_hostile_traffic_reaches_a_real_mesh_and_is_cleaned_up(tmp_path: Path) -
             before = _open_sockets()
             h = HostileDrip({"n2": creds, "n3": creds}, targets, random.Random(1), rate=60.0, interval_s=0.5, flood=5)
             h.start()
+            # until every kind reached both nodes (a fixed 4 s missed a slow kind under load)
+            deadline = time.monotonic() + 30.0
             await asyncio.sleep(4.0)
+            while time.monotonic() < deadline and any(
+                    set(h.counts()[n]["by_kind"]) != set(INTENT) for n in ("n2", "n3")):
+                await asyncio.sleep(0.5)
             await h.stop()
             assert not h._inflight and not h._held
             assert _open_sockets() <= before
