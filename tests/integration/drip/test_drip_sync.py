@@ -49,7 +49,10 @@ def test_an_unsolicited_sync_batch_changes_nothing_and_is_counted(tmp_path: Path
                 assert "no sync outstanding" in (await r.json())["error"]
             st = await m.state(s, "n1")
             assert not any(k.startswith("evil") for k in st["kv"]), "applied an unsolicited batch"
-            assert st["owed"] == [], "an unsolicited batch made n1 owe its peers a sync"
+            # owed only for what a sync taught (a peer that looked down under load may be owed)
+            taught = [e for e in _events(m, "n1")
+                      if e["type"] == "owe-sync" and "by sync" in str(e.get("why"))]
+            assert taught == [], f"an unsolicited batch made n1 owe its peers a sync: {taught}"
             assert st["refused"].get("sync-unsolicited") == 1, st["refused"]
             status, body = await m.update(s, "n1", "k", 1, "u1")  # and the mesh goes on
             assert status == 200, body

@@ -4,6 +4,8 @@ found and shrunk, and its replay file reproduces the run byte for byte."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,21 +42,28 @@ def test_a_short_search_of_correct_garlic_farm_finds_nothing() -> None:
     assert search(TARGET, 5, (), budget_s=600, runs=150) is None
 
 
-def test_the_membership_flaw_is_found_shrunk_and_replayed(tmp_path: Path,
-                                                           capsys: pytest.CaptureFixture[str]
-                                                           ) -> None:
+def _harness(*args: str) -> subprocess.CompletedProcess[str]:
+    """The command in a process of its own, as a user runs it. In this process, after some
+    other tests (tests/unit/harness), the same bounded search once found nothing: an
+    in-process state leak we have not pinned down (docs/sim.md, "Known issue")."""
+    return subprocess.run([sys.executable, "-c", "import sys; from harness.cli import main; "
+                           "sys.exit(main(sys.argv[1:]))", *args],
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_the_membership_flaw_is_found_shrunk_and_replayed(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    rc = main(["sim", "run", "garlicfarm", "--bug", "unsafe-config-change", "--seed", str(SEED),
-               "--budget", "600s", "--shrink", "600s", "--runs", "600", "--shrink-runs", "80",
-               "--out", str(out)])  # runs, not wall time: the same answer under any load
-    assert rc == 1
+    p = _harness("sim", "run", "garlicfarm", "--bug", "unsafe-config-change", "--seed",
+                 str(SEED), "--budget", "600s", "--shrink", "600s", "--runs", "600",
+                 "--shrink-runs", "80", "--out", str(out))  # runs, not wall time: any load
+    assert p.returncode == 1, p.stdout + p.stderr
     rec = json.loads(out.read_text())
     assert rec["protocol"] == "garlicfarm" and rec["bug"] == list(BUG)
     assert 1 <= len(rec["schedule"]) <= 12
     assert any(s[0] in ("add", "remove") for s in rec["schedule"])
-    capsys.readouterr()
-    assert main(["sim", "replay", str(out)]) == 1
-    screen = capsys.readouterr().out
+    p = _harness("sim", "replay", str(out))
+    assert p.returncode == 1, p.stdout + p.stderr
+    screen = p.stdout
     assert "reproduced byte for byte" in screen
     assert "config-change-before-term-commit" in screen
     assert len(screen.splitlines()) < 40
