@@ -11,10 +11,11 @@ is no per-example deadline: the wall budget is checked between examples instead.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +83,29 @@ class Found:
     wall_s: float
 
 
+@contextlib.contextmanager
+def _no_local_constants() -> Iterator[None]:
+    """Hypothesis (6.13x+) mixes constants mined from every loaded project module into what it
+    draws, so the same seed drew other schedules after an unrelated import (a test suite's
+    earlier tests, another protocol's suite). The search draws without them: the same seed
+    gives the same schedules whatever is loaded. A private hook (hypothesis is pinned in
+    constraints.txt); if it moves, the search still works, only less reproducibly."""
+    from hypothesis.internal.conjecture import providers as p
+
+    try:
+        empty = p.Constants(integers=p.SortedSet(), floats=p.SortedSet(key=p.float_to_int),
+                            bytes=p.SortedSet(), strings=p.SortedSet())
+        saved = p._get_local_constants
+    except AttributeError:
+        yield
+        return
+    p._get_local_constants = lambda: empty
+    try:
+        yield
+    finally:
+        p._get_local_constants = saved
+
+
 def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
            max_steps: int = 24, shrink_s: float | None = None, runs: int | None = None,
            shrink_runs: int | None = None) -> Found | None:
@@ -120,8 +144,9 @@ def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
                    phases=(Phase.generate, Phase.shrink),
                    suppress_health_check=list(HealthCheck))
     try:
-        schedule = find(schedules(target.kinds, max_steps), fails, settings=cfg,
-                        random=random.Random(seed))
+        with _no_local_constants():
+            schedule = find(schedules(target.kinds, max_steps), fails, settings=cfg,
+                            random=random.Random(seed))
     except OutOfBudget:
         return None
     return Found(schedule, target.run(schedule, seed, bugs), first[0], first_run[0], count[0],
