@@ -33,9 +33,6 @@ class _Run:
         self.names = list(self.sim.topo.servers)
         self.writes = 0
 
-    def _up(self, n: str) -> bool:
-        return self.sim.nodes[n].up and not self.sim.nodes[n].paused
-
     def step(self, s: Step) -> None:
         kind, dt, a, b = s
         sim = self.sim
@@ -46,28 +43,18 @@ class _Run:
                 sim.partition([n], [j for j in self.names if j != n])
             else:
                 sim.partition(self.names[:2], self.names[2:])
-        elif kind == "heal":
-            sim.heal()
-        elif kind == "crash" and sim.nodes[n].up:
-            sim.crash(n)
-        elif kind == "restart" and not sim.nodes[n].up:
-            sim.boot(n)
-        elif kind == "loss":
-            sim.net.loss = a / 10
-            sim.trace.append((sim.now, "loss", sim.net.loss))
-        elif kind == "dup":
-            sim.net.dup = a / 10
-            sim.trace.append((sim.now, "dup", sim.net.dup))
-        elif kind == "delay":
-            sim.net.latency, sim.net.jitter = 0.001 + 0.05 * a, 0.01 * b
-            sim.trace.append((sim.now, "delay", sim.net.latency, sim.net.jitter))
-        elif kind == "write" and self._up(n):
+        elif kind == "restart":  # only a server that is down (a running one is left be)
+            if not sim.nodes[n].up:
+                sim.boot(n)
+        elif kind == "write" and sim.running(n):
             self.writes += 1
             w = self.writes
             sim.submit(n, (f"blocks:z.k{a % 3}", f"v{w}", "write"),
                        (f"blocks:z.g{(a + 1) % 3}", f"w{w}", "write"))
-        elif kind == "read" and self._up(n):
+        elif kind == "read" and sim.running(n):
             sim.read(n)
+        else:
+            sim.fault_step(kind, n, a, b, delay=(0.001, 0.05, 0.01))
 
     def heal_all(self) -> None:
         self.sim.heal_everything(self.names, latency=0.001)

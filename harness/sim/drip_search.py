@@ -35,9 +35,6 @@ class _Run:
         self.sim = DripSim(EDGES, seed=seed, bugs=bugs, jitter=0.002)
         self.updates: list[tuple[str, str, int, str]] = []  # node, key, value, uid
 
-    def _up(self, n: str) -> bool:
-        return self.sim.nodes[n].up and not self.sim.nodes[n].paused
-
     def update(self, n: str, key: str) -> str:
         uid = f"u{len(self.updates)}"
         self.updates.append((n, key, len(self.updates), uid))
@@ -51,26 +48,10 @@ class _Run:
         n = NODES[b % len(NODES)]
         if kind == "cut":
             sim.cut(*EDGES[a % len(EDGES)])
-        elif kind == "heal":
-            sim.heal()
-        elif kind == "crash" and sim.nodes[n].up:
-            sim.crash(n)
-        elif kind == "restart":
-            sim.restart(n)
-        elif kind == "pause" and self._up(n):
-            sim.pause(n)
-        elif kind == "resume":
-            sim.resume(n)
-        elif kind == "loss":
-            sim.net.loss = a / 10
-        elif kind == "dup":
-            sim.net.dup = a / 10
-        elif kind == "delay":
-            sim.net.latency, sim.net.jitter = 0.001 + 0.05 * a, 0.01 * b
-        elif kind == "update" and self._up(n):
+        elif kind == "update" and sim.running(n):
             self.update(n, f"k{a % 2}")
-        if kind in ("loss", "dup", "delay"):
-            sim.trace.append((sim.now, kind, a, b))
+        else:
+            sim.fault_step(kind, n, a, b, delay=(0.001, 0.05, 0.01))
 
     def history(self) -> list[dict[str, Any]]:
         """invoke/complete pairs of every update, as `checkers.twopc` reads a run."""

@@ -249,6 +249,39 @@ class Simulation:
         self.net.heal()
         self.trace.append((self.now, "heal"))
 
+    def running(self, i: Any) -> bool:
+        """Node ``i`` is up and not paused: it can take a client's request or a pause."""
+        n = self.nodes[i]
+        return n.up and not n.paused
+
+    def fault_step(self, kind: str, i: Any, a: int, b: int,
+                   delay: tuple[float, float, float]) -> None:
+        """A search schedule's step of a kind every target shares, aimed at node ``i`` with
+        knobs ``a``/``b``: heal, crash, restart, pause, resume, loss and dup (``a``/10), delay
+        (latency ``delay[0] + delay[1] * a``, jitter ``delay[2] * b``); any other kind (a
+        target's own, when it did not apply) does nothing."""
+        if kind == "heal":
+            self.heal()
+        elif kind == "crash":
+            if self.nodes[i].up:
+                self.crash(i)
+        elif kind == "restart":
+            self.restart(i)
+        elif kind == "pause":
+            if self.running(i):
+                self.pause(i)
+        elif kind == "resume":
+            self.resume(i)
+        elif kind == "loss":
+            self.net.loss = a / 10
+            self.trace.append((self.now, "loss", self.net.loss))
+        elif kind == "dup":
+            self.net.dup = a / 10
+            self.trace.append((self.now, "dup", self.net.dup))
+        elif kind == "delay":
+            self.net.latency, self.net.jitter = delay[0] + delay[1] * a, delay[2] * b
+            self.trace.append((self.now, "delay", self.net.latency, self.net.jitter))
+
     def heal_everything(self, ids: Iterable[Any], latency: float) -> None:
         """A search run's last heal: every fault undone and every node of ``ids`` running, so
         what follows judges recovery (liveness), not the faults."""

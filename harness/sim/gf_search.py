@@ -83,10 +83,6 @@ class _Run:
         order = sorted(IDS, key=lambda j: (j not in lead, j))
         return order[b % len(order)]
 
-    def _running(self, i: int) -> bool:
-        n = self.sim.nodes[i]
-        return n.up and not n.paused
-
     def _request(self, kind: str, req: Request, value: Any) -> None:
         lead = self._leader()
         if lead is None:
@@ -118,30 +114,13 @@ class _Run:
                 if j != i:
                     sim.net.cut_one_way(j, i)
                     sim.trace.append((sim.now, "cut-one-way", j, i))
-        elif kind == "heal":
-            sim.heal()
-        elif kind == "crash" and sim.nodes[i].up:
-            sim.crash(i)
-        elif kind == "restart":
-            sim.restart(i)
-        elif kind == "pause" and self._running(i):
-            sim.pause(i)
-        elif kind == "resume":
-            sim.resume(i)
-        elif kind == "loss":
-            sim.net.loss = a / 10
-            sim.trace.append((sim.now, "loss", sim.net.loss))
-        elif kind == "dup":
-            sim.net.dup = a / 10
-            sim.trace.append((sim.now, "dup", sim.net.dup))
-        elif kind == "delay":
-            sim.net.latency, sim.net.jitter = 0.001 + 0.02 * a, 0.01 * b
-            sim.trace.append((sim.now, "delay", sim.net.latency, sim.net.jitter))
         elif kind == "write":
             self.writes += 1
             self._request("write", _write(self.writes), self.writes)
         elif kind in ("add", "remove"):
             self._request(kind, _server_req(kind, IDS[a % len(IDS)]), IDS[a % len(IDS)])
+        else:
+            sim.fault_step(kind, i, a, b, delay=(0.001, 0.02, 0.01))
 
     def heal_all(self) -> None:
         self.sim.heal_everything(IDS, latency=0.001)

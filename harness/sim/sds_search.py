@@ -41,9 +41,6 @@ class _Run:
         self.sim = SdsSim(NAMES, OPTS, seed=seed, bugs={n: bugs for n in NAMES})
         self.history: list[dict[str, Any]] = []
 
-    def _up(self, n: str) -> bool:
-        return self.sim.nodes[n].up and not self.sim.nodes[n].paused
-
     def send(self, n: str) -> None:
         """A client send at ``n``, recorded as the history op `checkers.ordering` reads."""
         payload = f"{n}:{len(self.history)}"
@@ -65,27 +62,11 @@ class _Run:
                 sim.partition([n], [j for j in NAMES if j != n])
             else:
                 sim.partition(NAMES[:2], NAMES[2:])
-        elif kind == "heal":
-            sim.heal()
-        elif kind == "crash" and sim.nodes[n].up:
-            sim.crash(n)
-        elif kind == "restart":
-            sim.restart(n)
-        elif kind == "pause" and self._up(n):
-            sim.pause(n)
-        elif kind == "resume":
-            sim.resume(n)
-        elif kind == "loss":
-            sim.net.loss = a / 10
-        elif kind == "dup":
-            sim.net.dup = a / 10
-        elif kind == "delay":
-            sim.net.latency, sim.net.jitter = 0.001 + 0.02 * a, 0.005 * b
-        elif kind in ("send", "burst") and self._up(n):
+        elif kind in ("send", "burst") and sim.running(n):
             for _ in range(1 if kind == "send" else 10 * (a + 1)):
                 self.send(n)
-        if kind in ("loss", "dup", "delay"):
-            sim.trace.append((sim.now, kind, a, b))
+        else:
+            sim.fault_step(kind, n, a, b, delay=(0.001, 0.02, 0.005))
 
 
 def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:

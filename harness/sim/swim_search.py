@@ -36,24 +36,8 @@ def _step(sim: SwimSim, s: Step) -> None:
     if kind == "partition":
         others = [j for j in IDS if j != i]
         sim.partition([i], others) if a % 2 == 0 else sim.partition(IDS[:2], IDS[2:])
-    elif kind == "heal":
-        sim.heal()
-    elif kind == "crash" and sim.nodes[i].up:
-        sim.crash(i)
-    elif kind == "restart":
-        sim.restart(i)
-    elif kind == "pause" and sim.nodes[i].up and not sim.nodes[i].paused:
-        sim.pause(i)
-    elif kind == "resume":
-        sim.resume(i)
-    elif kind == "loss":
-        sim.net.loss = a / 10
-    elif kind == "dup":
-        sim.net.dup = a / 10
-    elif kind == "delay":
-        sim.net.latency, sim.net.jitter = 0.002 + 0.02 * a, 0.01 * b
-    if kind in ("loss", "dup", "delay"):
-        sim.trace.append((sim.now, kind, a, b))
+    else:
+        sim.fault_step(kind, i, a, b, delay=(0.002, 0.02, 0.01))
 
 
 def _states(sim: SwimSim) -> dict[str, dict[str, Any] | None]:
