@@ -25,7 +25,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "integration" / "drip")]
 from drip_mesh import Mesh  # noqa: E402
 
 from nodes.drip.codec import Item  # noqa: E402
-from nodes.drip.store import Store  # noqa: E402
 from nodes.drip.topology import figure1  # noqa: E402
 
 
@@ -70,10 +69,7 @@ async def sync_time(m: Mesh, keys: int) -> dict[str, float]:
     """Fill n1..n4 with ``keys`` keys, then restart an empty (non-fresh) n5 and time its sync."""
     m.close()
     items = [Item(f"key{i:06d}", {"route": i}, 1, f"seed-{i}", None) for i in range(keys)]
-    for n in m.ids[:-1]:
-        st = Store(m.root / n / "data" / "drip.sqlite3")
-        st.apply_items(items)
-        st.close()
+    m.preload(m.ids[:-1], lambda: items, chunk=keys)
     for n in m.ids[:-1]:
         m.start_node(n)
     await asyncio.gather(*(m.wait_healthy(n) for n in m.ids[:-1]))

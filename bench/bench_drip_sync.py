@@ -30,7 +30,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "integration" / "drip")]
 from drip_mesh import Mesh  # noqa: E402
 
 from nodes.drip.codec import MAX_VALUE_BYTES, Item  # noqa: E402
-from nodes.drip.store import Store  # noqa: E402
 
 JOINER = "n5"
 
@@ -70,15 +69,10 @@ async def bench(root: Path, keys: int, jwt_mode: str, value_bytes: int | None = 
                 ) -> dict[str, Any]:
     m = Mesh(root, 5, options={"jwt_mode": jwt_mode})
     old = [n for n in m.ids if n != JOINER]
-    for n in old:  # the mesh already holds the keys (written in slices: bounded memory here)
-        (root / n / "data").mkdir(parents=True, exist_ok=True)
-        st = Store(root / n / "data" / "drip.sqlite3")
-        for start in range(0, keys, 100):
-            st.apply_items(seed_items(keys, value_bytes, start, 100))
-        st.close()
-    cfg = json.loads(m.configs[JOINER].read_text())
-    cfg["options"]["join"] = True
-    m.configs[JOINER].write_text(json.dumps(cfg))
+    # the mesh already holds the keys (written in slices of 100: bounded memory here)
+    m.preload(old, lambda: (it for start in range(0, keys, 100)
+                            for it in seed_items(keys, value_bytes, start, 100)))
+    m.set_options(JOINER, join=True)
     try:
         for n in old:
             m.start_node(n)

@@ -4,12 +4,14 @@ and the bench, independent of the harness's Toxiproxy cluster."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,8 @@ import aiohttp
 
 from harness.spec import TestSpec
 from harness.suites.drip import PROTOCOL, node_extra
+from nodes.drip.records import Item
+from nodes.drip.store import Store
 from osutil.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -50,6 +54,24 @@ class Mesh:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(cfg, indent=1))
             self.configs[nid] = path
+
+    def preload(self, nodes: Iterable[str], items: Callable[[], Iterable[Item]],
+                chunk: int = 100) -> None:
+        """Fill the stores of ``nodes`` (not running) as a sync would, ``chunk`` items per
+        transaction from ``items()`` (called once per node: a generator keeps memory bounded)."""
+        for nid in nodes:
+            (self.root / nid / "data").mkdir(parents=True, exist_ok=True)
+            st = Store(self.root / nid / "data" / "drip.sqlite3")
+            it = iter(items())
+            while batch := list(itertools.islice(it, chunk)):
+                st.apply_items(batch)
+            st.close()
+
+    def set_options(self, nid: str, **options: Any) -> None:
+        """Change node options in ``nid``'s config before it starts (e.g. ``join=True``)."""
+        cfg = json.loads(self.configs[nid].read_text())
+        cfg["options"].update(options)
+        self.configs[nid].write_text(json.dumps(cfg))
 
     def start_node(self, nid: str) -> None:
         log = open(self.root / nid / "log.txt", "ab")  # noqa: SIM115 - owned by the process

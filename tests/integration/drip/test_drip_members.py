@@ -15,7 +15,6 @@ import aiohttp
 from drip_mesh import Mesh
 
 from nodes.drip.codec import Item
-from nodes.drip.store import Store
 
 KEYS = 10_000
 
@@ -30,14 +29,8 @@ async def members(m: Mesh, s: aiohttp.ClientSession, nid: str, uid: str,
 def test_decommission_then_a_joiner_syncs_10000_keys(tmp_path: Path) -> None:
     m = Mesh(tmp_path / "m", 4)
     items = [Item(f"k{i:05d}", i, 1, f"seed-{i}", "n1") for i in range(KEYS)]
-    for nid in ("n1", "n2", "n3"):  # the mesh already holds 10,000 keys
-        (tmp_path / "m" / nid / "data").mkdir(parents=True)
-        st = Store(tmp_path / "m" / nid / "data" / "drip.sqlite3")
-        st.apply_items(items)
-        st.close()
-    cfg = json.loads(m.configs["n4"].read_text())
-    cfg["options"]["join"] = True
-    m.configs["n4"].write_text(json.dumps(cfg))
+    m.preload(("n1", "n2", "n3"), lambda: items, chunk=KEYS)  # the mesh holds 10,000 keys
+    m.set_options("n4", join=True)
 
     async def go() -> None:
         for nid in ("n1", "n2", "n3"):

@@ -16,7 +16,6 @@ from nodes.drip import codec
 from nodes.drip.auth import load_auth
 from nodes.drip.codec import Item
 from nodes.drip.material import NodeFiles, client_context
-from nodes.drip.store import Store
 
 KEYS = 200
 VALUE = 256 * 1024
@@ -71,14 +70,8 @@ def test_a_joiner_syncs_large_values_under_a_steady_write_load_and_goes_active(
     ~50 ms on n1 all along; n4 ends active holding every key and every committed write."""
     m = Mesh(tmp_path / "m", 4)
     big = [Item(f"big{i:04d}", "v" * VALUE, 1, f"seed-{i}", "n1") for i in range(KEYS)]
-    for nid in ("n1", "n2", "n3"):
-        (tmp_path / "m" / nid / "data").mkdir(parents=True)
-        st = Store(tmp_path / "m" / nid / "data" / "drip.sqlite3")
-        st.apply_items(big)
-        st.close()
-    cfg = json.loads(m.configs["n4"].read_text())
-    cfg["options"]["join"] = True
-    m.configs["n4"].write_text(json.dumps(cfg))
+    m.preload(("n1", "n2", "n3"), lambda: big, chunk=KEYS)
+    m.set_options("n4", join=True)
     committed: dict[str, int] = {}
     stop = asyncio.Event()
 
