@@ -45,6 +45,7 @@ from nodes.common.config import ConfigError, NodeConfig
 from nodes.common.conns import ConnGuard
 from nodes.common.journal import Journal
 from nodes.common.loop import Answers, CoreLoop, JournalingHost
+from nodes.common.tasks import Background
 from nodes.drip import codec
 from nodes.drip.auth import AuthError, Signer, Verifier, load_auth
 from nodes.drip.codec import CodecError, Message, Update
@@ -178,7 +179,8 @@ class DripNode(JournalingHost):
         self._no_batch: set[str] = set()  # peers that answered 404 to /batch
         #: /batch requests sent and taken, and the messages in them (docs/drip.md "Batches")
         self.batch_stats = {"sent": 0, "sent_items": 0, "taken": 0, "taken_items": 0}
-        self.tasks: set[asyncio.Task[Any]] = set()
+        #: every background task (peer requests, the committer), guarded (nodes.common.tasks)
+        self.background = Background(self)
         self.runners: list[web.AppRunner] = []
         self.servers: list[asyncio.base_events.Server] = []
         self.session: aiohttp.ClientSession | None = None
@@ -221,9 +223,7 @@ class DripNode(JournalingHost):
         self.loop.close()
         if self._committer is not None:
             await asyncio.gather(self._committer, return_exceptions=True)
-        for t in list(self.tasks):
-            t.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.background.close()
         await self.admin.stop()
         for srv in self.servers:
             srv.close()
@@ -233,25 +233,6 @@ class DripNode(JournalingHost):
             await self.session.close()
         self.store.close()
         self.journal.close()
-
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
-        """Every background task of the node (peer requests, the committer) runs here,
-        under one guard (`_guarded`): whatever one peer or one message makes it raise is
-        logged and journaled, and the node goes on."""
-        t = asyncio.ensure_future(self._guarded(coro))
-        self.tasks.add(t)
-        t.add_done_callback(self.tasks.discard)
-        return t
-
-    async def _guarded(self, coro: Any) -> Any:
-        try:
-            return await coro
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # noqa: BLE001 - any peer's doing; RecursionError included
-            self.journal.node_error(f"background task {getattr(coro, '__name__', coro)}", e,
-                                    evidence=False, logger=log)
-            return None
 
     # ---- Host: what the loop performs --------------------------------------------------------
     def send(self, to: Any, msg: Any) -> None:
@@ -363,10 +344,10 @@ class DripNode(JournalingHost):
         tokens: dict[int, str] = {}
         for to, msgs in batches.items():
             if len(msgs) == 1:
-                self._spawn(self._request(to, msgs[0]))
+                self.background.spawn(self._request(to, msgs[0]))
                 continue
             for i in range(0, len(msgs), codec.MAX_BATCH):
-                self._spawn(self._request_batch(to, msgs[i:i + codec.MAX_BATCH], tokens))
+                self.background.spawn(self._request_batch(to, msgs[i:i + codec.MAX_BATCH], tokens))
 
     async def _request_batch(self, to: str, msgs: list[Message], tokens: dict[int, str]
                              ) -> None:
@@ -406,7 +387,7 @@ class DripNode(JournalingHost):
             if status == 404:  # a peer without our extension: single requests from now on
                 self._no_batch.add(to)
                 for m in msgs:
-                    self._spawn(self._request(to, m))
+                    self.background.spawn(self._request(to, m))
             else:
                 self._batch_outcomes(to, msgs, status, body)
 
@@ -456,7 +437,7 @@ class DripNode(JournalingHost):
         self._records, self._held, self._unanswered = [], [], []
         self._groups.append(group)
         if self._committer is None or self._committer.done():
-            self._committer = self._spawn(self._commit_groups())
+            self._committer = self.background.spawn(self._commit_groups())
 
     async def _commit_groups(self) -> None:
         while self._groups:
@@ -481,7 +462,7 @@ class DripNode(JournalingHost):
                             and isinstance(msg, codec.BATCHED):
                         batches.setdefault(to, []).append(msg)
                     else:
-                        self._spawn(self._request(to, msg))
+                        self.background.spawn(self._request(to, msg))
                 self._send_batches(batches)
                 for key in unanswered:
                     self.answers.give(key, None)  # not answered: the core failed on it

@@ -33,6 +33,7 @@ from nodes.common.clock import Clock
 from nodes.common.config import ConfigError, NodeConfig
 from nodes.common.journal import Journal
 from nodes.common.loop import Answers, CoreLoop, JournalingHost
+from nodes.common.tasks import Background
 from nodes.garlicfarm import codec, memtrace, tls
 from nodes.garlicfarm.apps import digest, entry_view
 from nodes.garlicfarm.client import (
@@ -157,7 +158,7 @@ class GarlicFarmNode(JournalingHost):
         self.call_pool = CallPool()
         self.answers = Answers()
         self._request_ids = itertools.count()
-        self.tasks: set[asyncio.Task[Any]] = set()
+        self.background = Background(self)  # calls, flush and dump loops (guarded)
         self.conns: set[asyncio.StreamWriter] = set()
         self._runners: list[web.AppRunner] = []
         self._server: asyncio.AbstractServer | None = None
@@ -201,9 +202,9 @@ class GarlicFarmNode(JournalingHost):
         self._runners.append(runner)
         self.loop.start()
         if memtrace.enabled():
-            self._spawn(memtrace.dump_loop())
+            self.background.spawn(memtrace.dump_loop())
         if "ack-before-fsync" in cfg.bugs:
-            self._spawn(self._deferred_flush_loop())
+            self.background.spawn(self._deferred_flush_loop())
         self.admin.set_ready()
         log.info("serving peer=%s client=%s admin=%s servers=%s", cfg.ports.peer, cfg.ports.client,
                  cfg.ports.admin, sorted(self.core.raft.servers))
@@ -211,8 +212,7 @@ class GarlicFarmNode(JournalingHost):
     async def stop(self) -> None:
         self.admin.set_ready(False)
         self.loop.close()
-        for t in list(self.tasks):
-            t.cancel()
+        await self.background.close()
         for link in self.links.values():
             link.stop()
         self.call_pool.close()
@@ -229,18 +229,13 @@ class GarlicFarmNode(JournalingHost):
     def now(self) -> float:
         return self.clock.monotonic()
 
-    def _spawn(self, coro: Any) -> None:
-        t = asyncio.create_task(coro)
-        self.tasks.add(t)
-        t.add_done_callback(self.tasks.discard)
-
     # ------------------------------------------------------------ Host (nodes.common.loop)
 
     def send(self, to: Any, msg: Any) -> None:
         if isinstance(to, Inbound):
             self.answers.give(to, msg)
         elif isinstance(to, Call):
-            self._spawn(self._call(to, msg))
+            self.background.spawn(self._call(to, msg))
         else:
             self._link(to).send(msg)
 

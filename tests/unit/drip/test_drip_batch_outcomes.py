@@ -36,7 +36,7 @@ def _node(exc: BaseException) -> tuple[SimpleNamespace, list[Any]]:
         opts=SimpleNamespace(peer_timeout_s=0.5), _no_batch=set(),
         batch_stats={"sent": 0, "sent_items": 0}, _with_statement=lambda m: m,
         _auth_for=lambda m: "token", _note_refusal=lambda *a, **k: None,
-        _spawn=lambda c: c.close(), _queue=queued.append)
+        background=SimpleNamespace(spawn=lambda c: c.close()), _queue=queued.append)
     n._batch_outcomes = lambda *a: DripNode._batch_outcomes(n, *a)  # type: ignore[arg-type]
     return n, queued
 
