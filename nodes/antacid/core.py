@@ -357,12 +357,20 @@ class ArsCore:
             if d.action == "delete" and not have:
                 return self._err(m.DELETE_MISSING, d.name)
             if self.options.detect_conflicts and have and (d.csn or 1) != docs[d.name][1]:
-                return self._err(m.WRITE_CONFLICT, f"{d.name} is at CSN {docs[d.name][1]}")
+                return self._err(m.WRITE_CONFLICT, self._conflict_text(d, docs[d.name][1]))
             if d.action == "delete":
                 docs.pop(d.name)
             else:
                 docs[d.name] = (d.content, 0)
         return None
+
+    def _conflict_text(self, d: m.DatumAndOp, csn: int) -> str:
+        """126001's specifics: the document, both CSNs and (3.1.4) the server that last
+        updated it, when the log still holds that CSN (else "unknown": truncated, or written
+        earlier in this same group)."""
+        by = next((e.gsid.server for e in self.durable.log if e.csn == csn and e.gsid), None)
+        who = f"{by.host}:{by.port} incarnation {by.incarn}" if by else "unknown"
+        return f"{d.name} submitted at CSN {d.csn or 1} is at CSN {csn}, last updated by {who}"
 
     def _notify_failure(self, gsid: m.GlobalSubmitID, peer: Any, err: m.ArsError,
                         now: float) -> list[Effect]:

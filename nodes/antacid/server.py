@@ -84,7 +84,10 @@ def ars_options(cfg: NodeConfig) -> ArsOptions:
     o = ArsOptions()
     for k in vars(o):
         if k in cfg.options:
-            setattr(o, k, type(getattr(o, k))(cfg.options[k]))
+            want, v = type(getattr(o, k)), cfg.options[k]
+            if want is bool and not isinstance(v, bool):  # bool("false") would be True
+                raise ConfigError(f"options.{k}: expected true or false, got {v!r}")
+            setattr(o, k, want(v))
     return o
 
 

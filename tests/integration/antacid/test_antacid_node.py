@@ -117,3 +117,32 @@ def test_chain_submit_notify_kill_restart(tmp_path) -> None:
                 await cl.close()
 
     asyncio.run(body())
+
+
+def test_write_write_conflict_detection_on_real_nodes(tmp_path) -> None:
+    """Option ``detect_conflicts``: a write naming a stale CSN, submitted at a replica, is
+    refused by the primary with 126001 in the result notification; one naming the current
+    CSN commits."""
+    spec = TestSpec(name="antacid-conflict", protocol=PROTOCOL, nodes=2, seed=6,
+                    store=str(tmp_path), options={"topology": "chain", "detect_conflicts": True})
+
+    async def body() -> None:
+        async with open_cluster(spec, new_run("antacid-conflict", tmp_path)) as c:
+            leaf = c.client_addr(1)
+            cl = AntacidClient(leaf.host, leaf.port, admin_url=leaf.admin_url)
+            await cl.start()
+            try:
+                name = f"{ZONE}.a"
+                first = await cl.result(await cl.submit([m.DatumAndOp(name, "one", "create")]), 15.0)
+                assert first.error is None
+                ok = await cl.result(await cl.submit([m.DatumAndOp(name, "two", "write", first.csn)]), 15.0)
+                assert ok.error is None and ok.csn == first.csn + 1
+                stale = await cl.result(await cl.submit([m.DatumAndOp(name, "three", "write", first.csn)]), 15.0)
+                assert stale.csn == 0 and stale.error.code == m.WRITE_CONFLICT
+                assert stale.error.at.host == c.client_addr(0).host
+                zone = await c.admin("n1", "GET", "/antacid/zone")
+                assert zone["last_csn"] == ok.csn and zone["docs"][name]["content"] == "two"
+            finally:
+                await cl.close()
+
+    asyncio.run(body())

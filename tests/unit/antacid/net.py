@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodes.antacid import messages as m
-from nodes.antacid.core import ArsCore, CallFailed, NotifyDest
+from nodes.antacid.core import ArsCore, ArsOptions, CallFailed, NotifyDest
 from nodes.antacid.state import Durable, Topology
 from nodes.common.effects import Persist, Reply, Send
 
@@ -26,6 +26,7 @@ class Net:
     replies: list[Any] = field(default_factory=list)
     notified: list[m.SubmittedUpdateResultNotification] = field(default_factory=list)
     cut: set[frozenset[str]] = field(default_factory=set)
+    options: ArsOptions = field(default_factory=ArsOptions)
     now: float = 0.0
 
     def __post_init__(self) -> None:
@@ -34,7 +35,8 @@ class Net:
 
     def boot(self, node: str, incarn: int) -> None:
         self.cores[node] = ArsCore(node, self.topology,
-                                   Durable.restore(self.records.get(node, []), incarn))
+                                   Durable.restore(self.records.get(node, []), incarn),
+                                   self.options)
         self.take(node, self.cores[node].start(self.now))
 
     def take(self, node: str, effects: list[Any]) -> None:
@@ -46,8 +48,9 @@ class Net:
             elif isinstance(e, Send):
                 self.queue.append((node, e.to, m.parse(m.encode(e.msg))))
 
-    def submit(self, node: str, *docs: tuple[str, str, str], notify: bool = True) -> Any:
-        group = m.UpdateGroup(tuple(m.DatumAndOp(n, c, a) for n, c, a in docs))
+    def submit(self, node: str, *docs: tuple[Any, ...], notify: bool = True) -> Any:
+        """``docs``: (name, content, action) or (name, content, action, csn) each."""
+        group = m.UpdateGroup(tuple(m.DatumAndOp(*d) for d in docs))
         cmd = m.SubmitUpdate(group, "client.test" if notify else None, 7000 if notify else None)
         cmd = m.parse(m.encode(m.ArsRequest(1, cmd))).body  # type: ignore[union-attr]
         self.take(node, self.cores[node].on_command(cmd, "t", self.now))

@@ -4,7 +4,7 @@ Every message crosses the real XML encoding (tests/unit/antacid/net.py)."""
 from __future__ import annotations
 
 from nodes.antacid import messages as m
-from nodes.antacid.core import ReadZone, TruncateLog, committed_since
+from nodes.antacid.core import ArsOptions, ReadZone, TruncateLog, committed_since
 from nodes.antacid.state import Committed
 from tests.unit.antacid.net import Net
 
@@ -227,3 +227,42 @@ def test_a_missed_result_notification_down_is_retried_on_a_timer() -> None:
     net.timer("r1", "pull")
     net.run()
     assert not net.cores["r1"].durable.pending and net.notified[-1].csn == 2
+
+
+def test_write_write_conflicts_are_refused_with_126001_when_detection_is_on() -> None:
+    net = Net(options=ArsOptions(detect_conflicts=True))
+    net.run()
+    g1 = net.submit("r2", (A, "one", "create")).gsid
+    net.run()
+    assert net.docs("p") == {A: ("one", 2)}
+    # a write naming the CSN it read (2) commits; one naming the IMPLIED 1 (a stale or blind
+    # write) is refused, whole, from a replica or at the primary, and spends no CSN
+    net.submit("r2", (A, "two", "write", 2))
+    net.run()
+    assert net.notified[-1].csn == 3 and net.docs("r2") == {A: ("two", 3)}
+    stale = net.submit("r1", (B, "new", "create"), (A, "three", "write", 2)).gsid
+    net.run()
+    failed = net.notified[-1]
+    assert failed.gsid == stale and failed.csn == 0 and failed.error.code == m.WRITE_CONFLICT
+    # 3.1.4: the specifics name the server that last updated the document
+    assert failed.error.specifics == (f"{A} submitted at CSN 2 is at CSN 3, last updated by "
+                                      f"r2.test:5003 incarnation {g1.server.incarn}")
+    assert failed.error.at.host == "p.test"
+    blind = net.submit("p", (A, "four", "write")).gsid
+    net.run()
+    assert net.notified[-1].gsid == blind and net.notified[-1].error.code == m.WRITE_CONFLICT
+    # a new document has nothing to conflict with; the next commit takes CSN 4
+    net.submit("p", (B, "b", "create"))
+    net.run()
+    assert net.notified[-1].csn == 4
+    for node in ("p", "r1", "r2"):
+        assert net.docs(node) == {A: ("two", 3), B: ("b", 4)}, node
+
+
+def test_conflict_detection_is_off_by_default() -> None:
+    net = settled()
+    net.submit("p", (A, "one", "create"))
+    net.run()
+    net.submit("r1", (A, "blind", "write"))  # IMPLIED CSN 1 against CSN 2: no check
+    net.run()
+    assert net.notified[-1].error is None and net.docs("r2") == {A: ("blind", 3)}
