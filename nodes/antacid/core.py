@@ -114,6 +114,11 @@ class ArsCore:
         self._pull_again: str | None = None
         self._down_retry: dict[tuple[str, m.GlobalSubmitID], m.Body] = {}
         self._held: dict[tuple[m.ServerId, int], tuple[Any, m.PropagateSubmittedUpdate]] = {}
+        #: ars-e (3.4): the encodings each peer supports for our zone, learned by a
+        #: ContentEncodingNegotiation either way; absent means DataWithOps only. Kept as long
+        #: as calls to the peer go through (the spec's "the ARS channel's lifetime": a call
+        #: that fails, or a 223001 from an upstream that forgot, drops it)
+        self._encodings: dict[Any, tuple[str, ...]] = {}
 
     # ------------------------------------------------------------------ interface
 
@@ -443,7 +448,11 @@ class ArsCore:
         if isinstance(b, m.PullCommittedUpdates):
             return [Send(peer, m.ArsResponse(req.req_num, self._serve_pull(peer, b)))]
         if isinstance(b, m.ContentEncodingNegotiation):
+            if b.zone != self.zone:
+                return [Send(peer, m.ArsResponse(req.req_num, self._err(
+                    m.UPSTREAM_ZONE_NOT_HELD, b.zone)))]
             names = tuple(n for n in b.names if n in m.ENCODINGS)
+            self._encodings[peer] = names
             return [Send(peer, m.ArsResponse(req.req_num, m.ArsAnswer(encodings=names)))]
         return [Send(peer, m.ArsResponse(req.req_num, self._err(m.SUBPROTOCOL_UNSUPPORTED)))]
 
@@ -455,9 +464,14 @@ class ArsCore:
         for st in b.states:
             if st.zone != self.zone:
                 return self._err(m.UPSTREAM_ZONE_NOT_HELD, st.zone)
-            if st.last_seen_csn == 0:
+            if st.last_seen_csn == 0 and "AllZoneData" in self._encodings.get(peer, ()):
                 groups.append(self._all_zone())
                 continue
+            if st.last_seen_csn == 0 and self.durable.truncated_through:
+                # 3.4: without a negotiation DataWithOps must be used, and the log no longer
+                # starts at the beginning
+                return self._err(m.NO_FULL_ZONE_ENCODING, "AllZoneData not negotiated; the "
+                                 f"log starts after CSN {self.durable.truncated_through}")
             if st.last_seen_csn < self.durable.truncated_through:
                 return self._err(m.BEFORE_TRUNCATION, f"CSN {st.last_seen_csn}, truncation "
                                  f"point {self.durable.truncated_through}")
@@ -487,26 +501,64 @@ class ArsCore:
             return []
         self._pulling = upstream
         seen = self.durable.last_csn if last_seen is None else last_seen
+        if upstream not in self._encodings:  # ars-e first (3.4): may it send AllZoneData?
+            return [self._call(upstream, m.ContentEncodingNegotiation(self.zone, m.ENCODINGS),
+                               "negotiate", seen)]
         body = m.PullCommittedUpdates(self.server.host, self.server.port,
                                       (m.ReplState(self.zone, seen),))
-        return [self._call(upstream, body, "pull", seen)]
+        return [self._call(upstream, body, "pull",
+                           (seen, "AllZoneData" in self._encodings[upstream]))]
+
+    def _negotiated(self, out: _Out, result: m.ArsAnswer | m.ArsError | None,
+                    now: float) -> list[Effect]:
+        """The answer to our ContentEncodingNegotiation; then the pull it preceded."""
+        self._pulling = None
+        fx: list[Effect] = []
+        if isinstance(result, m.ArsAnswer) and result.encodings is not None:
+            extra = set(result.encodings) - set(m.ENCODINGS)
+            if extra:  # 4.2.3: the answer must be a subset of what we offered
+                fx.append(Emit("ars-refused", {"why": "encodings not offered",
+                                               "got": sorted(extra), "from": out.peer}))
+            self._encodings[out.peer] = tuple(n for n in result.encodings
+                                              if n in m.ENCODINGS)
+        elif isinstance(result, m.ArsError | m.ArsAnswer):  # 223005: no ars-e there
+            self._encodings[out.peer] = ("DataWithOps",)
+        if out.peer in self._encodings:
+            return fx + self._pull(out.peer, now, last_seen=out.key)
+        return fx + self._pull_pending(now)
 
     def _pulled(self, out: _Out, result: m.ArsAnswer | m.ArsError | None,
                 now: float) -> list[Effect]:
         self._pulling = None
+        seen, all_zone = out.key
         fx: list[Effect] = []
+        if result is None:
+            self._encodings.pop(out.peer, None)  # the channel is likely gone: ask again
         if isinstance(result, m.ArsError) and result.code == m.BEFORE_TRUNCATION:
-            return [Emit("full-transfer", {"from": out.peer, "after": out.key}),
-                    *self._pull(out.peer, now, last_seen=0)]
+            if all_zone:  # 4.2.1.4: a full zone transfer, both sides support AllZoneData
+                return [Emit("full-transfer", {"from": out.peer, "after": seen}),
+                        *self._pull(out.peer, now, last_seen=0)]
+            # else the pull timer's rotation re-issues the request at another upstream
+            fx.append(Emit("ars-refused", {"why": "before truncation, no AllZoneData",
+                                           "from": out.peer}))
+        if isinstance(result, m.ArsError) and result.code == m.NO_FULL_ZONE_ENCODING:
+            if all_zone:  # it forgot our negotiation (restarted): negotiate again
+                self._encodings.pop(out.peer, None)
+                return self._pull(out.peer, now, last_seen=0)
         if isinstance(result, m.ArsAnswer):
-            fx += self._apply_committed(out.peer, result.groups)
-            fx += self._release(now)
-            if self.durable.last_csn > out.key:
-                fx += self._push_all()
+            if not all_zone and any(g.all_zone for g in result.groups):
+                fx.append(Emit("ars-refused", {"why": "AllZoneData not negotiated",
+                                               "from": out.peer}))
+            else:
+                fx += self._apply_committed(out.peer, result.groups)
+                fx += self._release(now)
+                if self.durable.last_csn > seen:
+                    fx += self._push_all()
+        return fx + self._pull_pending(now)
+
+    def _pull_pending(self, now: float) -> list[Effect]:
         again, self._pull_again = self._pull_again, None
-        if again is not None:
-            fx += self._pull(again, now)
-        return fx
+        return self._pull(again, now) if again is not None else []
 
     def _apply_committed(self, upstream: str, groups: Iterable[m.UpdateGroup]) -> list[Effect]:
         """Apply the gap-free prefix of ``groups`` after our last CSN, each group whole."""
@@ -541,6 +593,8 @@ class ArsCore:
                   now: float) -> list[Effect]:
         if out.why == "pull":
             return self._pulled(out, result, now)
+        if out.why == "negotiate":
+            return self._negotiated(out, result, now)
         if out.why == "push":
             if result is None:
                 self._push_outstanding.discard(out.peer)

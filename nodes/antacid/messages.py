@@ -40,7 +40,9 @@ DATASTORE_SEMANTICS = 126002
 PROPAGATE_FAILED = 210001
 REORDER_TIMEOUT = 212001
 MALFORMED_ANY = 213003
+ENCODING_NOT_UNDERSTOOD = 213001
 OVERLOAD = 219001
+NO_FULL_ZONE_ENCODING = 223001
 PROPAGATE_NOT_DOWNSTREAM = 223002
 PUSH_NOT_UPSTREAM = 223003
 PULL_NOT_DOWNSTREAM = 223004
@@ -64,6 +66,8 @@ ERROR_TEXT: dict[int, str] = {
     REORDER_TIMEOUT: "Timeout at zone primary waiting for submitted update re-ordering.",
     MALFORMED_ANY: "Malformed ARS protocol transmission (client or server).",
     OVERLOAD: "Server resource overload.",
+    ENCODING_NOT_UNDERSTOOD: "Content encoding from upstream server not understood.",
+    NO_FULL_ZONE_ENCODING: "No content encodings available for full zone transfer.",
     PROPAGATE_NOT_DOWNSTREAM: "PropagateSubmittedUpdate request received from server not configured as a downstream server.",
     PUSH_NOT_UPSTREAM: "PushCommittedUpdates request received from server not configured as an upstream server.",
     PULL_NOT_DOWNSTREAM: "PullCommittedUpdates request received from server not configured as a downstream server.",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from nodes.antacid import messages as m
 from nodes.antacid.core import ArsOptions, ReadZone, TruncateLog, committed_since
 from nodes.antacid.state import Committed
+from nodes.common.effects import Send
 from tests.unit.antacid.net import Net
 
 A = "blocks:z.a"
@@ -266,3 +267,76 @@ def test_conflict_detection_is_off_by_default() -> None:
     net.submit("r1", (A, "blind", "write"))  # IMPLIED CSN 1 against CSN 2: no check
     net.run()
     assert net.notified[-1].error is None and net.docs("r2") == {A: ("blind", 3)}
+
+
+def test_a_replica_negotiates_encodings_before_its_first_pull() -> None:
+    net = Net()
+    net.timer("r1", "pull")
+    first = [(src, dst, type(msg.body).__name__) for src, dst, msg in net.queue
+             if isinstance(msg, m.ArsRequest)]
+    assert ("r1", "p", "ContentEncodingNegotiation") in first
+    assert not any(kind == "PullCommittedUpdates" for _, _, kind in first)
+    net.run()
+    # each side caches what the other supports for the zone (3.4)
+    assert net.cores["r1"]._encodings["p"] == m.ENCODINGS
+    assert net.cores["p"]._encodings["r1"] == m.ENCODINGS
+    net.submit("p", (A, "x", "write"))
+    net.run()
+    assert net.docs("r2") == {A: ("x", 2)}
+
+
+def test_without_negotiation_a_full_zone_pull_gets_dataWithOps_or_223001() -> None:
+    net = settled()
+    net.submit("p", (A, "1", "write"))
+    net.submit("p", (B, "2", "write"))
+    net.run()
+    p = net.cores["p"]
+    p._encodings.clear()  # as after a restart: r1's negotiation is forgotten
+    pull = m.ArsRequest(50, m.PullCommittedUpdates("r1.test", 5002, (m.ReplState("blocks:z", 0),)))
+    answer = p.on_message("r1", pull, 0.0)[0].msg.result
+    assert [(g.csn, g.all_zone) for g in answer.groups] == [(2, False), (3, False)]
+    net.take("p", p.on_command(TruncateLog(2), "t", 0.0))
+    refused = p.on_message("r1", pull, 0.0)[0].msg.result
+    assert refused.code == m.NO_FULL_ZONE_ENCODING
+    # negotiated: the same request is answered with AllZoneData
+    p.on_message("r1", m.ArsRequest(51, m.ContentEncodingNegotiation("blocks:z", m.ENCODINGS)), 0.0)
+    whole = p.on_message("r1", pull, 0.0)[0].msg.result
+    assert [(g.csn, g.all_zone) for g in whole.groups] == [(3, True)]
+
+
+def test_a_restarted_upstream_that_forgot_the_negotiation_is_asked_again() -> None:
+    net = settled()
+    net.submit("p", (A, "1", "write"))
+    net.run()
+    net.cut.add(frozenset(("p", "r1")))
+    net.submit("p", (B, "2", "write"))
+    net.run()
+    net.take("p", net.cores["p"].on_command(TruncateLog(3), "t", 0.0))
+    net.boot("p", 999)  # forgets what r1 negotiated; r1 still has p's answer cached
+    net.cut.clear()
+    net.queue.clear()
+    net.timer("r1", "pull")
+    sent = []
+    while net.queue:
+        src, dst, msg = net.queue[0]
+        if isinstance(msg, m.ArsRequest) and src == "r1":
+            body = msg.body
+            sent.append(type(body).__name__ if not isinstance(body, m.PullCommittedUpdates)
+                        else f"Pull {body.states[0].last_seen_csn}")
+        net.step()
+    # 226002 -> full transfer -> 223001 (forgotten) -> negotiate again -> AllZoneData
+    assert sent[:4] == ["Pull 2", "Pull 0", "ContentEncodingNegotiation", "Pull 0"], sent
+    assert net.docs("r1") == {A: ("1", 2), B: ("2", 3)}
+
+
+def test_an_encoding_answer_outside_the_offer_is_cut_to_the_offer() -> None:
+    net = Net()
+    net.timer("r1", "pull")
+    r1 = net.cores["r1"]
+    _, _, neg = next(q for q in net.queue if q[0] == "r1" and q[1] == "p")
+    out = r1.on_message("p", m.ArsResponse(neg.req_num, m.ArsAnswer(
+        encodings=("DataWithOps", "EllipsisNotation"))), 0.0)
+    assert any(getattr(e, "type", "") == "ars-refused" for e in out)
+    assert r1._encodings["p"] == ("DataWithOps",)
+    pull = [e.msg.body for e in out if isinstance(e, Send)]
+    assert isinstance(pull[-1], m.PullCommittedUpdates)
