@@ -112,8 +112,6 @@ class ArsCore:
         self._push_outstanding: set[str] = set()
         self._pulling: str | None = None
         self._pull_again: str | None = None
-        self._down_retry: dict[tuple[str, m.GlobalSubmitID], m.Body] = {}
-        self._held: dict[tuple[m.ServerId, int], tuple[Any, m.PropagateSubmittedUpdate]] = {}
         #: ars-e (3.4): the encodings each peer supports for our zone, learned by a
         #: ContentEncodingNegotiation either way; absent means DataWithOps only. Kept as long
         #: as calls to the peer go through (the spec's "the ARS channel's lifetime": a call
@@ -138,6 +136,11 @@ class ArsCore:
                 fx.append(SetTimer(("result-wait", gsid), now + self.options.result_wait))
             elif p.state == "notifying":
                 fx += self._notify(gsid, now)
+        for gsid, (_, group) in sorted(self.durable.held.items(), key=lambda kv: kv[0].ssn):
+            if group is not None:  # the reorder clock starts again (timers are not durable)
+                fx.append(SetTimer(("reorder", gsid), now + self.options.reorder_timeout))
+        for (peer, _), note in list(self.durable.owed.items()):
+            fx.append(self._call(peer, note, "notify-down", note.gsid))
         fx += self._push_all()
         return fx
 
@@ -176,10 +179,10 @@ class ArsCore:
             p = self.durable.pending.get(gsid)
             return self._notify(gsid, now) if p and p.state == "notifying" else []
         if kind == "notify-down":
-            body = self._down_retry.pop((rest[0], rest[1]), None)
-            return [self._call(rest[0], body, "notify-down", rest[1])] if body else []
+            note = self.durable.owed.get((rest[0], rest[1]))
+            return [self._call(rest[0], note, "notify-down", rest[1])] if note else []
         if kind == "reorder":
-            return self._reorder_timeout(rest[0], rest[1], now)
+            return self._reorder_timeout(rest[0], now)
         return []
 
     def on_message(self, peer: Any, msg: Any, now: float) -> list[Effect]:
@@ -269,7 +272,7 @@ class ArsCore:
         forgot = "duplicates-undetected" in self.bugs
         return ((not forgot and gsid.ssn <= self.durable.committed_ssn.get(gsid.server, 0))
                 or gsid in self.durable.pending
-                or (gsid.server, gsid.ssn) in self._held)
+                or gsid in self.durable.held)
 
     def _on_propagate(self, peer: str, req: m.ArsRequest, now: float) -> list[Effect]:
         b: m.PropagateSubmittedUpdate = req.body  # type: ignore[assignment]
@@ -286,8 +289,8 @@ class ArsCore:
                 csn = next((e.csn for e in self.durable.log if e.gsid == b.gsid), None)
                 if csn is not None and b.gsid not in self.durable.pending:
                     # committed and passed on here already: the asker lost the result
-                    fx.append(self._call(peer, m.SubmittedUpdateResultNotification(
-                        b.gsid, csn, self.zone), "notify-down", b.gsid))
+                    fx += self._owe(peer, m.SubmittedUpdateResultNotification(
+                        b.gsid, csn, self.zone))
                 return fx
         ack = Send(peer, m.ArsResponse(req.req_num, m.ArsAnswer(gsid=b.gsid)))
         if self.primary:
@@ -303,29 +306,30 @@ class ArsCore:
         last = self.durable.committed_ssn.get(gsid.server, 0)
         replay = "duplicates-undetected" in self.bugs and gsid.ssn <= last
         if gsid.server != self.server and gsid.ssn != last + 1 and not replay:
-            self._held[(gsid.server, gsid.ssn)] = (peer, m.PropagateSubmittedUpdate(
-                gsid, "", 1, group))
-            fx: list[Effect] = [Emit("hold", {"ssn": gsid.ssn, "waiting_for": last + 1})]
+            fx = self._persist(("held", gsid, peer, group))
+            fx.append(Emit("hold", {"ssn": gsid.ssn, "waiting_for": last + 1}))
             if group is not None:
-                fx.append(SetTimer(("reorder", gsid.server, gsid.ssn),
-                                   now + self.options.reorder_timeout))
+                fx.append(SetTimer(("reorder", gsid), now + self.options.reorder_timeout))
             return fx
         fx = self._commit(gsid, group, peer, now)
-        nxt = self._held.pop((gsid.server, gsid.ssn + 1), None)
-        if nxt is not None:
-            fx += self._serialize(nxt[1].gsid, nxt[1].group, nxt[0], now)
+        nxt = m.GlobalSubmitID(gsid.server, gsid.ssn + 1)
+        if nxt in self.durable.held:
+            nxt_peer, nxt_group = self.durable.held[nxt]
+            fx += self._persist(("unheld", nxt))
+            fx += self._serialize(nxt, nxt_group, nxt_peer, now)
         return fx
 
-    def _reorder_timeout(self, server: m.ServerId, ssn: int, now: float) -> list[Effect]:
-        held = self._held.pop((server, ssn), None)
-        if held is None:
+    def _reorder_timeout(self, gsid: m.GlobalSubmitID, now: float) -> list[Effect]:
+        held = self.durable.held.get(gsid)
+        if held is None or held[1] is None:
             return []
-        peer, b = held
+        peer = held[0]
         # the SSN is spent: when the chain reaches it, it passes as a failed submission
-        self._held[(server, ssn)] = (peer, replace(b, group=None))
-        err = self._err(m.REORDER_TIMEOUT, f"SSN {ssn} waited for "
-                        f"{self.durable.committed_ssn.get(server, 0) + 1}")
-        return [Emit("reorder-timeout", {"ssn": ssn}), *self._notify_failure(b.gsid, peer, err, now)]
+        fx = self._persist(("held", gsid, peer, None))
+        err = self._err(m.REORDER_TIMEOUT, f"SSN {gsid.ssn} waited for "
+                        f"{self.durable.committed_ssn.get(gsid.server, 0) + 1}")
+        return [*fx, Emit("reorder-timeout", {"ssn": gsid.ssn}),
+                *self._notify_failure(gsid, peer, err, now)]
 
     def _commit(self, gsid: m.GlobalSubmitID, group: m.UpdateGroup | None, peer: Any,
                 now: float) -> list[Effect]:
@@ -347,8 +351,7 @@ class ArsCore:
         if peer is None:
             fx += self._result(gsid, csn, None, now)
         else:
-            fx.append(self._call(peer, m.SubmittedUpdateResultNotification(
-                gsid, csn, self.zone), "notify-down", gsid))
+            fx += self._owe(peer, m.SubmittedUpdateResultNotification(gsid, csn, self.zone))
         return fx + self._push_all()
 
     def _check_semantics(self, group: m.UpdateGroup) -> m.ArsError | None:
@@ -381,8 +384,13 @@ class ArsCore:
                         now: float) -> list[Effect]:
         if peer is None:
             return self._result(gsid, 0, err, now)
-        return [self._call(peer, m.SubmittedUpdateResultNotification(gsid, 0, self.zone, err),
-                           "notify-down", gsid)]
+        return self._owe(peer, m.SubmittedUpdateResultNotification(gsid, 0, self.zone, err))
+
+    def _owe(self, peer: str, note: m.SubmittedUpdateResultNotification) -> list[Effect]:
+        """Send a result down, durably owed until that server acknowledges it (a restarted
+        primary sends what it still owes)."""
+        return [*self._persist(("owed", peer, note)), self._call(peer, note, "notify-down",
+                                                                 note.gsid)]
 
     # ------------------------------------------------------------------ results
 
@@ -619,9 +627,10 @@ class ArsCore:
             return []
         if out.why == "notify-down":
             if result is None:  # the downstream server missed it: retry later
-                self._down_retry[(out.peer, out.key)] = out.req.body
                 return [SetTimer(("notify-down", out.peer, out.key),
                                  now + self.options.notify_retry)]
+            if (out.peer, out.key) in self.durable.owed:
+                return self._persist(("paid", out.peer, out.key))
             return []
         return []
 

@@ -1,11 +1,15 @@
 """What an ARS server keeps: the topology it was configured with and its durable state,
 folded from the ``Persist("ars", record)`` records the core emits (the same fold runs live and
-on restart, so a restarted core is the core that crashed, less its in-memory queues).
+on restart, so a restarted core is the core that crashed, less its in-memory bookkeeping:
+requests in flight, push flags, negotiated encodings).
 
 Records: ``("incarn", n)``, ``("ssn", n)`` (last SSN assigned), ``("pending", gsid, Pending)``,
 ``("done", gsid)``, ``("ssn-seen", server, ssn)`` (the primary serialized it without a
 commit), ``("commit", Committed)``, ``("zone", csn, data)`` (a full zone transfer),
-``("truncate", csn)``.
+``("truncate", csn)``; the primary's reorder queue ``("held", gsid, peer, group)`` (group None:
+a spent SSN kept as a placeholder, or a FailedUpdateSubmission) and ``("unheld", gsid)``, and
+the result notifications it owes downstream servers ``("owed", peer, notification)`` and
+``("paid", peer, gsid)``.
 """
 
 from __future__ import annotations
@@ -92,6 +96,13 @@ class Durable:
     log: list[Committed] = field(default_factory=list)
     pending: dict[m.GlobalSubmitID, Pending] = field(default_factory=dict)
     committed_ssn: dict[m.ServerId, int] = field(default_factory=dict)
+    #: the primary's submissions held for reordering (4.2.2.3): (the downstream server it
+    #: came from or None, the group or None)
+    held: dict[m.GlobalSubmitID, tuple[str | None, m.UpdateGroup | None]] = field(
+        default_factory=dict)
+    #: result notifications sent to a downstream server and not yet acknowledged
+    owed: dict[tuple[str, m.GlobalSubmitID], m.SubmittedUpdateResultNotification] = field(
+        default_factory=dict)
     pull_turn: int = -1
 
     @classmethod
@@ -125,6 +136,14 @@ class Durable:
                 self.last_csn = e.csn
                 if e.gsid is not None:
                     self.apply(("ssn-seen", e.gsid.server, e.gsid.ssn))
+            case ("held", gsid, peer, group):
+                self.held[gsid] = (peer, group)
+            case ("unheld", gsid):
+                self.held.pop(gsid, None)
+            case ("owed", peer, note):
+                self.owed[(peer, note.gsid)] = note
+            case ("paid", peer, gsid):
+                self.owed.pop((peer, gsid), None)
             case ("zone", csn, data):
                 self.docs = {d.name: (d.content, d.csn or 1) for d in data}
                 self.log = []

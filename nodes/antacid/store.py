@@ -3,7 +3,8 @@ records (`nodes.antacid.state`) and reads back the `Durable` it rebuilds the cor
 
 The tables hold the folded state, not the record stream: documents, the committed update log,
 the counters (incarnation, last SSN, last CSN, truncation point), each submission server's
-last serialized SSN and the pending submissions; ``write`` applies one record the way
+last serialized SSN, the pending submissions, the primary's reorder queue (``held``) and the
+result notifications it owes downstream servers (``owed``); ``write`` applies one record the way
 `Durable.apply` does, so ``load`` after any prefix of writes equals folding that prefix.
 WAL journal, ``synchronous=FULL``; records written between two ``commit`` calls are one
 transaction (the runtime commits before the next send or reply leaves, as DRiP's does), so a
@@ -29,6 +30,9 @@ CREATE TABLE IF NOT EXISTS docs (name TEXT PRIMARY KEY, content TEXT NOT NULL,
 CREATE TABLE IF NOT EXISTS log (csn INTEGER PRIMARY KEY, gsid TEXT, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS pending (gsid TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS ssn_seen (server TEXT PRIMARY KEY, ssn INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS held (gsid TEXT PRIMARY KEY, peer TEXT, grp TEXT);
+CREATE TABLE IF NOT EXISTS owed (peer TEXT NOT NULL, gsid TEXT NOT NULL, value TEXT NOT NULL,
+                                 PRIMARY KEY (peer, gsid));
 """
 
 
@@ -69,6 +73,10 @@ class Store:
                      for g, v in db.execute("SELECT gsid, value FROM pending")}
         d.committed_ssn = {_server(json.loads(s)): n
                            for s, n in db.execute("SELECT server, ssn FROM ssn_seen")}
+        d.held = {_gsid(json.loads(g)): (peer, _group(json.loads(grp)))
+                  for g, peer, grp in db.execute("SELECT gsid, peer, grp FROM held")}
+        d.owed = {(peer, _gsid(json.loads(g))): _note(json.loads(v))
+                  for peer, g, v in db.execute("SELECT peer, gsid, value FROM owed")}
         return d
 
     # ---- writing
@@ -109,6 +117,18 @@ class Store:
                 db.execute("DELETE FROM pending WHERE gsid = ?", (_key(gsid),))
             case ("ssn-seen", server, ssn):
                 self._ssn_seen(server, ssn)
+            case ("held", gsid, peer, group):
+                db.execute("INSERT OR REPLACE INTO held VALUES (?, ?, ?)",
+                           (_key(gsid), peer, json.dumps(_plain_group(group))))
+            case ("unheld", gsid):
+                db.execute("DELETE FROM held WHERE gsid = ?", (_key(gsid),))
+            case ("owed", peer, m.SubmittedUpdateResultNotification() as n):
+                db.execute("INSERT OR REPLACE INTO owed VALUES (?, ?, ?)",
+                           (peer, _key(n.gsid), json.dumps(
+                               {"gsid": asdict(n.gsid), "csn": n.csn, "zone": n.zone,
+                                "error": None if n.error is None else asdict(n.error)})))
+            case ("paid", peer, gsid):
+                db.execute("DELETE FROM owed WHERE peer = ? AND gsid = ?", (peer, _key(gsid)))
             case ("commit", Committed() as e):
                 for d in e.data:
                     if d.action == "delete":
@@ -158,21 +178,33 @@ def _datum(d: dict[str, Any]) -> m.DatumAndOp:
     return m.DatumAndOp(d["name"], d["content"], d["action"], d["csn"])
 
 
+def _plain_group(g: m.UpdateGroup | None) -> dict[str, Any] | None:
+    return None if g is None else {"data": [asdict(d) for d in g.data]}
+
+
+def _group(d: dict[str, Any] | None) -> m.UpdateGroup | None:
+    return None if d is None else m.UpdateGroup(tuple(_datum(x) for x in d["data"]))
+
+
+def _error(e: dict[str, Any] | None) -> m.ArsError | None:
+    return None if e is None else m.ArsError(e["code"], _server(e["at"]), e["text"],
+                                             e["specifics"])
+
+
+def _note(d: dict[str, Any]) -> m.SubmittedUpdateResultNotification:
+    return m.SubmittedUpdateResultNotification(_gsid(d["gsid"]), d["csn"], d["zone"],
+                                               _error(d["error"]))
+
+
 def _plain(p: Pending) -> dict[str, Any]:
-    g = p.group
     notify = asdict(p.notify) if isinstance(p.notify, NotifyDest) else None
-    return {"group": None if g is None else {"data": [asdict(d) for d in g.data]},
+    return {"group": _plain_group(p.group),
             "notify": notify, "from_peer": p.from_peer, "state": p.state, "csn": p.csn,
             "error": None if p.error is None else asdict(p.error), "rounds": p.rounds,
             "tries": p.tries}
 
 
 def _pending(d: dict[str, Any]) -> Pending:
-    g = d["group"]
-    e = d["error"]
-    return Pending(
-        None if g is None else m.UpdateGroup(tuple(_datum(x) for x in g["data"])),
-        None if d["notify"] is None else NotifyDest(**d["notify"]), d["from_peer"], d["state"],
-        d["csn"], None if e is None else m.ArsError(e["code"], _server(e["at"]), e["text"],
-                                                    e["specifics"]),
-        d["rounds"], d["tries"])
+    return Pending(_group(d["group"]),
+                   None if d["notify"] is None else NotifyDest(**d["notify"]), d["from_peer"],
+                   d["state"], d["csn"], _error(d["error"]), d["rounds"], d["tries"])

@@ -146,3 +146,69 @@ def test_write_write_conflict_detection_on_real_nodes(tmp_path) -> None:
                 await cl.close()
 
     asyncio.run(body())
+
+
+async def _as_peer(port: int, poser: str, *reqs: m.ArsRequest) -> list[m.ArsAnswer | m.ArsError]:
+    """Send ``reqs`` to a node's peer port on one ARS channel, posing as server ``poser``;
+    the results of their answers, in order."""
+    conn = await connect("127.0.0.1", port)
+    try:
+        ch = conn.session.start_channel(PROFILE, poser)
+        while not isinstance(ev := await conn.next_event(), beep.ChannelStarted):
+            pass
+        results: list[m.ArsAnswer | m.ArsError] = []
+        for req in reqs:
+            conn.session.send_msg(ch, m.encode(req))
+            await conn.flush()
+            while not isinstance(ev := await conn.next_event(), beep.Reply | beep.ErrorReply):
+                pass
+            got = m.parse(ev.body)
+            results.append(got.result if isinstance(got, m.ArsResponse) else got)
+        return results
+    finally:
+        await conn.aclose()
+
+
+def test_the_primary_keeps_its_reorder_queue_across_kill_9(tmp_path) -> None:
+    """Submission server E's SSN 2 reaches the primary before SSN 1 and is held (4.2.2.3); the
+    primary is killed with -9 and restarted; the held SSN 2 is still there (a resend is a
+    duplicate), and SSN 1 releases it: both commit, in SSN order."""
+    spec = TestSpec(name="antacid-held", protocol=PROTOCOL, nodes=2, seed=7, store=str(tmp_path),
+                    options={"topology": "chain", "reorder_timeout": 300.0})
+
+    async def body() -> None:
+        async with open_cluster(spec, new_run("antacid-held", tmp_path)) as c:
+            e = m.ServerId("e.test", 5999, 7)
+
+            def prop(ssn: int, req: int, name: str) -> m.ArsRequest:
+                return m.ArsRequest(req, m.PropagateSubmittedUpdate(
+                    m.GlobalSubmitID(e, ssn), "e.test", 5999,
+                    m.UpdateGroup((m.DatumAndOp(f"{ZONE}.{name}", f"ssn{ssn}", "write"),))))
+
+            [held] = await _as_peer(c.ports["n1"]["peer"], "n2", prop(2, 1, "a"))
+            assert isinstance(held, m.ArsAnswer) and held.gsid.ssn == 2
+            ev = (await c.admin("n1", "GET", "/admin/events?since=0"))["events"]
+            assert [x["ssn"] for x in ev if x["type"] == "hold"] == [2]
+            assert (await c.admin("n1", "GET", "/antacid/zone"))["last_csn"] <= 1
+
+            await c.nemesis_invoke({"f": "kill", "value": {"node": "n1"}})
+            await c.nemesis_invoke({"f": "restart", "value": {"node": "n1"}})
+
+            again, first = await _as_peer(c.ports["n1"]["peer"], "n2", prop(2, 2, "a"),
+                                          prop(1, 3, "b"))
+            assert isinstance(again, m.ArsError) and again.code == m.DUPLICATE_SUBMISSION
+            assert isinstance(first, m.ArsAnswer) and first.gsid.ssn == 1
+
+            async def committed() -> bool:
+                z = await c.admin("n1", "GET", "/antacid/zone")
+                return z["last_csn"] == 3
+            assert await eventually(committed, 15.0)
+            z = await c.admin("n1", "GET", "/antacid/zone")
+            assert z["docs"] == {f"{ZONE}.b": {"content": "ssn1", "csn": 2},
+                                 f"{ZONE}.a": {"content": "ssn2", "csn": 3}}
+
+            async def replicated() -> bool:
+                return (await c.admin("n2", "GET", "/antacid/zone"))["docs"] == z["docs"]
+            assert await eventually(replicated, 20.0)
+
+    asyncio.run(body())

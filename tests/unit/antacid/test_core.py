@@ -6,7 +6,7 @@ from __future__ import annotations
 from nodes.antacid import messages as m
 from nodes.antacid.core import ArsOptions, ReadZone, TruncateLog, committed_since
 from nodes.antacid.state import Committed
-from nodes.common.effects import Send
+from nodes.common.effects import Send, SetTimer
 from tests.unit.antacid.net import Net
 
 A = "blocks:z.a"
@@ -106,7 +106,7 @@ def test_reorder_timeout_fails_the_held_submission_with_212001() -> None:
     gsid = m.GlobalSubmitID(m.ServerId("r1.test", 5002, 7), 2)
     p.on_message("r1", m.ArsRequest(1, m.PropagateSubmittedUpdate(
         gsid, "r1.test", 5002, m.UpdateGroup((m.DatumAndOp(A, "v", "write"),)))), 0.0)
-    out = p.on_timer(("reorder", gsid.server, 2), 10.0)
+    out = p.on_timer(("reorder", gsid), 10.0)
     note = next(e.msg.body for e in out if hasattr(e, "msg"))
     assert note.gsid == gsid and note.csn == 0 and note.error.code == m.REORDER_TIMEOUT
     # the SSN is spent: when SSN 1 comes, SSN 2 passes as failed and SSN 3 is not held
@@ -340,3 +340,49 @@ def test_an_encoding_answer_outside_the_offer_is_cut_to_the_offer() -> None:
     assert r1._encodings["p"] == ("DataWithOps",)
     pull = [e.msg.body for e in out if isinstance(e, Send)]
     assert isinstance(pull[-1], m.PullCommittedUpdates)
+
+
+def test_the_reorder_queue_and_owed_results_survive_a_primary_restart() -> None:
+    net = settled()
+    srv = m.ServerId("r1.test", 5002, 7)
+
+    def prop(ssn: int, req: int) -> m.ArsRequest:
+        return m.ArsRequest(req, m.PropagateSubmittedUpdate(
+            m.GlobalSubmitID(srv, ssn), "r1.test", 5002,
+            m.UpdateGroup((m.DatumAndOp(A, f"v{ssn}", "write"),))))
+
+    net.take("p", net.cores["p"].on_message("r1", prop(3, 1), 0.0))  # held: waits for 1, 2
+    net.take("p", net.cores["p"].on_message("r1", prop(2, 2), 0.0))
+    net.boot("p", 999)  # a kill: what was held comes back, its reorder clock restarted
+    p = net.cores["p"]
+    assert sorted(g.ssn for g in p.durable.held) == [2, 3]
+    assert p._duplicate(m.GlobalSubmitID(srv, 3))  # still in progress: a resend is 226001
+    net.queue.clear()
+    net.cut.add(frozenset(("p", "r1")))  # the results down to r1 are lost ...
+    net.take("p", p.on_message("r1", prop(1, 3), 0.0))
+    assert [(e.csn, e.gsid.ssn) for e in p.durable.log] == [(2, 1), (3, 2), (4, 3)]
+    assert not p.durable.held
+    net.run()
+    assert sorted(g.ssn for _, g in p.durable.owed) == [1, 2, 3]
+    net.boot("p", 1000)  # ... and owed across another restart, sent again at start
+    net.cut.clear()
+    down = [msg.body for src, dst, msg in net.queue
+            if src == "p" and dst == "r1" and isinstance(msg.body, m.SubmittedUpdateResultNotification)]
+    assert sorted((b.gsid.ssn, b.csn) for b in down) == [(1, 2), (2, 3), (3, 4)]
+    net.run()
+    assert not net.cores["p"].durable.owed  # r1 acknowledged each one
+
+
+def test_a_held_submission_times_out_after_a_restart_too() -> None:
+    net = settled()
+    gsid = m.GlobalSubmitID(m.ServerId("r1.test", 5002, 7), 2)
+    net.take("p", net.cores["p"].on_message("r1", m.ArsRequest(1, m.PropagateSubmittedUpdate(
+        gsid, "r1.test", 5002, m.UpdateGroup((m.DatumAndOp(A, "v", "write"),)))), 0.0))
+    net.now = 5.0
+    net.boot("p", 999)
+    start = net.cores["p"].start(5.0)
+    assert SetTimer(("reorder", gsid), 15.0) in start
+    out = net.cores["p"].on_timer(("reorder", gsid), 15.0)
+    note = next(e.msg.body for e in out if isinstance(e, Send))
+    assert note.error.code == m.REORDER_TIMEOUT
+    assert net.cores["p"].durable.held[gsid] == ("r1", None)  # the spent placeholder

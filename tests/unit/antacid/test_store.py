@@ -48,7 +48,8 @@ def test_load_equals_the_fold_of_the_records(tmp_path: Path) -> None:
         again = Store(tmp_path / f"{name}.sqlite3")
         assert again.load(999) == Durable.restore(records, 999)
         again.close()
-    assert kinds >= {"incarn", "ssn", "pending", "done", "commit", "zone", "truncate"}, kinds
+    assert kinds >= {"incarn", "ssn", "pending", "done", "commit", "zone", "truncate", "owed",
+                     "paid"}, kinds
 
 
 def test_an_empty_store_takes_the_new_incarnation(tmp_path: Path) -> None:
