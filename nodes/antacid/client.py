@@ -78,6 +78,9 @@ class AntacidClient:
         self._listener: asyncio.Server | None = None
         self.results: dict[m.GlobalSubmitID, m.SubmittedUpdateResultNotification] = {}
         self._result_waiters: dict[m.GlobalSubmitID, list[asyncio.Future[Any]]] = {}
+        #: how each result arrived: "listener" (NotifyHost/NotifyPort) or "channel" (the
+        #: submission channel, NotifyOkOnCurrentChannel)
+        self.arrived: dict[m.GlobalSubmitID, str] = {}
         self._http: aiohttp.ClientSession | None = None
 
     # ---- notifications ------------------------------------------------------------------
@@ -96,20 +99,28 @@ class AntacidClient:
                     return
                 if not isinstance(ev, beep.Message):
                     continue
-                try:
-                    msg = m.parse(ev.body)
-                except m.ArsProtocolError:
-                    continue
-                if isinstance(msg, m.ArsRequest) and isinstance(
-                        msg.body, m.SubmittedUpdateResultNotification):
-                    note = msg.body
-                    self.results[note.gsid] = note
-                    for fut in self._result_waiters.pop(note.gsid, []):
-                        if not fut.done():
-                            fut.set_result(note)
-                    conn.session.send_rpy(ev.channel, ev.msgno,
-                                          m.encode(m.ArsResponse(msg.req_num, m.ArsAnswer())))
+                if self._note(conn, ev, "listener"):
                     await conn.flush()
+
+    def _note(self, conn: BeepConnection, ev: beep.Message, how: str) -> bool:
+        """Take a result notification MSG (answered with an empty ARSAnswer); False when it
+        is not one."""
+        try:
+            msg = m.parse(ev.body)
+        except m.ArsProtocolError:
+            return False
+        if not (isinstance(msg, m.ArsRequest)
+                and isinstance(msg.body, m.SubmittedUpdateResultNotification)):
+            return False
+        note = msg.body
+        self.results[note.gsid] = note
+        self.arrived.setdefault(note.gsid, how)
+        for fut in self._result_waiters.pop(note.gsid, []):
+            if not fut.done():
+                fut.set_result(note)
+        conn.session.send_rpy(ev.channel, ev.msgno,
+                              m.encode(m.ArsResponse(msg.req_num, m.ArsAnswer())))
+        return True
 
     async def result(self, gsid: m.GlobalSubmitID,
                      timeout: float | None = None) -> m.SubmittedUpdateResultNotification:
@@ -152,6 +163,9 @@ class AntacidClient:
                     fut = self._waiting.pop(ev.msgno, None)
                     if fut is not None and not fut.done():
                         fut.set_result(ev.body)
+                elif isinstance(ev, beep.Message):  # a notification on the submission channel
+                    if self._note(conn, ev, "channel"):
+                        await conn.flush()
                 elif isinstance(ev, beep.SessionClosed):
                     break
         except (EOFError, OSError, ConnectionError):
@@ -164,13 +178,20 @@ class AntacidClient:
                     fut.set_exception(AntacidUnavailable("the BEEP session was lost"))
             self._waiting.clear()
 
-    async def submit(self, docs: Docs, *, notify: bool = True) -> m.GlobalSubmitID:
-        """Submit one update group; its GlobalSubmitID once the server holds it durably."""
+    async def submit(self, docs: Docs, *, notify: bool = True,
+                     on_channel: bool = False) -> m.GlobalSubmitID:
+        """Submit one update group; its GlobalSubmitID once the server holds it durably.
+        ``on_channel``: NotifyOkOnCurrentChannel="yes" (the result may come on this
+        submission channel while it stays open; the listener still takes it otherwise)."""
         group = group_of(docs)
+        if on_channel and not notify:
+            raise ValueError("on_channel needs notify: the spec requires NotifyHost and "
+                             "NotifyPort with NotifyOkOnCurrentChannel (127001)")
         if notify and self.notify_port is None:
             await self.start()
         req = m.ArsRequest(next(self._req) % m.U32 or 1, m.SubmitUpdate(
-            group, self.notify_host if notify else None, self.notify_port if notify else None))
+            group, self.notify_host if notify else None, self.notify_port if notify else None,
+            on_channel))
         async with self._lock:
             if self._conn is None:
                 await self._open()

@@ -38,10 +38,15 @@ BUGS: tuple[str, ...] = ("csn-reused", "partial-group", "duplicates-undetected",
 
 @dataclass(frozen=True)
 class NotifyDest:
-    """A client's NotifyHost/NotifyPort: where a result notification goes."""
+    """A client's NotifyHost/NotifyPort: where a result notification goes. ``via`` is the
+    submission's command token when it said NotifyOkOnCurrentChannel="yes" (3.2.1.1): the
+    runtime may send on that channel while it is open, and must use host and port once it is
+    not. Not part of the destination's identity, and not durable (after a restart the
+    submission channel is gone)."""
 
     host: str
     port: int
+    via: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -235,7 +240,8 @@ class ArsCore:
             return [Reply(token, bad)]
         ssn = self.durable.last_ssn + 1
         gsid = m.GlobalSubmitID(self.server, ssn)
-        notify = (NotifyDest(cmd.notify_host, cmd.notify_port)
+        notify = (NotifyDest(cmd.notify_host, cmd.notify_port,
+                             token if cmd.notify_ok_on_current_channel else None)
                   if cmd.notify_host is not None and cmd.notify_port is not None else None)
         fx = self._persist(("ssn", ssn))
         fx += self._persist(("pending", gsid, Pending(cmd.group, notify, None, "propagating")))

@@ -238,12 +238,15 @@ class AntacidNode(JournalingHost):
         self.answers = Answers()
         self._tokens = itertools.count(1)
         self.routes: dict[tuple[Any, int], _Route] = {}
+        #: result notifications sent on a client's submission channel, awaiting its RPY:
+        #: (id(conn), channel, msgno) -> (destination, req_num, timeout)
+        self.on_channel: dict[tuple[int, int, int], tuple[NotifyDest, int, asyncio.TimerHandle]] = {}
         self.links: dict[Any, _Link] = {}
         self.servers: list[asyncio.Server] = []
         self.conns: set[BeepConnection] = set()
         self._flushes: set[asyncio.Task[None]] = set()
         self.io = {"requests_in": 0, "submissions": 0, "malformed_in": 0, "connect_failures": 0,
-                   "calls_failed": 0, "sessions_in": 0}
+                   "calls_failed": 0, "sessions_in": 0, "notify_on_channel": 0}
         self.refused = Refusals()  # what peers sent that we refused, by reason (hostile runs)
         self.admin = AdminServer(cfg.id, self.state, self.journal, self.clock, cfg.host,
                                  cfg.ports.admin)
@@ -266,6 +269,8 @@ class AntacidNode(JournalingHost):
             if route is not None:
                 self._answer(route, msg.result)
             return
+        if isinstance(to, NotifyDest) and isinstance(to.via, _Route) and self._on_channel(to, msg):
+            return
         link = self.links.get(to)
         if link is None:
             if isinstance(to, NotifyDest):
@@ -278,6 +283,40 @@ class AntacidNode(JournalingHost):
                 return
             link = self.links[to] = _Link(self, to, host, port)
         link.submit(msg)
+
+    def _on_channel(self, to: NotifyDest, msg: m.ArsRequest) -> bool:
+        """NotifyOkOnCurrentChannel (3.2.1.1): the notification goes on the submission channel
+        while it is open; False (then host and port) once it is not."""
+        route: _Route = to.via
+        if route.conn not in self.conns:
+            return False
+        try:
+            msgno = route.conn.session.send_msg(route.channel, m.encode(msg))
+        except beep.LocalProtocolError:
+            return False
+        timer = asyncio.get_running_loop().call_later(
+            CALL_TIMEOUT_S, self._on_channel_done, route.conn, route.channel, msgno, None)
+        self.on_channel[(id(route.conn), route.channel, msgno)] = (to, msg.req_num, timer)
+        self.io["notify_on_channel"] += 1
+        self._flush(route.conn)
+        return True
+
+    def _on_channel_done(self, conn: BeepConnection, channel: int, msgno: int,
+                         body: bytes | None) -> None:
+        """The client's answer (``body``) to a notification sent on its channel, or None: no
+        answer in time, or the session ended (the core retries, by host and port then)."""
+        got = self.on_channel.pop((id(conn), channel, msgno), None)
+        if got is None:
+            return
+        dest, req_num, timer = got
+        timer.cancel()
+        try:
+            msg = m.parse(body) if body is not None else None
+        except m.ArsProtocolError:
+            msg = None
+        if isinstance(msg, m.ArsError):
+            msg = m.ArsResponse(req_num, msg)
+        self.loop.message(dest, msg if isinstance(msg, m.ArsResponse) else CallFailed(req_num))
 
     def reply(self, token: Any, value: Any) -> None:
         if isinstance(token, _Route):
@@ -325,6 +364,8 @@ class AntacidNode(JournalingHost):
                     names[ev.channel] = name if name in self.topology.servers else None
                 elif isinstance(ev, beep.Message):
                     self._request(conn, names.get(ev.channel), ev)
+                elif isinstance(ev, beep.Reply | beep.ErrorReply):
+                    self._on_channel_done(conn, ev.channel, ev.msgno, ev.body)
                 elif isinstance(ev, beep.SessionClosed):
                     if ev.error is not None and not ev.error.startswith("connection closed"):
                         self._refuse("beep-session-failed", error=ev.error)
@@ -333,6 +374,8 @@ class AntacidNode(JournalingHost):
             return
         finally:
             self.conns.discard(conn)
+            for key in [k for k in self.on_channel if k[0] == id(conn)]:
+                self._on_channel_done(conn, key[1], key[2], None)
 
     def _request(self, conn: BeepConnection, peer: str | None, ev: beep.Message) -> None:
         self.io["requests_in"] += 1
@@ -412,6 +455,8 @@ class AntacidNode(JournalingHost):
             await conn.aclose()
         for t in list(self._flushes):
             t.cancel()
+        for _, _, timer in self.on_channel.values():
+            timer.cancel()
         await self.admin.stop()
         self.store.commit()
         self.store.close()

@@ -197,7 +197,8 @@ def _note(d: dict[str, Any]) -> m.SubmittedUpdateResultNotification:
 
 
 def _plain(p: Pending) -> dict[str, Any]:
-    notify = asdict(p.notify) if isinstance(p.notify, NotifyDest) else None
+    notify = ({"host": p.notify.host, "port": p.notify.port}  # never ``via`` (a channel)
+              if isinstance(p.notify, NotifyDest) else None)
     return {"group": _plain_group(p.group),
             "notify": notify, "from_peer": p.from_peer, "state": p.state, "csn": p.csn,
             "error": None if p.error is None else asdict(p.error), "rounds": p.rounds,

@@ -212,3 +212,41 @@ def test_the_primary_keeps_its_reorder_queue_across_kill_9(tmp_path) -> None:
             assert await eventually(replicated, 20.0)
 
     asyncio.run(body())
+
+
+def test_notify_ok_on_current_channel(tmp_path) -> None:
+    """NotifyOkOnCurrentChannel="yes": the result comes back on the submission channel while
+    it is open; with that channel closed before the result is ready, on a new channel to
+    NotifyHost/NotifyPort (3.2.1.1). Without the flag, always the listener."""
+    spec = TestSpec(name="antacid-onchannel", protocol=PROTOCOL, nodes=2, seed=8,
+                    store=str(tmp_path), options={"topology": "chain", "propagate_rounds": 60})
+
+    async def body() -> None:
+        async with open_cluster(spec, new_run("antacid-onchannel", tmp_path)) as c:
+            leaf = c.client_addr(1)
+            cl = AntacidClient(leaf.host, leaf.port)
+            await cl.start()
+            try:
+                g1 = await cl.submit({f"{ZONE}.a": "one"}, on_channel=True)
+                assert (await cl.result(g1, 15.0)).error is None
+                assert cl.arrived[g1] == "channel"
+                g2 = await cl.submit({f"{ZONE}.a": "two"})
+                assert (await cl.result(g2, 15.0)).error is None
+                assert cl.arrived[g2] == "listener"
+                st = await c.admin("n2", "GET", "/admin/state")
+                assert st["io"]["notify_on_channel"] == 1
+
+                # the primary down: the submission waits; its channel closes meanwhile
+                await c.nemesis_invoke({"f": "kill", "value": {"node": "n1"}})
+                g3 = await cl.submit({f"{ZONE}.a": "three"}, on_channel=True)
+                assert cl._conn is not None
+                await cl._conn.aclose()
+                await c.nemesis_invoke({"f": "restart", "value": {"node": "n1"}})
+                note = await cl.result(g3, 30.0)
+                assert note.error is None and cl.arrived[g3] == "listener"
+                st = await c.admin("n2", "GET", "/admin/state")
+                assert st["io"]["notify_on_channel"] == 1
+            finally:
+                await cl.close()
+
+    asyncio.run(body())

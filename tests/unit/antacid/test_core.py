@@ -386,3 +386,18 @@ def test_a_held_submission_times_out_after_a_restart_too() -> None:
     note = next(e.msg.body for e in out if isinstance(e, Send))
     assert note.error.code == m.REORDER_TIMEOUT
     assert net.cores["p"].durable.held[gsid] == ("r1", None)  # the spent placeholder
+
+
+def test_notify_ok_on_current_channel_hands_the_runtime_the_submission_token() -> None:
+    net = settled()
+    p = net.cores["p"]
+    yes = m.SubmitUpdate(m.UpdateGroup((m.DatumAndOp(A, "x"),)), "client.test", 7000, True)
+    fx = p.on_command(yes, "chan-7", 0.0)
+    [note] = [e for e in fx if isinstance(e, Send) and isinstance(e.msg.body,
+                                                                  m.SubmittedUpdateResultNotification)]
+    assert note.to.via == "chan-7" and (note.to.host, note.to.port) == ("client.test", 7000)
+    no = m.SubmitUpdate(m.UpdateGroup((m.DatumAndOp(B, "y"),)), "client.test", 7000)
+    fx = p.on_command(no, "chan-8", 0.0)
+    [note2] = [e for e in fx if isinstance(e, Send) and isinstance(e.msg.body,
+                                                                   m.SubmittedUpdateResultNotification)]
+    assert note2.to.via is None and note2.to == note.to  # one destination either way

@@ -124,3 +124,16 @@ def test_a_writer_killed_mid_stream_leaves_whole_transactions(tmp_path: Path) ->
     n = d.last_ssn
     assert d.docs[f"blocks:z.d{n % 50}.0"] == ("c" * 200 + str(n), n + 1)
     assert d.committed_ssn == {next(iter(d.committed_ssn)): n}
+
+
+def test_a_notify_channel_is_not_durable(tmp_path: Path) -> None:
+    from nodes.antacid import messages as m
+    from nodes.antacid.core import NotifyDest
+    from nodes.antacid.state import Pending
+    s = Store(tmp_path / "n.sqlite3")
+    gsid = m.GlobalSubmitID(m.ServerId("h", 1, 2), 1)
+    s.write(("pending", gsid, Pending(None, NotifyDest("c", 7, via=object()), None, "notifying")))
+    s.commit()
+    got = s.load(1).pending[gsid].notify
+    assert (got.host, got.port, got.via) == ("c", 7, None)
+    s.close()
