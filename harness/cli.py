@@ -246,6 +246,9 @@ def cmd_run(a: argparse.Namespace) -> int:
 
     spec = run_spec(a)
     replay = f", replaying {a.from_}" if a.from_ else ""
+    sim_rec = getattr(a, "sim_replay", None)
+    for note in getattr(a, "sim_notes", []):
+        _say(f"sim replay: {note}")
     console.print(f"[bold]{spec.name}[/]: {spec.nodes} nodes on {spec.backend}, nemesis "
                   f"{spec.nemesis_desc}, {spec.time_limit:g}s, [bold]seed {spec.seed}[/]"
                   f"{replay} (rerun with --seed {spec.seed})", highlight=False)
@@ -253,6 +256,13 @@ def cmd_run(a: argparse.Namespace) -> int:
         progress = LiveProgress(live, spec.time_limit)
         res = run(spec, progress=progress, toxiproxy_url=a.toxiproxy_url)
     code = _finish(res.result, res.run_dir.path)
+    if sim_rec is not None:
+        from harness.sim.realrun import verdict_line
+
+        console.print(verdict_line(res.result, sim_rec.get("witness") or []),
+                      markup=False, highlight=False)
+        _say(f"replay: harness run --from {a.from_}")
+        return code
     _say(f"replay: harness run --from {res.run_dir.test_json}")
     return code
 
@@ -279,6 +289,13 @@ def run_spec(a: argparse.Namespace) -> Any:
             raise UsageError(f"give PROTOCOL ({a.protocol}) or --from, not both: --from "
                              "replays the stored run's protocol")
         path, record = read_record(a.from_, a.store)
+        from harness.sim.realrun import is_replay
+
+        if is_replay(record):
+            return _sim_replay_spec(a, record)
+        if a.sim_scale is not None:
+            raise UsageError("--sim-scale is for a sim replay file ('harness sim run' writes "
+                             f"one); {path} is a stored run's test.json")
         if a.topology is not None:
             raise UsageError("--topology cannot change a replayed run: --from keeps the stored "
                              "run's topology")
@@ -317,6 +334,36 @@ def run_spec(a: argparse.Namespace) -> Any:
         store=a.store, seed=seed, node_command=a.node_command, topology=topology,
         quiesce_s=quiesce_for(proto, opt["nodes"]),
     )
+
+
+def _sim_replay_spec(a: argparse.Namespace, record: dict[str, Any]) -> Any:
+    """A real run of a sim replay file: its faults mapped onto the nemesis
+    (harness/sim/realrun.py), its bug modes, seed and protocol; the options that make sense
+    beside it (--seed, --time-limit, --name, --store, --backend, --sim-scale) are applied, the
+    rest refused."""
+    from harness.sim.realrun import profile, spec_for
+
+    fixed = {"--nodes": a.nodes, "--nemesis": a.nemesis, "--nemesis-interval": a.nemesis_interval,
+             "--workload": a.workload, "--topology": a.topology, "--concurrency": a.concurrency,
+             "--bug": a.bug or None, "--node-command": a.node_command}
+    given = [k for k, v in fixed.items() if v is not None]
+    if given:
+        raise UsageError(f"{', '.join(given)} cannot change a sim replay: its schedule, bug modes "
+                         "and cluster come from the file")
+    try:
+        profile(str(record.get("protocol")))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    proto = validate_names(record["protocol"], None, list(record.get("bug") or []), "none")
+    try:
+        spec, mapped = spec_for(record, proto, scale=a.sim_scale or 1.0, seed=a.seed,
+                                time_limit=a.time_limit, name=a.name, store=a.store,
+                                backend=a.backend or "local",
+                                quiesce_s=quiesce_for(proto, profile(proto.name).nodes))
+    except (ValueError, KeyError, TypeError) as e:
+        raise UsageError(f"--from {a.from_}: not a usable sim replay file: {e}") from None
+    a.sim_replay, a.sim_notes = record, mapped.notes
+    return spec
 
 
 def quiesce_for(proto: ProtocolDef, nodes: int) -> float:
@@ -605,7 +652,10 @@ def parser() -> argparse.ArgumentParser:
                         "limit, faults and their interval, seed, bug modes, backend, options "
                         "and timing, from its test.json (or a run dir, or a run id as 'harness "
                         "ls' prints it); options given beside it override the stored ones; "
-                        "the replay is stored beside that run unless --store is given")
+                        "the replay is stored beside that run unless --store is given. A "
+                        "sim replay file ('harness sim run' writes one) instead plays its "
+                        "schedule on real processes and says whether they confirm the finding "
+                        "(docs/sim.md)")
     from harness.replay import CLI_DEFAULTS as d  # the defaults a spec gets: said once
 
     r.add_argument("--nodes", type=positive_int, help=f"cluster size (default: {d['nodes']})")
@@ -641,6 +691,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--name", help="test name, the store directory the run goes in (default: "
                                   "PROTOCOL-WORKLOAD)")
     r.add_argument("--store", help=STORE_HELP)
+    r.add_argument("--sim-scale", type=positive_float, metavar="FACTOR",
+                   help="with --from a sim replay file ('harness sim run' writes one): play "
+                        "its schedule's waits FACTOR times as long (default: 1)")
     r.add_argument("--toxiproxy-url", metavar="URL",
                    help="API URL of a running Toxiproxy server for TCP faults (default: "
                         "$TOXIPROXY_URL, else one started for the run)")

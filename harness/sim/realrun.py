@@ -1,0 +1,197 @@
+"""A sim replay file as a real run (``harness run --from FILE``): the schedule's faults as real
+nemesis ops at the schedule's times, the same bug modes, the protocol's own workload and
+checkers, and whether the real run confirms the simulated finding.
+
+The simulator and the real nemesis do not share every fault, so the mapping says what it did
+with each step (``Mapped.notes``), never silently:
+
+- ``partition``: the target's shape as a nemesis partition (isolate, a 2/3 split as explicit
+  groups, the bridge shape, a one-way isolation). The simulator's partitions add up until a
+  heal; the real nemesis holds one partition at a time, so a later one replaces an earlier one.
+- ``crash`` -> ``kill``, ``restart`` -> ``restart`` of every killed node (a restart of a node that
+  is up is a kill then a restart), ``pause``/``resume`` -> ``pause``/``resume``.
+- ``delay`` -> ``start-latency`` (Toxiproxy on TCP, the relay on UDP) with the target's latency
+  and jitter; ``loss``/``dup`` -> ``start-loss``/``start-duplicate`` on UDP protocols; on TCP
+  (Toxiproxy has no loss of a stream's bytes) they are skipped and said so.
+- Client steps (``write``, ``send``, ``update``...) are left to the workload, which issues its
+  own; membership steps (``add``/``remove``) have no nemesis op yet and are skipped, said so.
+
+Node picks: Garlic Farm's target counts ``b`` from the leader (0 is the leader), so ``b % 5 ==
+0`` becomes ``"leader"`` and the rest ``"follower"`` (the real run cannot know which follower
+the simulation's order meant); the other targets pick member ``b`` by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from faults.schedules import Step as NemesisStep
+from faults.schedules import op
+
+#: the replay file fields that tell it apart from a run's test.json
+MARKS = ("schedule", "trace_sha256")
+
+
+def is_replay(record: Any) -> bool:
+    """A sim replay file (`harness.sim.replayfile`), not a stored run's test.json."""
+    return isinstance(record, dict) and all(k in record for k in MARKS) and "faults" not in record
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How one search target's schedule reads as real faults."""
+
+    nodes: int
+    transport: str  # "tcp": no loss/dup; "udp": the relay has both
+    delay: tuple[float, float, float]  # the target's latency base, per-a, jitter per-b (s)
+    lead_in_s: float  # simulated time before the schedule (a leader, a formed group)
+    leader_relative: bool = False  # b counts from the leader (Garlic Farm's _pick)
+
+
+PROFILES: dict[str, Profile] = {
+    "garlicfarm": Profile(5, "tcp", (0.001, 0.02, 0.01), 2.0, leader_relative=True),
+    "swim": Profile(5, "udp", (0.002, 0.02, 0.01), 10.0),
+    "sds": Profile(5, "udp", (0.001, 0.02, 0.005), 1.0),
+}
+
+
+@dataclass
+class Mapped:
+    """The nemesis steps a schedule became, its length in real seconds and what was not
+    mapped (kind and why), in schedule order."""
+
+    steps: list[NemesisStep]
+    duration_s: float
+    notes: list[str] = field(default_factory=list)
+
+
+def profile(protocol: str) -> Profile:
+    if protocol not in PROFILES:
+        raise ValueError(f"a {protocol} replay file cannot drive a real run yet (mapped: "
+                         f"{', '.join(sorted(PROFILES))}); replay it with 'harness sim replay'")
+    return PROFILES[protocol]
+
+
+def _node(p: Profile, b: int) -> str:
+    if p.leader_relative:
+        return "leader" if b % p.nodes == 0 else "follower"
+    return f"n{b % p.nodes + 1}"
+
+
+def _partition(p: Profile, protocol: str, a: int, b: int) -> dict[str, Any]:
+    names = [f"n{i}" for i in range(1, p.nodes + 1)]
+    node = _node(p, b)
+    if protocol == "garlicfarm":
+        shape = a % 4
+        if shape == 1:
+            cut = 2 if b % 2 else 3
+            return {"shape": "explicit", "groups": [names[:cut], names[cut:]]}
+        if shape == 2:
+            return {"shape": "bridge"}
+        return {"shape": "isolate", "node": node, **({"one_way": True} if shape == 3 else {})}
+    if a % 2 == 0:
+        return {"shape": "isolate", "node": node}
+    return {"shape": "explicit", "groups": [names[:2], names[2:]]}
+
+
+def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
+    """The real nemesis schedule of replay file ``rec``: each step's wait (``scale`` times the
+    simulated one; the lead-in first) then its ops."""
+    protocol = rec["protocol"]
+    p = profile(protocol)
+    out: list[NemesisStep] = []
+    notes: list[str] = []
+    wait = p.lead_in_s * scale
+    total = wait
+    active: set[str] = set()  # link faults on, so the next one of a kind replaces it
+    killed = 0
+
+    def emit(o: dict[str, Any]) -> None:
+        nonlocal wait
+        out.append((round(wait, 3), o))
+        wait = 0.0
+
+    for i, (kind, dt, a, b) in enumerate(rec["schedule"]):
+        wait += dt / 1000 * scale
+        total += dt / 1000 * scale
+        if kind == "partition":
+            emit(op("start-partition", _partition(p, protocol, a, b)))
+        elif kind == "heal":
+            emit(op("stop-partition"))
+        elif kind == "crash":
+            emit(op("kill", {"node": _node(p, b)}))
+            killed += 1
+        elif kind == "restart":
+            if not killed:
+                emit(op("kill", {"node": _node(p, b)}))
+            emit(op("restart"))
+            killed = 0
+        elif kind == "pause":
+            emit(op("pause", {"node": _node(p, b)}))
+        elif kind == "resume":
+            emit(op("resume"))
+        elif kind == "delay":
+            lat = p.delay[0] + p.delay[1] * a
+            jit = p.delay[2] * b
+            if "latency" in active:
+                emit(op("stop-latency"))
+            emit(op("start-latency", {"ms": max(1, round(lat * 1000)),
+                                      "jitter_ms": round(jit * 1000)}))
+            active.add("latency")
+        elif kind in ("loss", "dup"):
+            name = "loss" if kind == "loss" else "duplicate"
+            if p.transport != "udp":
+                notes.append(f"step {i} {kind}: skipped, a TCP stream loses no bytes through "
+                             "Toxiproxy")
+                continue
+            if name in active:
+                emit(op(f"stop-{name}"))
+                active.discard(name)
+            if a:
+                emit(op(f"start-{name}", {"p": a / 10}))
+                active.add(name)
+        elif kind in ("add", "remove"):
+            notes.append(f"step {i} {kind}: skipped, the real nemesis has no membership op yet")
+        else:
+            notes.append(f"step {i} {kind}: left to the workload, which sends its own requests")
+    return Mapped(out, total, notes)
+
+
+def verdict_line(result: Any, witness: list[dict[str, Any]]) -> str:
+    """Whether the real run (its `checkers.result.Result`) confirms the simulated finding: it
+    does when the real run fails; the failing checkers of both are named so a reader sees
+    whether they failed the same way."""
+    kinds = ", ".join(sorted({f"{w.get('checker')}/{w.get('kind')}" for w in witness})) \
+        or "(none recorded)"
+    failed = ", ".join(sorted({path for path, leaf in result.leaves() if leaf.valid is False}))
+    if result.valid is False:
+        return (f"CONFIRMED on real processes: the real run failed ({failed}); simulated "
+                f"witness: {kinds}")
+    if result.valid is True:
+        return (f"NOT confirmed: the real run passed every checker (simulated witness: {kinds}); "
+                "real timings may not reproduce the interleaving: rerun it, or stretch the "
+                "waits with --sim-scale")
+    return f"NOT confirmed: the real run's verdict is unknown (simulated witness: {kinds})"
+
+
+def spec_for(rec: dict[str, Any], proto: Any, *, scale: float = 1.0, seed: int | None = None,
+             time_limit: float | None = None, name: str | None = None, store: str | None = None,
+             backend: str = "local", quiesce_s: float = 3.0) -> tuple[Any, Mapped]:
+    """The TestSpec of a real run that plays replay file ``rec`` on ``proto``'s reference nodes
+    (its default workload and checkers, the file's bug modes and seed), and the mapping."""
+    from harness.nemesis_generator import from_schedule
+    from harness.spec import TestSpec
+
+    if scale <= 0:
+        raise ValueError(f"--sim-scale must be positive, got {scale}")
+    p = profile(rec["protocol"])
+    mapped = nemesis_steps(rec, scale)
+    spec = TestSpec(
+        name=name or f"{proto.name}-sim-replay", protocol=proto, nodes=p.nodes,
+        nemesis=from_schedule(mapped.steps),
+        time_limit=time_limit if time_limit is not None else round(mapped.duration_s + 1.0, 3),
+        concurrency=p.nodes, seed=int(rec["seed"]) if seed is None else seed, backend=backend,
+        bugs=list(rec.get("bug") or []), store=store, quiesce_s=quiesce_s)
+    spec.nemesis_desc = f"sim replay ({len(mapped.steps)} ops)"
+    return spec, mapped
