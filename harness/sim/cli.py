@@ -54,11 +54,14 @@ def cmd_run(a: argparse.Namespace) -> int:
         raise _usage(f"{t.name} has no bug mode {', '.join(bad)}; choose from "
                          f"{', '.join(t.bugs)}")
     bugs = tuple(a.bug)
+    extra = ("hostile",) if a.hostile else ()
+    if extra and "hostile" not in t.optional:
+        raise _usage(f"{t.name} has no hostile kind in its schedules yet; drop --hostile")
     from harness.sim.search import search  # hypothesis: imported only when a search runs
     print(f"searching {t.name} schedules, seed {a.seed}, bug {','.join(bugs) or '(none)'}, "
-          f"budget {a.budget:g} s", file=sys.stderr)
+          f"budget {a.budget:g} s{', with hostile peers' if extra else ''}", file=sys.stderr)
     found = search(t, a.seed, bugs, a.budget, shrink_s=a.shrink, runs=a.runs,
-                   shrink_runs=a.shrink_runs)
+                   shrink_runs=a.shrink_runs, extra=extra)
     if found is None:
         print(f"no failing schedule found within {a.budget:g} s")
         return 0
@@ -111,6 +114,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                                                        "(default: 0)")
     r.add_argument("--bug", action="append", default=[], metavar="NAME",
                    help="switch on a bug mode of the protocol; repeatable")
+    r.add_argument("--hostile", action="store_true",
+                   help="draw the hostile kind too: an adversarial peer's burst of the "
+                        "protocol's own messages (extreme fields, forged senders, replays, "
+                        "truncation) at one node (swim)")
     r.add_argument("--out", metavar="FILE", help="replay file to write on a failure "
                                                  "(default: sim-PROTOCOL-SEED.json)")
     r.set_defaults(fn=cmd_run)

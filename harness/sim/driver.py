@@ -433,6 +433,20 @@ class Simulation:
             heapq.heappush(self._q, (now + net.latency, next(self._seq), "deliver", dst,
                                      (seen_as, raw)))
 
+    def inject(self, src: Any, dst: Any, seen_as: Any, raw: Any) -> bool:
+        """A message no simulated node sent (a hostile peer's, from ``src``, which need not
+        be a node) onto the network to ``dst``, handed to its core as from ``seen_as``. Bytes
+        the codec refuses are dropped here, as a node's runtime drops a datagram it cannot
+        decode; False then."""
+        if self.wire is not None:
+            try:
+                self.wire.decode(raw)
+            except Exception as e:  # noqa: BLE001 - any refusal of the codec is a drop
+                self.trace.append((self.now, "undecodable", src, dst, len(raw), type(e).__name__))
+                return False
+        self._transmit(src, dst, seen_as, raw)
+        return True
+
     def _set_timer(self, n: SimNode, name: Hashable, at: float) -> None:
         seq = self._push(max(at, self.now), "timer", n.id, (n.boot, name))
         n.timers[name] = (at, seq)

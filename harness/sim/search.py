@@ -61,6 +61,9 @@ class Target:
     kinds: tuple[str, ...]
     bugs: tuple[str, ...]
     run: Callable[[list[Step], int, tuple[str, ...]], Outcome]
+    #: kinds drawn only when asked (``harness sim run --hostile``), so that the schedules a
+    #: seed draws without them stay what they were
+    optional: tuple[str, ...] = ()
 
 
 class OutOfBudget(Exception):
@@ -108,13 +111,18 @@ def _no_local_constants() -> Iterator[None]:
 
 def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
            max_steps: int = 24, shrink_s: float | None = None, runs: int | None = None,
-           shrink_runs: int | None = None) -> Found | None:
+           shrink_runs: int | None = None, extra: tuple[str, ...] = ()) -> Found | None:
     """Draw schedules until one fails or ``budget_s`` wall seconds pass; then shrink it for
     at most ``shrink_s`` more (default: ``budget_s``), keeping the smallest failing one.
 
     ``runs``/``shrink_runs`` bound the same two phases by simulated runs instead: unlike wall
     time they do not depend on the machine's load, so a search bounded by them gives the same
-    answer everywhere (the tests use them; wall time stays the backstop)."""
+    answer everywhere (the tests use them; wall time stays the backstop). ``extra``: the
+    target's optional kinds to draw as well (``hostile``)."""
+    unknown = [k for k in extra if k not in target.optional]
+    if unknown:
+        raise ValueError(f"{target.name} has no optional kind {', '.join(unknown)}; it has "
+                         f"{', '.join(target.optional) or 'none'}")
     shrink_for = budget_s if shrink_s is None else shrink_s
     start = time.monotonic()
     first: list[float] = []
@@ -145,7 +153,7 @@ def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
                    suppress_health_check=list(HealthCheck))
     try:
         with _no_local_constants():
-            schedule = find(schedules(target.kinds, max_steps), fails, settings=cfg,
+            schedule = find(schedules(target.kinds + extra, max_steps), fails, settings=cfg,
                             random=random.Random(seed))
     except OutOfBudget:
         return None

@@ -4,20 +4,26 @@ after the last heal and a settle of `SETTLE_S`).
 
 Kinds: ``partition`` (``a`` even: isolate member ``b``; odd: a two/three split), ``heal``,
 ``crash``, ``restart``, ``pause``/``resume`` (member ``b``), ``loss`` and ``dup`` (rate
-``a``/10), ``delay`` (latency 2 + 20·``a`` ms, jitter 10·``b`` ms). Not drawn: joins and
-leaves (the group is formed at the start), clock skew (the core reads only the simulated
-clock's intervals), hostile peers.
+``a``/10), ``delay`` (latency 2 + 20·``a`` ms, jitter 10·``b`` ms), and when asked
+(``--hostile``) ``hostile``: one burst of `nodes.swim.hostile`'s datagrams at member ``b``
+(``a % 3``: 0 every kind, 1 those from an unknown address, 2 those forged from a member's
+address), sent through the simulated network as the real fault sends them through the relay.
+Not drawn: joins and leaves (the group is formed at the start), clock skew (the core reads
+only the simulated clock's intervals).
 """
 
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 from checkers.membership import check_convergence
+from faults.hostile import Target as HostileTarget
 from harness.sim.driver import RunCap
 from harness.sim.search import MAX_EVENTS, WALL_CAP_S, Outcome, Step, Target, cap_witness
-from harness.sim.swim import SwimSim
+from harness.sim.swim import SwimSim, address
+from nodes.swim import hostile
 from nodes.swim.core import Options
 
 N = 5
@@ -27,6 +33,30 @@ BUGS = ("no-refutation",)  # no-gossip-retransmit, no-indirect-probes: not found
 OPTS = Options(period_s=1.0, probe_timeout_s=0.5, suspicion_mult=4)
 FORM_S = 10.0  # the group forms (every member joined through member 1) before the schedule
 SETTLE_S = 30.0  # after the last heal: a dead verdict, a rejoin and its gossip fit in it
+#: the hostile peer's own id: outside every address book, as the real fault's socket is
+ATTACKER = 0
+
+
+def hostile_burst(sim: SwimSim, i: int, a: int) -> int:
+    """One burst of SWIM's hostile datagrams at member ``i`` (``a % 3``: 0 all kinds, 1 the
+    attacker's own, 2 the ones forged from a member's address); how many were sent. The kinds
+    come from `nodes.swim.hostile` (the real ``hostile`` fault's), drawn from a random seeded
+    by the run's seed and the time, so a replay sends the same bytes."""
+    rng = random.Random(f"{sim.seed}:hostile:{sim.now!r}:{i}")
+    targets = [HostileTarget(f"n{j}", j, *address(j)) for j in IDS]
+    pick = [t for t in targets if t.num_id == i]
+    sent = 0
+    for node, kind, data, *via in hostile.messages(rng, pick + [t for t in targets
+                                                                 if t.num_id != i]):
+        if node != f"n{i}":
+            continue
+        forged = via[0] if via else None
+        if (a % 3 == 1 and forged) or (a % 3 == 2 and not forged):
+            continue
+        src = ATTACKER if forged is None else int(forged.removeprefix("n"))
+        sim.trace.append((sim.now, "hostile", i, kind))
+        sent += sim.inject(src, i, src, data)
+    return sent
 
 
 def _step(sim: SwimSim, s: Step) -> None:
@@ -36,6 +66,8 @@ def _step(sim: SwimSim, s: Step) -> None:
     if kind == "partition":
         others = [j for j in IDS if j != i]
         sim.partition([i], others) if a % 2 == 0 else sim.partition(IDS[:2], IDS[2:])
+    elif kind == "hostile":
+        hostile_burst(sim, i, a)
     else:
         sim.fault_step(kind, i, a, b, delay=(0.002, 0.02, 0.01))
 
@@ -73,4 +105,4 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     return Outcome(not witness, witness, trace, [], sim.now)
 
 
-TARGET = Target("swim", KINDS, BUGS, run)
+TARGET = Target("swim", KINDS, BUGS, run, optional=("hostile",))
