@@ -6,7 +6,9 @@ Kinds: ``partition`` (shape ``a``: 0 isolate server ``b``; 1 two/three split; 2 
 ``crash``, ``restart``, ``pause``/``resume`` (server ``b`` counted from the leader) (SIGSTOP/SIGCONT), ``loss`` and ``dup`` (rate
 ``a``/10), ``delay`` (latency 1 + 20·``a`` ms, jitter 10·``b`` ms: jitter reorders),
 ``write`` (a client entry to the leader), ``add``/``remove`` (a membership change of server
-``a`` sent to the leader). Every server keeps its records durable at once (the core persists
+``a`` sent to the leader), and when asked (``--hostile``) ``hostile``: one burst of
+`nodes.garlicfarm.hostile`'s messages at server ``b`` (``a % 3``: 0 all, 1 what any sender can
+make, 2 extreme values on a member's link). Every server keeps its records durable at once (the core persists
 before it sends), so a crash loses exactly what was in memory; clock skew is not drawn (the
 core reads no wall clock for a safety decision).
 """
@@ -14,6 +16,7 @@ core reads no wall clock for a safety decision).
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 from checkers.raft import (
@@ -35,15 +38,17 @@ from harness.sim.search import (
     Target,
     cap_witness,
 )
+from nodes.garlicfarm import hostile
 from nodes.garlicfarm.codec import (
     ClusterServer,
+    CodecError,
     LogEntry,
     MsgType,
     Request,
     ValueType,
     encode_cluster_server,
 )
-from nodes.garlicfarm.core import NodeOptions
+from nodes.garlicfarm.core import Inbound, NodeOptions
 
 IDS = (1, 2, 3, 4, 5)
 KINDS = ("partition", "heal", "crash", "restart", "pause", "resume", "loss", "dup", "delay",
@@ -117,10 +122,27 @@ class _Run:
         elif kind == "write":
             self.writes += 1
             self._request("write", _write(self.writes), self.writes)
+        elif kind == "hostile":
+            self.hostile(i, a)
         elif kind in ("add", "remove"):
             self._request(kind, _server_req(kind, IDS[a % len(IDS)]), IDS[a % len(IDS)])
         else:
             sim.fault_step(kind, i, a, b, delay=(0.001, 0.02, 0.01))
+
+    def hostile(self, i: int, a: int) -> int:
+        """One burst of hostile messages at server ``i`` through the network (seeded by the
+        run's seed and the time: a replay sends the same bytes); how many were sent."""
+        sim = self.sim
+        rng = random.Random(f"{sim.seed}:hostile:{sim.now!r}:{i}")
+        sent = 0
+        for kind, (how, sid), data in hostile.messages(rng, i, IDS):
+            outsider = kind in hostile.OUTSIDER
+            if (a % 3 == 1 and not outsider) or (a % 3 == 2 and outsider):
+                continue
+            seen_as = Inbound(("link", sid)) if how == "request" else sid
+            sim.trace.append((sim.now, "hostile", i, kind))
+            sent += sim.inject(0, i, seen_as, data)
+        return sent
 
     def heal_all(self) -> None:
         self.sim.heal_everything(IDS, latency=0.001)
@@ -178,6 +200,9 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
         stuck = r.progress()
     except RunCap as e:
         stuck = cap_witness(e)
+    except CodecError as e:  # a core asked to send what its codec cannot encode
+        stuck = {"kind": "node-exception", "message": f"{type(e).__name__}: {e}",
+                 "witness": {"t": r.sim.now}}
     r.replies()
     obs = r.observations()
     witness: list[dict[str, Any]] = []
@@ -191,4 +216,4 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     return Outcome(not witness, witness, trace, r.ops, r.sim.now)
 
 
-TARGET = Target("garlicfarm", KINDS, BUGS, run)
+TARGET = Target("garlicfarm", KINDS, BUGS, run, optional=("hostile",))

@@ -1,0 +1,48 @@
+"""The ``hostile`` kind of Garlic Farm's schedules (nodes/garlicfarm/hostile.py): cut, garbage
+and stranger-sender messages are dropped or refused without harm; a term of 2^64-1 on a
+member's link is an open robustness bug the search finds in one step (docs/sim.md): the
+follower takes the term and its next election asks for a term the codec cannot encode. When it
+is fixed, the last test flips: the burst must then leave the cluster live."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from harness.cli import main
+from harness.sim.gf_search import KINDS, TARGET, run
+from nodes.garlicfarm import codec, hostile
+
+pytestmark = pytest.mark.sim
+
+
+def test_a_burst_holds_every_kind_once_and_the_cut_ones_do_not_decode() -> None:
+    burst = list(hostile.messages(random.Random(1), 2, (1, 2, 3, 4, 5)))
+    kinds = [k for k, _, _ in burst]
+    assert set(kinds) >= hostile.OUTSIDER | {"vote-max-term", "append-max-term", "replay"}
+    assert all(link[1] in (1, 3, 4, 5) for _, link, _ in burst)  # forged from another member
+    cut = next(d for k, _, d in burst if k == "truncated")
+    with pytest.raises(codec.CodecError):
+        codec.decode(cut)
+
+
+def test_what_any_sender_can_make_leaves_the_cluster_safe_and_live() -> None:
+    s = [["hostile", 10, 1, 0], ["hostile", 200, 1, 2], ["write", 10, 0, 0]]
+    a, b = run(s, 2, ()), run(s, 2, ())
+    assert a.ok, a.witness
+    assert a.trace == b.trace and a.trace.count(b'"hostile"') >= 8
+
+
+def test_hostile_is_optional_and_a_max_term_on_a_members_link_wedges_a_server(
+        tmp_path, capsys) -> None:
+    assert "hostile" not in KINDS and TARGET.optional == ("hostile",)
+    out = run([["hostile", 0, 2, 0]], 1, ())
+    assert not out.ok
+    assert [w["kind"] for w in out.witness] == ["node-exception"]
+    assert "does not fit u64" in out.witness[0]["message"]
+    f = tmp_path / "h.json"
+    assert main(["sim", "run", "garlicfarm", "--hostile", "--seed", "1", "--runs", "100",
+                 "--shrink-runs", "40", "--out", str(f)]) == 1
+    assert "node-exception" in capsys.readouterr().out
+    assert main(["sim", "replay", str(f)]) == 1  # reproduced byte for byte, still failing
