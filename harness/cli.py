@@ -354,6 +354,10 @@ def _sim_replay_spec(a: argparse.Namespace, record: dict[str, Any]) -> Any:
         profile(str(record.get("protocol")))
     except ValueError as e:
         raise UsageError(str(e)) from None
+    mixed = [b for b in record.get("bug") or [] if "@" in str(b)]
+    if mixed:
+        raise UsageError(f"--from {a.from_}: a mixed cluster ({', '.join(mixed)}) cannot run "
+                         "for real yet: a real run switches a bug mode on every node")
     proto = validate_names(record["protocol"], None, list(record.get("bug") or []), "none")
     try:
         spec, mapped = spec_for(record, proto, scale=a.sim_scale or 1.0, seed=a.seed,

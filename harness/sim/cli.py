@@ -49,7 +49,12 @@ def _target(name: str) -> Target:
 
 def cmd_run(a: argparse.Namespace) -> int:
     t = _target(a.protocol)
-    bad = [b for b in a.bug if b not in t.bugs]
+    from harness.sim.search import bug_name
+
+    if not t.per_node and any("@" in b for b in a.bug):
+        raise _usage(f"{t.name} runs every node with the same bug modes: drop the @SERVERS "
+                     "(per-server bug modes: garlicfarm)")
+    bad = [b for b in a.bug if bug_name(b) not in t.bugs]
     if bad:
         raise _usage(f"{t.name} has no bug mode {', '.join(bad)}; choose from "
                          f"{', '.join(t.bugs)}")
@@ -60,6 +65,13 @@ def cmd_run(a: argparse.Namespace) -> int:
     from harness.sim.search import search  # hypothesis: imported only when a search runs
     print(f"searching {t.name} schedules, seed {a.seed}, bug {','.join(bugs) or '(none)'}, "
           f"budget {a.budget:g} s{', with hostile peers' if extra else ''}", file=sys.stderr)
+    if t.per_node:
+        from harness.sim.search import bugs_by_node
+
+        try:  # a server a NAME@SERVERS names must exist: said before any run
+            bugs_by_node(bugs, t.per_node)
+        except ValueError as e:
+            raise _usage(f"--bug {e}") from None
     found = search(t, a.seed, bugs, a.budget, shrink_s=a.shrink, runs=a.runs,
                    shrink_runs=a.shrink_runs, extra=extra)
     if found is None:
@@ -113,7 +125,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     r.add_argument("--seed", type=int, default=0, help="seed of the search and the simulation "
                                                        "(default: 0)")
     r.add_argument("--bug", action="append", default=[], metavar="NAME",
-                   help="switch on a bug mode of the protocol; repeatable")
+                   help="switch on a bug mode of the protocol; repeatable; NAME@1,3 "
+                        "switches it on for servers 1 and 3 only (a mixed cluster; garlicfarm)")
     r.add_argument("--hostile", action="store_true",
                    help="draw the hostile kind too: an adversarial peer's burst of the "
                         "protocol's own messages (extreme fields, forged senders, replays, "

@@ -66,13 +66,15 @@ class GfSim(Simulation):
 
     def __init__(self, ids: Iterable[int], seed: int = 1, bugs: Iterable[str] = (),
                  bootstrap: dict[int, str] | None = None, opts: NodeOptions | None = None,
-                 latency: float = 0.001, jitter: float = 0.0, loss: float = 0.0) -> None:
+                 latency: float = 0.001, jitter: float = 0.0, loss: float = 0.0,
+                 bugs_of: dict[int, frozenset[str]] | None = None) -> None:
         ids = list(ids)
         self.bugs = frozenset(bugs)
         self.opts = opts or NodeOptions(meta_interval=0)
         boot = bootstrap if bootstrap is not None else {i: f"tcp://127.0.0.1:{9000 + i}" for i in ids}
         self.bootstrap_of: dict[int, dict[int, str]] = {i: boot for i in ids}
-        self.bugs_of: dict[int, frozenset[str]] = {}
+        #: per-server bug modes (a mixed cluster), over ``bugs`` for the servers it names
+        self.bugs_of: dict[int, frozenset[str]] = dict(bugs_of or {})
         self._calls: dict[tuple[int, Call], int] = {}  # outstanding call -> caller's boot
         self._clients = itertools.count()
 

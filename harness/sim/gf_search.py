@@ -36,6 +36,7 @@ from harness.sim.search import (
     Outcome,
     Step,
     Target,
+    bugs_by_node,
     cap_witness,
 )
 from nodes.garlicfarm import hostile
@@ -73,7 +74,10 @@ def _write(v: Any) -> Request:
 
 class _Run:
     def __init__(self, seed: int, bugs: tuple[str, ...]) -> None:
-        self.sim = GfSim(IDS, seed=seed, bugs=bugs, opts=NodeOptions(meta_interval=0))
+        per = bugs_by_node(bugs, IDS)
+        uniform = len(set(per.values())) == 1
+        self.sim = GfSim(IDS, seed=seed, bugs=per[IDS[0]] if uniform else (),
+                         opts=NodeOptions(meta_interval=0), bugs_of=None if uniform else per)
         self.ops: list[dict[str, Any]] = []
         self.writes = 0
 
@@ -216,4 +220,5 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     return Outcome(not witness, witness, trace, r.ops, r.sim.now)
 
 
-TARGET = Target("garlicfarm", KINDS, BUGS, run, optional=("hostile",))
+TARGET = Target("garlicfarm", KINDS, BUGS, run, optional=("hostile",),
+                per_node=IDS)

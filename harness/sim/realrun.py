@@ -151,8 +151,11 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
             if a:
                 emit(op(f"start-{name}", {"p": a / 10}))
                 active.add(name)
-        elif kind in ("add", "remove"):
+        elif kind in ("add", "remove", "leave", "rejoin"):
             notes.append(f"step {i} {kind}: skipped, the real nemesis has no membership op yet")
+        elif kind == "hostile":
+            notes.append(f"step {i} hostile: skipped, the real 'hostile' fault sends its own "
+                         "bursts (harness run --nemesis hostile)")
         else:
             notes.append(f"step {i} {kind}: left to the workload, which sends its own requests")
     return Mapped(out, total, notes)

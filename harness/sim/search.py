@@ -64,6 +64,30 @@ class Target:
     #: kinds drawn only when asked (``harness sim run --hostile``), so that the schedules a
     #: seed draws without them stay what they were
     optional: tuple[str, ...] = ()
+    #: the servers its run takes per-server bug modes for, ``NAME@1,3`` (a mixed cluster:
+    #: `bugs_by_node`); (): every node runs the same modes
+    per_node: tuple[int, ...] = ()
+
+
+def bug_name(spec: str) -> str:
+    """``forget-vote@1,3`` -> ``forget-vote``: the mode a per-server spec names."""
+    return spec.split("@", 1)[0]
+
+
+def bugs_by_node(bugs: tuple[str, ...], ids: tuple[int, ...]) -> dict[int, frozenset[str]]:
+    """Each server's bug modes: ``NAME`` on every server, ``NAME@1,3`` on servers 1 and 3
+    only (a mixed cluster: a core and its bug-mode variant side by side)."""
+    out: dict[int, set[str]] = {i: set() for i in ids}
+    for spec in bugs:
+        name, _, where = spec.partition("@")
+        on = ids if not where else tuple(int(x) for x in where.split(","))
+        bad = [i for i in on if i not in out]
+        if bad:
+            raise ValueError(f"{spec}: no server {', '.join(map(str, bad))}; servers are "
+                             f"{', '.join(map(str, ids))}")
+        for i in on:
+            out[i].add(name)
+    return {i: frozenset(b) for i, b in out.items()}
 
 
 class OutOfBudget(Exception):
