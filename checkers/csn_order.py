@@ -258,6 +258,9 @@ def check_availability(test: dict[str, Any], nodes: dict[str, dict[str, Any]],
     reasons = []
     if primary is None:
         reasons.append("no primary known (no test['primary'], no start event with primary)")
+    elif primary in nodes and nodes[primary].get("gone"):
+        reasons.append(f"primary {primary} was killed for good: ARS has no failover, so no "
+                       "submission after that could commit")
     elif primary in nodes and not isinstance(nodes[primary].get("state"), dict):
         reasons.append(f"primary {primary} was down at the end (no final state)")
     if stuck:

@@ -34,7 +34,8 @@ Items and "held", per protocol (``PROTOCOLS``):
 ``test["options"]["liveness_bound_s"]`` overrides any bound. Live nodes: those whose final
 state was collected, minus those that left (``removed`` in Raft, ``left`` in SWIM). A node that
 journaled but whose state could not be collected makes the verdict ``unknown`` (it may have
-been live); a node that never started is not required to progress.
+been live); a node that never started, or that the nemesis killed for good (``gone``), is not
+required to progress.
 
 Time: journal ``t`` is the node's wall clock, put on the history's axis with
 ``test["started_wall"]`` (the runner records it). Clock skew is reset by the heal, so the
@@ -244,7 +245,7 @@ def reach(test: Test, history: History, observations: Obs, protocol: str) -> Res
         [align_gap] if align_gap else []) + [
         f"{n}: no final state, so whether it was live is unknown"
         for n, o in sorted(node_observations(observations).items())
-        if o.get("state") is None and o.get("events")]
+        if o.get("state") is None and o.get("events") and not o.get("gone")]
     anomalies: list[Anomaly] = []
     judged = 0
     for item, f in sorted(first.items(), key=lambda kv: kv[1]):

@@ -2,10 +2,15 @@
 
 A run dir holds ``nodes/<node>/events.jsonl`` (the node's journal, docs/contracts.md section 3)
 and ``nodes/<node>/state.json`` (its final ``GET /admin/state``, absent or ``null`` when the
-node could not be reached). :func:`load_observations` turns that into::
+node could not be reached), and ``nodes/<node>/gone.json`` for a node the nemesis killed for
+good (left down through the final heal). :func:`load_observations` turns that into::
 
-    {"nodes": {"n1": {"events": [...], "state": {...} | None, "missing": [Gap, ...]}},
+    {"nodes": {"n1": {"events": [...], "state": {...} | None, "missing": [Gap, ...],
+                      "gone": True (only for a node killed for good)}},
      "run_dir": "/path"}
+
+A node gone for good has no final state by design: that is no gap, and the checks judge the
+surviving nodes (its journal, up to its kill, is still read).
 
 Damaged or absent evidence is *recorded*, never dropped silently: every gap becomes a
 ``missing`` entry ``{"what": "state" | "journal" | "event", "type": <event type or None>,
@@ -31,6 +36,7 @@ from checkers.result import ANOMALY_LIMIT, cap, verdict  # noqa: F401  (re-expor
 
 JOURNAL_FILE = "events.jsonl"
 STATE_FILE = "state.json"
+GONE_FILE = "gone.json"
 _TYPE_RE = re.compile(rb'"type"\s*:\s*"([A-Za-z_-]+)"')
 
 Gap = dict[str, Any]
@@ -64,8 +70,9 @@ def load_node(node_dir: Path, node_command: str | None = None) -> dict[str, Any]
                                   f"({node_command}) that writes no journal cannot be judged "
                                   "by the checks that read one")
     state, state_gaps = read_state(node_dir / STATE_FILE)
-    return {"events": events, "state": state,
-            "missing": missing + reported_gaps(events) + state_gaps}
+    gone = (node_dir / GONE_FILE).is_file()
+    return {"events": events, "state": state, **({"gone": True} if gone else {}),
+            "missing": missing + reported_gaps(events) + ([] if gone else state_gaps)}
 
 
 def reported_gaps(events: list[Event]) -> list[Gap]:
@@ -162,6 +169,11 @@ def node_observations(observations: dict[str, Any]) -> dict[str, dict[str, Any]]
     return nodes if isinstance(nodes, dict) else {}
 
 
+def gone_nodes(observations: dict[str, Any]) -> list[str]:
+    """The nodes the nemesis killed for good (no final state by design)."""
+    return sorted(n for n, o in node_observations(observations).items() if o.get("gone"))
+
+
 def evidence_gaps(observations: dict[str, Any], *, state: bool = False,
                   event_types: Collection[str] = ()) -> list[str]:
     """Human-readable gaps in the evidence a check depends on.
@@ -176,7 +188,7 @@ def evidence_gaps(observations: dict[str, Any], *, state: bool = False,
     out: list[str] = []
     for name, obs in sorted(nodes.items()):
         missing: list[Gap] = list(obs.get("missing") or [])
-        if state and obs.get("state") is None:
+        if state and obs.get("state") is None and not obs.get("gone"):
             why = [g["detail"] for g in missing if g.get("what") == "state"]
             out.append(f"{name}: no final state" + (f" ({why[0]})" if why else ""))
         if not event_types:

@@ -29,6 +29,9 @@ Ops (value fields; ``links`` is a list of ``[src, dst]`` pairs, default every no
 * ``reset-peer`` ``{timeout_ms?, links?}``; ``stop-reset-peer``
 * ``kill`` / ``pause`` ``{node: name | [names] | "random" | "leader" | "follower" | "all"}``;
   ``restart`` / ``resume`` ``{node?}`` (default: every killed / paused node)
+* ``kill`` ``{node, for_good: true}``: killed and left down through the final heal (a node
+  that is gone for good: ``gone``); nothing restarts it, later kills and pauses skip it, and
+  ``heal_all`` names it under ``gone`` so the checkers judge the run without it
 * ``clock-skew`` ``{node, offset_s}``; ``clock-reset`` ``{node?}`` (default: every skewed node)
 * ``start-hostile`` ``{interval_s?, nodes?}``: a burst of the protocol's hostile messages
   (faults/hostile.py) to each node (default every node) now and every ``interval_s`` (0.5);
@@ -100,6 +103,8 @@ class Nemesis:
             (str(a), str(b)) for a, b in topology]
         self.partition: frozenset[Flow] | None = None
         self.killed: set[str] = set()
+        #: killed for good: never restarted, not even by ``heal_all``
+        self.gone: set[str] = set()
         self.paused: set[str] = set()
         self.skewed: dict[str, float] = {}
         self._lock = asyncio.Lock()  # ops run one at a time, so the bookkeeping stays true
@@ -299,21 +304,28 @@ class Nemesis:
         await asyncio.gather(*(fn(n) for n in names))
 
     async def _kill(self, value: dict[str, Any]) -> dict[str, Any]:
-        names = await self._resolve(value.get("node", "random"), self.killed)
+        names = await self._resolve(value.get("node", "random"), self.killed | self.gone)
         await self._each(self._control().kill, names)
-        self.killed.update(names)
+        if value.get("for_good"):
+            self.gone.update(names)
+            self.killed.difference_update(names)
+        else:
+            self.killed.update(names)
         self.paused.difference_update(names)  # a killed process is no longer stopped
         return {**value, "nodes": names}
 
     async def _restart(self, value: dict[str, Any]) -> dict[str, Any]:
         spec = value.get("node", value.get("nodes"))
         names = sorted(self.killed) if spec is None else await self._resolve(spec, set())
+        if gone := sorted(self.gone.intersection(names)):
+            raise NemesisError(f"{gone} were killed for good: nothing restarts them")
         await self._each(self._control().restart, names)
         self.killed.difference_update(names)
         return {**value, "nodes": names}
 
     async def _pause(self, value: dict[str, Any]) -> dict[str, Any]:
-        names = await self._resolve(value.get("node", "random"), self.paused | self.killed)
+        names = await self._resolve(value.get("node", "random"),
+                                    self.paused | self.killed | self.gone)
         await self._each(self._control().pause, names)
         self.paused.update(names)
         return {**value, "nodes": names}
@@ -399,6 +411,8 @@ class Nemesis:
             except Exception as e:
                 errors.append(f"{name}: {type(e).__name__}: {e}")
         self.partition = None
+        if self.gone:
+            out["gone"] = sorted(self.gone)
         if errors:
             out["errors"] = errors
         return out

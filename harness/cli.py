@@ -303,6 +303,8 @@ def run_spec(a: argparse.Namespace) -> Any:
                      "nemesis_interval": a.nemesis_interval, "backend": a.backend,
                      "seed": a.seed, "workload": a.workload, "concurrency": a.concurrency,
                      "bugs": a.bug, "name": a.name, "node_command": a.node_command,
+                     "kill_for_good": kill_for_good(
+                         a.kill_for_good, a.time_limit or record.get("time_limit")) or None,
                      # beside the replayed run unless told otherwise: <store>/<test>/<run>
                      "store": a.store or str(path.parent.parent.parent)}
         try:
@@ -326,13 +328,21 @@ def run_spec(a: argparse.Namespace) -> Any:
                              f"one of: {', '.join(['full', *sorted(proto.topologies)])}")
         topology = proto.topologies[a.topology]
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1, 2**31)
+    nodes = [f"n{i + 1}" for i in range(opt["nodes"])]
+    gone = kill_for_good(a.kill_for_good, opt["time_limit"])
+    if unknown := sorted(set(gone) - set(nodes)):
+        raise UsageError(f"--kill-for-good: {unknown} are not nodes of this run ({nodes[0]}.."
+                         f"{nodes[-1]}, from --nodes)")
+    if late := sorted(n for n, at in gone.items() if at >= opt["time_limit"]):
+        raise UsageError(f"--kill-for-good: {late} would be killed after the run's "
+                         f"--time-limit {opt['time_limit']:g}s; give an earlier @SECONDS")
     return TestSpec(
         name=a.name or f"{a.protocol}-{a.workload or proto.default_workload}",
         protocol=proto, workload=a.workload or "", nodes=opt["nodes"],
         faults=Faults(opt["nemesis"], opt["nemesis_interval"]), time_limit=opt["time_limit"],
         concurrency=a.concurrency or opt["nodes"], backend=opt["backend"], bugs=a.bug,
         store=a.store, seed=seed, node_command=a.node_command, topology=topology,
-        quiesce_s=quiesce_for(proto, opt["nodes"]),
+        quiesce_s=quiesce_for(proto, opt["nodes"]), kill_for_good=gone,
     )
 
 
@@ -345,7 +355,8 @@ def _sim_replay_spec(a: argparse.Namespace, record: dict[str, Any]) -> Any:
 
     fixed = {"--nodes": a.nodes, "--nemesis": a.nemesis, "--nemesis-interval": a.nemesis_interval,
              "--workload": a.workload, "--topology": a.topology, "--concurrency": a.concurrency,
-             "--bug": a.bug or None, "--node-command": a.node_command}
+             "--bug": a.bug or None, "--node-command": a.node_command,
+             "--kill-for-good": a.kill_for_good or None}
     given = [k for k, v in fixed.items() if v is not None]
     if given:
         raise UsageError(f"{', '.join(given)} cannot change a sim replay: its schedule, bug modes "
@@ -368,6 +379,25 @@ def _sim_replay_spec(a: argparse.Namespace, record: dict[str, Any]) -> Any:
         raise UsageError(f"--from {a.from_}: not a usable sim replay file: {e}") from None
     a.sim_replay, a.sim_notes = record, mapped.notes
     return spec
+
+
+def kill_for_good(args: list[str], time_limit: float | None) -> dict[str, float]:
+    """``--kill-for-good NODE[@SECONDS]`` values as node -> seconds (default: a third of the
+    time limit)."""
+    from harness.replay import CLI_DEFAULTS
+
+    out: dict[str, float] = {}
+    for arg in args:
+        node, _, at = arg.partition("@")
+        try:
+            out[node.strip()] = float(at) if at else (
+                time_limit or CLI_DEFAULTS["time_limit"]) / 3
+        except ValueError:
+            raise UsageError(f"--kill-for-good {arg!r}: give NODE or NODE@SECONDS, e.g. "
+                             "n1@5") from None
+        if out[node.strip()] < 0:
+            raise UsageError(f"--kill-for-good {arg!r}: SECONDS must not be negative")
+    return out
 
 
 def quiesce_for(proto: ProtocolDef, nodes: int) -> float:
@@ -692,6 +722,11 @@ def parser() -> argparse.ArgumentParser:
                    help="start your own implementation instead of the reference node: a command "
                         "with {config} (the node's config file), optionally {python} and {id}; "
                         "see docs/extending.md")
+    r.add_argument("--kill-for-good", action="append", default=[], metavar="NODE[@SECONDS]",
+                   help="kill NODE at SECONDS into the run (default: a third of --time-limit) "
+                        "and leave it down through the final heal: the checkers judge the run "
+                        "without it (ANTACID's primary: availability unknown, safety judged on "
+                        "the replicas); beside --nemesis; repeatable")
     r.add_argument("--name", help="test name, the store directory the run goes in (default: "
                                   "PROTOCOL-WORKLOAD)")
     r.add_argument("--store", help=STORE_HELP)

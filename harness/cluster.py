@@ -272,6 +272,13 @@ class Cluster:
         """
         for n in self.nodes:
             await self.backend.fetch(n, "events.jsonl", self.run_dir.node_dir(n) / "events.jsonl")
+        from checkers.observations import GONE_FILE
+
+        for n in sorted(self._faults.gone if self._faults is not None else ()):
+            # no final state by design: the checkers judge the run without it
+            write_json(self.run_dir.node_dir(n) / GONE_FILE,
+                       {"node": n, "why": "killed for good by the nemesis; the final heal "
+                                          "left it down"})
         states = await self.states()
         for n in self.nodes:
             if states[n] is not None:

@@ -29,7 +29,8 @@ CLI_DEFAULTS: dict[str, Any] = {"nodes": 5, "time_limit": 30.0, "nemesis": "part
                                 "options": {}, "op_timeout": 5.0, "quiesce_s": 3.0}
 #: the TestSpec fields an override may set, by the ``harness run`` option that sets them
 OVERRIDABLE = ("nodes", "time_limit", "nemesis", "nemesis_interval", "backend", "seed",
-               "workload", "concurrency", "bugs", "name", "store", "node_command")
+               "workload", "concurrency", "bugs", "name", "store", "node_command",
+               "kill_for_good")
 
 
 class ReplayError(ValueError):
@@ -61,7 +62,9 @@ def _nemesis(record: dict[str, Any]) -> str | None:
     """The named faults a record replays (None: a generator built in code). A record written
     before ``faults`` was stored names its faults in ``nemesis`` (what the command line gave),
     unless that says ``custom``."""
-    nemesis = record.get("nemesis") or "none"
+    # nodes killed for good are replayed from ``kill_for_good``, not from the label
+    nemesis = ",".join(n for n in (record.get("nemesis") or "none").split(",")
+                       if n != "kill-for-good") or "none"
     if "faults" not in record:
         return None if nemesis == "custom" else nemesis
     faults = record["faults"]
@@ -99,6 +102,7 @@ def merged(record: dict[str, Any], overrides: dict[str, Any] | None = None) -> d
         "node_command": record.get("node_command"),
         "nemesis": _nemesis(record),
         "nemesis_interval": faults["interval_s"] if faults else None,
+        "kill_for_good": dict(record.get("kill_for_good") or {}),
     }
     for k, v in (overrides or {}).items():
         if k not in OVERRIDABLE:
@@ -140,7 +144,8 @@ def spec_from_record(record: dict[str, Any], overrides: dict[str, Any] | None = 
                     faults=faults, time_limit=m["time_limit"], concurrency=m["concurrency"],
                     seed=m["seed"], backend=m["backend"], bugs=list(m["bugs"]),
                     options=m["options"], op_timeout=m["op_timeout"], quiesce_s=m["quiesce_s"],
-                    topology=topology, store=m["store"], node_command=m["node_command"])
+                    topology=topology, store=m["store"], node_command=m["node_command"],
+                    kill_for_good=m["kill_for_good"])
 
 
 @dataclass(frozen=True)
@@ -172,6 +177,8 @@ def command_line(record: dict[str, Any]) -> CommandLine:
         argv += ["--bug", b]
     if m["node_command"]:
         argv += ["--node-command", m["node_command"]]
+    for node, at in sorted(m["kill_for_good"].items()):
+        argv += ["--kill-for-good", f"{node}@{at:g}"]
     argv += ["--name", m["name"]]
     missing = [f"{k} {m[k]!r}" for k in ("options", "op_timeout", "quiesce_s")
                if m[k] != CLI_DEFAULTS[k]]

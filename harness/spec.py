@@ -13,8 +13,9 @@ from typing import Any, Protocol
 
 from checkers.result import Checker
 from faults.hostile import HostileDef
+from harness import generators as g
 from harness.generators import Generator
-from harness.nemesis_generator import Faults
+from harness.nemesis_generator import Faults, from_schedule
 
 Op = dict[str, Any]
 
@@ -125,6 +126,9 @@ class TestSpec:
     #: the user's implementation in place of the reference node: a command template with
     #: {config} (harness/node_command.py); None runs ``python -m <protocol module>``
     node_command: str | None = None
+    #: node -> seconds into the run at which the nemesis kills it for good (never restarted,
+    #: not even by the final heal; the checkers judge the run without it), beside any faults
+    kill_for_good: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.node_command is not None:
@@ -135,13 +139,39 @@ class TestSpec:
             if self.nemesis is not None:
                 raise ValueError("give a spec either faults= or a built nemesis=, not both")
             self.nemesis_desc = self.faults.desc
+        for node, at in self.kill_for_good.items():
+            if node not in self.node_ids:
+                raise ValueError(f"kill_for_good names {node!r}, which is not one of this "
+                                 f"test's nodes {self.node_ids}")
+            if not 0 <= at < self.time_limit:
+                raise ValueError(f"kill_for_good: {node} at {at:g}s is outside the run's time "
+                                 f"limit of {self.time_limit:g}s; give a time in [0, "
+                                 f"{self.time_limit:g})")
 
     def nemesis_stream(self) -> Generator | None:
         """The nemesis this run plays: ``faults`` drawn from the spec's seed as it is now, or
-        the generator it was given."""
-        if self.faults is not None:
-            return self.faults.build(self.node_ids, self.seed)
-        return self.nemesis
+        the generator it was given, with the ``kill_for_good`` kills beside it."""
+        base = self.faults.build(self.node_ids, self.seed) if self.faults is not None \
+            else self.nemesis
+        if not self.kill_for_good:
+            return base
+        steps, now = [], 0.0
+        for node, at in sorted(self.kill_for_good.items(), key=lambda kv: (kv[1], kv[0])):
+            steps.append((at - now, {"f": "kill", "value": {"node": node, "for_good": True}}))
+            now = at
+        kills = from_schedule(steps)
+        return kills if base is None else g.mix(base, kills)
+
+    @property
+    def nemesis_label(self) -> str:
+        """What test.json calls the nemesis: the named faults (or ``custom``), plus
+        ``kill-for-good`` when nodes are killed for good (so the faults checker asks for a
+        kill)."""
+        label = ("custom" if self.nemesis is not None and self.nemesis_desc == "none"
+                 else self.nemesis_desc)
+        if not self.kill_for_good:
+            return label
+        return "kill-for-good" if label == "none" else f"{label},kill-for-good"
 
     @property
     def node_ids(self) -> list[str]:
@@ -169,8 +199,7 @@ class TestSpec:
             "workload": self.workload if isinstance(self.workload, str) else "custom",
             "nodes": self.node_ids,
             # a nemesis generator built without a description is still a nemesis
-            "nemesis": ("custom" if self.nemesis is not None and self.nemesis_desc == "none"
-                        else self.nemesis_desc),
+            "nemesis": self.nemesis_label,
             "time_limit": self.time_limit,
             "concurrency": self.concurrency,
             "seed": self.seed,
@@ -187,6 +216,7 @@ class TestSpec:
                        {"kinds": self.faults.kinds, "interval_s": self.faults.interval_s}),
             "topology": [list(e) for e in self.edges()],
             "node_command": self.node_command,
+            "kill_for_good": dict(self.kill_for_good),
             "store": self.store,
         }
 

@@ -20,17 +20,19 @@ from harness.nemesis_generator import from_schedule
 from harness.pytest_plugin import record_run
 from harness.spec import TestSpec
 from harness.suites.antacid import PROTOCOL, _edges
+from vocabulary.history import read_history
 
 pytestmark = pytest.mark.chaos
 
 
 def spec(name: str, nodes: int, shape: str = "chain", *, time_limit: float = 8.0,
          bugs: list[str] | None = None, options: dict[str, Any] | None = None,
-         schedule: list[sch.Step] | None = None, seed: int = 7) -> TestSpec:
+         schedule: list[sch.Step] | None = None, seed: int = 7,
+         kill_for_good: dict[str, float] | None = None) -> TestSpec:
     return TestSpec(name=name, protocol=PROTOCOL, nodes=nodes, topology=_edges(shape),
                     time_limit=time_limit, concurrency=3, bugs=list(bugs or []),
                     options={"pull_interval": 0.3, **(options or {})}, quiesce_s=5.0,
-                    op_timeout=6.0, seed=seed,
+                    op_timeout=6.0, seed=seed, kill_for_good=dict(kill_for_good or {}),
                     nemesis=from_schedule(schedule) if schedule is not None else None,
                     nemesis_desc="explicit" if schedule is not None else "none")
 
@@ -109,6 +111,41 @@ def test_primary_killed_is_unavailability_not_inconsistency(chaos_options, chaos
                  "convergence"):
         r = res.result.find(f"csn-order.{leaf}")
         assert r is not None and r.valid is True, (leaf, r)
+    assert res.result.find("faults").valid is True
+    acked = res.result.find("csn-order.acked-present").examined["acked"]
+    assert acked >= 5, acked
+
+
+def test_primary_killed_for_good_is_unavailability_judged_on_the_replicas(
+        chaos_options, chaos_store, chaos_toxiproxy, request) -> None:
+    """The primary gone for good (``kill_for_good``: the final heal leaves it down), with a
+    replica killed and restarted meanwhile: ``availability`` is unknown and says the primary
+    was killed for good; every safety leaf and liveness are judged, valid, on the replicas
+    alone (the gone primary owes no final state, so it is no evidence gap)."""
+    from harness.runner import run
+
+    steps = sch.explicit([(1.0, sch.op("kill", {"node": "n3"})), (1.0, sch.op("restart"))])
+    s = spec("antacid-primary-gone", 4, "diamond", time_limit=8.0, schedule=steps,
+             kill_for_good={"n1": 4.0})
+    chaos_options.apply(s)
+    s.store = s.store or str(chaos_store)
+    res = run(s, toxiproxy_url=chaos_toxiproxy)
+    record_run(request.node, res.seed, res.run_dir.path)
+    heal = [op for op in read_history(res.run_dir.history).ops
+            if op.get("f") == "heal-all" and op.get("type") == "info"][-1]
+    assert heal["value"]["gone"] == ["n1"] and heal["value"]["restarted"] == [], heal
+    assert (res.run_dir.path / "nodes/n1/gone.json").is_file()
+    assert not (res.run_dir.path / "nodes/n1/state.json").exists()
+    avail = res.result.find("csn-order.availability")
+    assert avail is not None and avail.valid == "unknown", avail
+    assert "primary n1 was killed for good" in avail.note, avail.note
+    for leaf in ("csn-order", "ssn-order", "group-atomic", "acked-present", "no-double-commit",
+                 "convergence"):
+        r = res.result.find(f"csn-order.{leaf}")
+        assert r is not None and r.valid is True, (leaf, r)
+    assert res.result.find("csn-order.convergence").examined["nodes_with_state"] == 3
+    live = res.result.find("liveness")
+    assert live.valid is True and live.stats["live_nodes"] == ["n2", "n3", "n4"], live
     assert res.result.find("faults").valid is True
     acked = res.result.find("csn-order.acked-present").examined["acked"]
     assert acked >= 5, acked

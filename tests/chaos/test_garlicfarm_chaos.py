@@ -25,13 +25,13 @@ MIN_OK_PER_S = 5
 def gf(name: str, *, nodes: int = 5, workload: str = "kv", nemesis: str = "none",
        interval: float = 3.0, time_limit: float = 20.0, seed: int = 1, bugs: list[str] | None = None,
        schedule=None, concurrency: int | None = None, op_timeout: float = 5.0,
-       **options) -> TestSpec:
+       kill_for_good: dict[str, float] | None = None, **options) -> TestSpec:
     sched = dict(nemesis=from_schedule(schedule), nemesis_desc="explicit") \
         if schedule is not None else dict(faults=Faults(nemesis, interval))
     return TestSpec(name=f"gf-{name}", protocol=PROTOCOL, workload=workload, nodes=nodes,
                     **sched, time_limit=time_limit, seed=seed,
                     concurrency=concurrency or nodes, bugs=bugs or [], options=options,
-                    op_timeout=op_timeout)
+                    op_timeout=op_timeout, kill_for_good=dict(kill_for_good or {}))
 
 
 # ---------------------------------------------------------------- smoke (every CI run)
@@ -80,6 +80,16 @@ def test_kv_three_nodes(chaos_run, nemesis):
 def test_append_five_nodes(chaos_run, nemesis):
     chaos_run(gf(f"append-{nemesis}", workload="append", nemesis=nemesis, time_limit=25),
               min_ok=MIN_OK_PER_S * 25)
+
+
+def test_kv_node_killed_for_good_with_partitions(chaos_run):
+    """n1 killed for good (never restarted, not even by the final heal) while partitions come
+    and go: the four survivors keep a majority of five, and every checker judges them without
+    n1 (it owes no final state), valid."""
+    res = chaos_run(gf("kv-gone", nodes=5, nemesis="partition", interval=2.0, time_limit=12,
+                       kill_for_good={"n1": 3.0}), min_ok=MIN_OK_PER_S * 12)
+    assert (res.run_dir.path / "nodes/n1/gone.json").is_file()
+    assert res.result.find("liveness").stats["live_nodes"] == ["n2", "n3", "n4", "n5"]
 
 
 def test_kv_random_kills_with_compaction(chaos_run):

@@ -152,6 +152,22 @@ def test_primary_down_is_unavailability_not_inconsistency() -> None:
     assert not [c for c in r.children if c.valid is False]
 
 
+def test_primary_killed_for_good_leaves_every_safety_leaf_judged_on_the_survivors() -> None:
+    """A gone primary has no final state by design: no gap, so the safety leaves stay valid
+    on the replicas; only availability is unknown, saying why."""
+    test, history, obs = good()
+    obs["nodes"]["p"].update(state=None, gone=True)
+    history.append({"index": 3, "process": 2, "f": "submit", "type": "info",
+                    "value": {"server": A, "incarn": 1, "ssn": 3}})
+    r = run(test, history, obs)
+    assert [c.checker for c in r.children if c.valid is not True] == ["availability"]
+    assert "killed for good" in r.find("availability").note
+    assert r.find("convergence").examined["nodes_with_state"] == 2
+    obs["nodes"]["p"]["gone"] = False  # merely unreachable: the state leaves cannot judge
+    r = run(test, history, obs)
+    assert r.find("convergence").valid == "unknown"
+
+
 def test_nothing_to_examine_is_unknown_with_reasons() -> None:
     r = run({}, [], {"nodes": {"p": {"events": [], "state": None}}})
     assert r.valid == "unknown"

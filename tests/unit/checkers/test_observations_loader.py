@@ -30,6 +30,17 @@ def test_round_trip_of_a_healthy_run(tmp_path: Path, golden: Golden) -> None:
     assert golden(raft_check({}, [], obs)).valid is True
 
 
+def test_a_node_gone_for_good_owes_no_final_state(tmp_path: Path) -> None:
+    run = write_run(tmp_path, healthy_cluster())
+    (run / "nodes/n2/state.json").unlink()
+    assert evidence_gaps(load_observations(run), state=True) == [
+        "n2: no final state (no state.json (node unreachable at the end of the run?))"]
+    (run / "nodes/n2/gone.json").write_text('{"node": "n2"}')
+    obs = load_observations(run)
+    assert obs["nodes"]["n2"]["gone"] and obs["nodes"]["n2"]["missing"] == []
+    assert evidence_gaps(obs, state=True) == []
+
+
 def test_torn_last_line_is_a_typed_gap(tmp_path: Path) -> None:
     run = write_run(tmp_path, healthy_cluster())
     with open(run / "nodes/n2/events.jsonl", "a") as f:

@@ -136,6 +136,25 @@ def test_kill_leader_random_and_restart() -> None:
     assert [c[0] for c in nodes.calls] == ["kill", "kill", "restart", "restart"]
 
 
+def test_a_node_killed_for_good_stays_down_through_the_heal() -> None:
+    nem, nodes, _ = make()
+    run(nem.invoke({"f": "kill", "value": {"node": "n2"}}))
+    done = run(nem.invoke({"f": "kill", "value": {"node": ["n1", "n2"], "for_good": True}}))
+    assert "error" not in done and done["value"]["nodes"] == ["n1", "n2"]
+    assert nem.gone == {"n1", "n2"} and not nem.killed  # n2's plain kill became for good
+    for _ in range(10):  # random kills and pauses pick among the others
+        k = run(nem.invoke({"f": "kill", "value": {"node": "random"}}))
+        assert set(k["value"]["nodes"]).isdisjoint({"n1", "n2"})
+        run(nem.invoke({"f": "restart", "value": None}))
+        p = run(nem.invoke({"f": "pause", "value": {"node": "random"}}))
+        assert set(p["value"]["nodes"]).isdisjoint({"n1", "n2"})
+    assert "killed for good" in run(nem.invoke({"f": "restart", "value": {"node": "n1"}}))["error"]
+    nodes.calls.clear()
+    out = run(nem.heal_all())
+    assert out["gone"] == ["n1", "n2"] and out["restarted"] == [] and "errors" not in out
+    assert not any(c[0] == "restart" for c in nodes.calls)
+
+
 def test_follower_is_never_the_leader() -> None:
     for seed in range(20):
         nem, nodes, _ = make()

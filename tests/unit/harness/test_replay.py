@@ -31,6 +31,8 @@ def stored(spec: TestSpec) -> dict:
     ("garlicfarm", "--nemesis", "none", "--time-limit", "0", "--name", "zero", "--store", "/s"),
     ("swim",),
     ("garlicfarm", "--node-command", "./mynode --config {config} --id {id}"),
+    ("garlicfarm", "--kill-for-good", "n1@2.5", "--nemesis", "none", "--time-limit", "10"),
+    ("antacid", "--kill-for-good", "n1", "--kill-for-good", "n3@1", "--nemesis", "partition"),
 ])
 def test_a_command_line_spec_round_trips_to_an_equal_spec(argv):
     spec = spec_of(*argv)
@@ -139,3 +141,20 @@ def test_a_named_topology_runs_replays_and_is_written_back_as_its_name():
 def test_an_unknown_topology_is_refused_with_the_choices(argv, match):
     with pytest.raises(cli.UsageError, match=match):
         spec_of(*argv)
+
+
+def test_kill_for_good_on_the_command_line_and_in_the_nemesis_stream():
+    from harness.generators import drain
+
+    spec = spec_of("garlicfarm", "--nodes", "3", "--time-limit", "9", "--nemesis", "none",
+                   "--kill-for-good", "n2")
+    assert spec.kill_for_good == {"n2": 3.0}  # a third of the time limit
+    assert spec.describe()["nemesis"] == "kill-for-good"  # the faults checker asks for a kill
+    ops = drain(spec.nemesis_stream(), threads=("nemesis",))
+    assert [(t, o["value"]) for t, _, o in ops] == [(3.0, {"node": "n2", "for_good": True})]
+    assert "--kill-for-good n2@3" in command_line(stored(spec)).text
+    for bad, why in [(["--kill-for-good", "n7"], "not nodes of this run"),
+                     (["--kill-for-good", "n1@x"], "NODE@SECONDS"),
+                     (["--kill-for-good", "n1@30"], "after the run's --time-limit")]:
+        with pytest.raises(cli.UsageError, match=why):
+            spec_of("garlicfarm", "--nodes", "3", "--time-limit", "9", *bad)
