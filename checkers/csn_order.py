@@ -18,8 +18,11 @@ Properties, each a child result:
   server after the heal, under that CSN;
 * ``no-double-commit``: no GlobalSubmitID committed (or applied) under two CSNs;
 * ``convergence``: every server with a final state holds the same documents at the same CSN;
-* ``availability``: the primary was up at the end and every submission got an outcome; when
-  not, ``unknown`` with the reason. Unavailability is never an inconsistency: a submission
+* ``availability``: the primary was up at the end and every submission got an outcome (a
+  submission the client stopped waiting for counts as one when its GlobalSubmitID was
+  committed later, ``committed_late``; one never answered because the nemesis killed its
+  submission server meanwhile is the kill's, ``lost_with_server``); when not, ``unknown``
+  with the reason. Unavailability is never an inconsistency: a submission
   without an outcome is not required anywhere.
 """
 
@@ -30,6 +33,8 @@ from typing import Any
 
 from checkers.observations import evidence_gaps, node_observations, where
 from checkers.result import Anomaly, Result, verdict, worst
+from vocabulary.faults import nemesis_pairs
+from vocabulary.history import pairs
 
 NAME = "csn-order"
 
@@ -246,13 +251,40 @@ def _primary(test: dict[str, Any], nodes: dict[str, dict[str, Any]]) -> str | No
                  if any(e.get("primary") for e in _events(o, "start"))), None)
 
 
+def _lost_with_server(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``info`` submits with no GlobalSubmitID (the server never answered) whose submission
+    server the nemesis killed while they were in flight: whether the server took them died
+    with it, and no server promised anything, so they are the kill's doing, not the
+    protocol's unavailability. A server that merely never answers is not excused."""
+    kills = [(inv.get("time", 0), done.get("time", 0), set((done.get("value") or {})
+                                                          .get("nodes") or []))
+             for inv, done in nemesis_pairs(history)
+             if done is not None and inv.get("f") == "kill" and not done.get("error")]
+    out = []
+    for pr in pairs(op for op in history if op.get("f") == "submit"):
+        done = pr.complete
+        if done is None or done.get("type") != "info" or _gsid(done.get("value") or {}):
+            continue
+        start, end = pr.invoke.get("time", 0), done.get("time", 0)
+        if any(done.get("node") in names and k0 <= end and k1 >= start
+               for k0, k1, names in kills):
+            out.append(done)
+    return out
+
+
 def check_availability(test: dict[str, Any], nodes: dict[str, dict[str, Any]],
                        history: list[dict[str, Any]]) -> Result:
     """Unavailability (the primary down, submissions without an outcome) is ``unknown`` with
     the reason: the run did not exercise commitment for those, it did not break it."""
     subs = [op for op in history if op.get("f") == "submit" and op.get("type") in ("ok", "fail",
                                                                                      "info")]
-    stuck = [op for op in subs if op["type"] == "info" or (
+    # an ``info`` submit (no notification within the client's wait) whose GlobalSubmitID the
+    # primary committed after all has its outcome: it committed late (a fault healed, the
+    # retries got through), so it is not left unjudged
+    committed = {_gsid(ev) for ev in _commits(nodes).values()} - {None}
+    late = [op for op in subs if op["type"] == "info" and _gsid(op.get("value") or {}) in committed]
+    lost = _lost_with_server(history)
+    stuck = [op for op in subs if (op["type"] == "info" and op not in late and op not in lost) or (
         op["type"] == "fail" and (op.get("value") or {}).get("error") in UNAVAILABLE_CODES)]
     primary = _primary(test, nodes)
     reasons = []
@@ -266,7 +298,9 @@ def check_availability(test: dict[str, Any], nodes: dict[str, dict[str, Any]],
     if stuck:
         reasons.append(f"{len(stuck)} of {len(subs)} submissions got no commit outcome "
                        "(primary unreachable or reorder timeout): not judged")
-    return verdict("availability", [], {"unresolved": len(stuck)}, reasons,
+    return verdict("availability", [], {"unresolved": len(stuck), "committed_late": len(late),
+                                         "lost_with_server": len(lost)},
+                   reasons,
                    examined={"submissions": len(subs)}, needs=("submissions",))
 
 

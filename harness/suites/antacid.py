@@ -121,7 +121,11 @@ class _Client:
     def __init__(self, addr: NodeAddr, result_timeout: float) -> None:
         self.node = addr.node
         self.result_timeout = result_timeout
-        self.ars = AntacidClient(addr.host, addr.port, admin_url=addr.admin_url)
+        # notifications come back to the address the servers reach us at: the client link's
+        # host (127.0.0.1, or a docker bridge's gateway, where the servers' containers can
+        # reach the host)
+        self.ars = AntacidClient(addr.host, addr.port, admin_url=addr.admin_url,
+                                 notify_host=addr.host)
 
     async def _submit(self, docs: dict[str, str]) -> dict[str, Any]:
         value: dict[str, Any] = {"docs": sorted(docs), "node": self.node}

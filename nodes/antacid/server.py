@@ -45,6 +45,7 @@ from nodes.common.config import ConfigError, NodeConfig, split_addr
 from nodes.common.journal import Journal
 from nodes.common.loop import Answers, CoreLoop, JournalingHost
 from nodes.common.refusals import Refusals
+from nodes.common.tasks import Background
 
 log = logging.getLogger("antacid")
 
@@ -117,7 +118,8 @@ class _Link:
         self.node, self.dest, self.host, self.port = node, dest, host, port
         self.queue: asyncio.Queue[m.ArsRequest] = asyncio.Queue()
         self.waiting: dict[int, tuple[int, asyncio.TimerHandle]] = {}  # msgno -> req_num, timer
-        self.task = asyncio.get_running_loop().create_task(self._run())
+        self.holding: int | None = None  # the req_num taken from the queue and not yet sent
+        self.task = node.background.spawn(self._run())
 
     def submit(self, req: m.ArsRequest) -> None:
         self.queue.put_nowait(req)
@@ -148,12 +150,32 @@ class _Link:
             raise
 
     async def _run(self) -> None:
+        try:
+            await self._serve_queue()
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
+            # whatever killed this link (Background journals it as node_error): every request
+            # it holds fails, so the core retries, and the next one opens a fresh link
+            if self.node.links.get(self.dest) is self:
+                del self.node.links[self.dest]
+            if self.holding is not None:
+                self._fail(self.holding)
+            while not self.queue.empty():
+                self._fail(self.queue.get_nowait().req_num)
+            for msgno in list(self.waiting):
+                self._timeout(msgno)
+            raise
+
+    async def _serve_queue(self) -> None:
         while True:
             req = await self.queue.get()
+            self.holding = req.req_num  # taken, not yet sent: fails with the link
             try:
                 conn, ch = await self._open()
             except (OSError, EOFError, TimeoutError, ConnectionError, beep.LocalProtocolError):
                 self.node.io["connect_failures"] += 1
+                self.holding = None
                 self._fail(req.req_num)
                 while not self.queue.empty():  # the destination is down: fail all, the core retries
                     self._fail(self.queue.get_nowait().req_num)
@@ -164,8 +186,10 @@ class _Link:
                     self._send(conn, ch, req)
                     await conn.flush()
                     req = await self.queue.get()
+                    self.holding = req.req_num
                     if reader.done():
                         self.queue.put_nowait(req)  # reopen with this one first
+                        self.holding = None
                         break
             except (OSError, EOFError, ConnectionError, beep.LocalProtocolError):
                 pass
@@ -181,10 +205,12 @@ class _Link:
         try:
             msgno = conn.session.send_msg(ch, m.encode(req))
         except beep.LocalProtocolError:
+            self.holding = None
             self._fail(req.req_num)  # every request ends in an answer or CallFailed
             raise
         timer = asyncio.get_running_loop().call_later(CALL_TIMEOUT_S, self._timeout, msgno)
         self.waiting[msgno] = (req.req_num, timer)
+        self.holding = None
 
     async def _read(self, conn: BeepConnection) -> None:
         try:
@@ -244,7 +270,9 @@ class AntacidNode(JournalingHost):
         self.links: dict[Any, _Link] = {}
         self.servers: list[asyncio.Server] = []
         self.conns: set[BeepConnection] = set()
-        self._flushes: set[asyncio.Task[None]] = set()
+        #: outgoing links and reply flushes: tracked (stop ends them) and guarded (a task that
+        #: raises is journaled as node_error, not lost)
+        self.background = Background(self)
         self.io = {"requests_in": 0, "submissions": 0, "malformed_in": 0, "connect_failures": 0,
                    "calls_failed": 0, "sessions_in": 0, "notify_on_channel": 0}
         self.refused = Refusals()  # what peers sent that we refused, by reason (hostile runs)
@@ -339,9 +367,7 @@ class AntacidNode(JournalingHost):
             self.journal.emit("ars-input-refused", **fields)
 
     def _flush(self, conn: BeepConnection) -> None:
-        task = asyncio.get_running_loop().create_task(self._flush_one(conn))
-        self._flushes.add(task)
-        task.add_done_callback(self._flushes.discard)
+        self.background.spawn(self._flush_one(conn))
 
     @staticmethod
     async def _flush_one(conn: BeepConnection) -> None:
@@ -453,10 +479,9 @@ class AntacidNode(JournalingHost):
             await link.close()
         for conn in list(self.conns):
             await conn.aclose()
-        for t in list(self._flushes):
-            t.cancel()
         for _, _, timer in self.on_channel.values():
             timer.cancel()
+        await self.background.close()
         await self.admin.stop()
         self.store.commit()
         self.store.close()

@@ -168,6 +168,34 @@ def test_primary_killed_for_good_leaves_every_safety_leaf_judged_on_the_survivor
     assert r.find("convergence").valid == "unknown"
 
 
+def test_a_submission_the_client_gave_up_on_but_committed_later_has_its_outcome() -> None:
+    test, history, obs = good()
+    history[1] = {**history[1], "type": "info", "value": {"server": B, "incarn": 1, "ssn": 1}}
+    av = run(test, history, obs).find("availability")
+    assert av.valid is True and (av.stats["unresolved"], av.stats["committed_late"]) == (0, 1)
+    history[1]["value"]["ssn"] = 9  # never committed: no outcome, not judged
+    av = run(test, history, obs).find("availability")
+    assert av.valid == "unknown" and "1 of 2 submissions got no commit outcome" in av.note
+
+
+def test_a_submission_whose_server_was_killed_before_it_answered_is_the_kills() -> None:
+    test, history, obs = good()
+    history += [
+        {"index": 3, "process": 2, "f": "submit", "type": "invoke", "time": 10, "node": "r1",
+         "value": {"z.a": "c2:9"}},
+        {"index": 4, "process": "nemesis", "f": "kill", "type": "invoke", "time": 11,
+         "value": {"node": "random"}},
+        {"index": 5, "process": 2, "f": "submit", "type": "info", "time": 12, "node": "r1",
+         "value": {"z.a": "c2:9"}, "error": "AntacidUnavailable: the BEEP session was lost"},
+        {"index": 6, "process": "nemesis", "f": "kill", "type": "info", "time": 13,
+         "value": {"node": "random", "nodes": ["r1"]}}]
+    av = run(test, history, obs).find("availability")
+    assert av.valid is True and av.stats["lost_with_server"] == 1, av
+    history[-1]["value"]["nodes"] = ["r2"]  # another node killed: r1 just never answered
+    av = run(test, history, obs).find("availability")
+    assert av.valid == "unknown" and av.stats["unresolved"] == 1
+
+
 def test_nothing_to_examine_is_unknown_with_reasons() -> None:
     r = run({}, [], {"nodes": {"p": {"events": [], "state": None}}})
     assert r.valid == "unknown"
