@@ -65,6 +65,28 @@ def _states(nodes: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
             if isinstance(o.get("state"), dict) and isinstance(o["state"].get("docs"), dict)}
 
 
+def reachable_csn(nodes: dict[str, dict[str, Any]]) -> dict[str, int] | None:
+    """With nodes killed for good (``gone``): per node with a final state, the highest CSN it
+    can still get, its own or a live ancestor's (``upstreams`` in the final states, gone
+    nodes cut out). ARS has no failover, so a replica whose every path up ran through a gone
+    node keeps what it had: it is not required to reach more. None when no node is gone."""
+    if not any(o.get("gone") for o in nodes.values()):
+        return None
+    states = _states(nodes)
+    out: dict[str, int] = {}
+    for n in states:
+        seen, todo, best = {n}, [n], 0
+        while todo:
+            cur = todo.pop()
+            best = max(best, int(states[cur].get("last_csn") or 0))
+            for up in states[cur].get("upstreams") or []:
+                if up in states and up not in seen:
+                    seen.add(up)
+                    todo.append(up)
+        out[n] = best
+    return out
+
+
 def _commits(nodes: dict[str, dict[str, Any]]) -> dict[int, Event]:
     """CSN -> the first ``commit`` (else ``apply``) event naming it: what that group held."""
     out: dict[int, Event] = {}
@@ -193,6 +215,7 @@ def check_acked(nodes: dict[str, dict[str, Any]], history: list[dict[str, Any]]
     """Every submission told "committed at CSN c" is under c everywhere at the end."""
     owner = {c: _gsid(ev) for c, ev in _commits(nodes).items()}
     states = _states(nodes)
+    can = reachable_csn(nodes)
     out = []
     for op in _acked(history):
         v = op["value"]
@@ -200,7 +223,8 @@ def check_acked(nodes: dict[str, dict[str, Any]], history: list[dict[str, Any]]
         if csn in owner and g is not None and owner[csn] != g:
             out.append(Anomaly("acked-wrong-csn", f"{_show(g)} was told CSN {csn}, which the "
                                f"servers hold as {_show(owner[csn])}", {"op": op.get("index")}))
-        short = sorted(n for n, st in states.items() if int(st.get("last_csn") or 0) < csn)
+        short = sorted(n for n, st in states.items() if int(st.get("last_csn") or 0) < csn
+                       and (can is None or can[n] >= csn))  # cut off by a gone node: excused
         if short:
             out.append(Anomaly("acked-lost", f"{_show(g)} was told committed at CSN {csn}, but "
                                f"{', '.join(short)} end below it",
@@ -230,10 +254,13 @@ def check_convergence(nodes: dict[str, dict[str, Any]]) -> list[Anomaly]:
         return []
     want_name = max(states, key=lambda n: int(states[n].get("last_csn") or 0))
     want = states[want_name]
+    can = reachable_csn(nodes)
     out = []
     for name, st in sorted(states.items()):
         if name == want_name:
             continue
+        if can is not None and can[name] < int(want.get("last_csn") or 0):
+            continue  # cut off from the rest by a node gone for good: it keeps what it had
         if st.get("last_csn") != want.get("last_csn") or st["docs"] != want["docs"]:
             diff = sorted(k for k in {*st["docs"], *want["docs"]}
                           if st["docs"].get(k) != want["docs"].get(k))

@@ -94,8 +94,9 @@ def test_bug_partial_group_is_caught(chaos_run) -> None:
 def test_primary_killed_is_unavailability_not_inconsistency(chaos_options, chaos_store,
                                                             chaos_toxiproxy, request) -> None:
     """The spec gives the primary no failover: while it is down, submissions get no commit
-    outcome. ``availability`` says so (unknown, with the reason); every safety leaf stays valid
-    on what was committed."""
+    outcome in time. ``availability`` counts those committed after its restart as resolved
+    (``committed_late``) and is unknown, with the reason, for the rest; every safety leaf stays
+    valid on what was committed."""
     from harness.runner import run
 
     steps = sch.explicit([(2.0, sch.op("kill", {"node": "n1"})), (3.0, sch.op("restart"))])
@@ -105,8 +106,11 @@ def test_primary_killed_is_unavailability_not_inconsistency(chaos_options, chaos
     res = run(s, toxiproxy_url=chaos_toxiproxy)
     record_run(request.node, res.seed, res.run_dir.path)
     avail = res.result.find("csn-order.availability")
-    assert avail is not None and avail.valid == "unknown", avail
-    assert "no commit outcome" in avail.note or "down" in avail.note, avail.note
+    # the primary back, a submission made while it was down either committed late (its
+    # outcome known from the journals) or has none (unknown, with the reason): never False
+    assert avail is not None and avail.valid is not False, avail
+    assert avail.valid is True or "no commit outcome" in avail.note, avail.note
+    assert avail.stats["committed_late"] + avail.stats["unresolved"] >= 1, avail.stats
     for leaf in ("csn-order", "ssn-order", "group-atomic", "acked-present", "no-double-commit",
                  "convergence"):
         r = res.result.find(f"csn-order.{leaf}")
@@ -121,7 +125,8 @@ def test_primary_killed_for_good_is_unavailability_judged_on_the_replicas(
     """The primary gone for good (``kill_for_good``: the final heal leaves it down), with a
     replica killed and restarted meanwhile: ``availability`` is unknown and says the primary
     was killed for good; every safety leaf and liveness are judged, valid, on the replicas
-    alone (the gone primary owes no final state, so it is no evidence gap)."""
+    alone (the gone primary owes no final state, so it is no evidence gap; n3, whose only
+    upstream is n1, is not required to get CSNs it can no longer reach)."""
     from harness.runner import run
 
     steps = sch.explicit([(1.0, sch.op("kill", {"node": "n3"})), (1.0, sch.op("restart"))])
@@ -151,14 +156,22 @@ def test_primary_killed_for_good_is_unavailability_judged_on_the_replicas(
     assert acked >= 5, acked
 
 
+def duplicate_chances(kills: int = 8) -> list[sch.Step]:
+    """Slowed links (so a propagation is often in flight) and ``kills`` kills of the two
+    submission servers below the primary, alternately, each restarted a second later: every
+    kill that lands after the primary committed a propagation but before its answer arrived
+    is one chance for a resubmission after restart (several per run, not one)."""
+    steps: list[sch.Step] = [(0.5, sch.op("start-latency", {"ms": 150, "jitter_ms": 40}))]
+    for i in range(kills):
+        steps += [(0.6, sch.op("kill", {"node": ("n2", "n3")[i % 2]})), (0.6, sch.op("restart"))]
+    return sch.explicit(steps + [(0.3, sch.op("stop-latency"))])
+
+
 def test_bug_duplicates_undetected_is_caught(chaos_run) -> None:
-    """Slowed links and kills of the submission servers below the primary: a restarted
-    server offers its pending submissions again, and a primary that ignores the SSNs it
-    already committed commits them twice."""
-    steps: list[sch.Step] = [(0.5, sch.op("start-latency", {"ms": 80, "jitter_ms": 20}))]
-    for n in ("n2", "n3", "n2"):
-        steps += [(1.5, sch.op("kill", {"node": n})), (1.0, sch.op("restart"))]
-    chaos_run(partial(spec, "antacid-bug-duplicates", 3, time_limit=12.0,
-                      bugs=["duplicates-undetected"],
-                      schedule=sch.explicit(steps + [(0.5, sch.op("stop-latency"))])),
-              expect="csn-order.no-double-commit", anomaly="committed-twice", min_ok=5)
+    """A restarted submission server offers its pending submissions again, and a primary
+    that ignores the SSNs it already committed commits them twice."""
+    res = chaos_run(partial(spec, "antacid-bug-duplicates", 3, time_limit=12.0,
+                            bugs=["duplicates-undetected"], schedule=duplicate_chances()),
+                    expect="csn-order.no-double-commit", anomaly="committed-twice", min_ok=5)
+    twice = res.result.find("csn-order.no-double-commit").anomalies
+    print(f"committed twice: {len(twice)} GlobalSubmitIDs")

@@ -168,6 +168,24 @@ def test_primary_killed_for_good_leaves_every_safety_leaf_judged_on_the_survivor
     assert r.find("convergence").valid == "unknown"
 
 
+def test_a_replica_cut_off_by_the_gone_primary_keeps_what_it_had() -> None:
+    """r2 pulls only from the primary, killed for good before r2 got CSN 4: acked-present and
+    convergence do not require CSN 4 there; with r1 as its upstream they do."""
+    test, history, obs = good()
+    history.append({"index": 3, "process": 0, "f": "submit", "type": "ok",
+                    "value": {"server": A, "incarn": 1, "ssn": 2, "csn": 4}})
+    nodes = obs["nodes"]
+    nodes["p"].update(state=None, gone=True)
+    nodes["r1"]["state"] = {**nodes["r1"]["state"], "upstreams": ["p"]}
+    nodes["r2"]["events"] = nodes["r2"]["events"][:-1]
+    nodes["r2"]["state"] = {**state(3, {"z.a": 2, "z.b": 3}), "upstreams": ["p"]}
+    r = run(test, history, obs)
+    assert r.find("acked-present").valid is True and r.find("convergence").valid is True
+    nodes["r2"]["state"]["upstreams"] = ["r1"]  # it could have pulled CSN 4 from r1
+    r = run(test, history, obs)
+    assert r.find("acked-present").valid is False and r.find("convergence").valid is False
+
+
 def test_a_submission_the_client_gave_up_on_but_committed_later_has_its_outcome() -> None:
     test, history, obs = good()
     history[1] = {**history[1], "type": "info", "value": {"server": B, "incarn": 1, "ssn": 1}}
