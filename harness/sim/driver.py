@@ -36,10 +36,16 @@ _NO_TIMER = (None, None)
 
 @dataclass(frozen=True)
 class Wire:
-    """The protocol's codec; each hop encodes and decodes (None: the message is bytes)."""
+    """The protocol's codec; each hop encodes and decodes (None: the message is bytes).
+
+    ``immutable``: decoded messages are immutable values (frozen, of tuples and bytes), so
+    the same bytes may be handed over as the one message decoded from them before (a
+    heartbeat repeats its bytes for ever): every hop is still encoded, and every distinct
+    frame decoded, but a repeat costs a dict look-up instead of a decode."""
 
     encode: Callable[[Any], bytes]
     decode: Callable[[bytes], Any]
+    immutable: bool = False
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,8 @@ class Simulation:
             Reply: self._reply, Emit: self._emit}
         #: ``arrive`` not overridden: a delivery goes to the core as is (saves a call each)
         self._plain_arrive = type(self).arrive is Simulation.arrive
+        #: frame -> its decoded message, for a wire whose messages are immutable (see `Wire`)
+        self._decoded: dict[bytes, Any] | None = {} if wire is not None and wire.immutable else None
 
     # ---- the clock
     def _push(self, at: float, kind: str, node: Any, data: Any) -> int:
@@ -309,8 +317,27 @@ class Simulation:
         self._input(n, lambda c, now: c.on_command(cmd, token, now))
         return token
 
+    #: frames remembered by `_decode` before it starts again (bounds its memory)
+    DECODED_MAX = 4096
+
+    def _decode(self, raw: Any) -> Any:
+        memo = self._decoded
+        if memo is None:
+            return self.wire.decode(raw) if self.wire is not None else raw
+        msg = memo.get(raw)
+        if msg is None:
+            assert self.wire is not None
+            msg = self.wire.decode(raw)  # a frame that does not decode is never remembered
+            if len(memo) >= self.DECODED_MAX:
+                memo.clear()
+            memo[raw] = msg
+        return msg
+
     def _deliver(self, n: SimNode, src: Any, raw: Any) -> None:
-        msg = self.wire.decode(raw) if self.wire is not None else raw
+        memo = self._decoded
+        msg = memo.get(raw) if memo is not None else None  # `_decode`, its hit inline
+        if msg is None:
+            msg = self._decode(raw)
         if self._plain_arrive:
             assert n.core is not None
             self._perform(n, n.core.on_message(src, msg, self.now))
@@ -366,11 +393,24 @@ class Simulation:
         raise TypeError(f"not an effect of nodes.common.effects: {e!r}")
 
     def _send(self, n: SimNode, e: Send) -> None:
-        targets = self.route(n.id, e.to, e.msg)
+        src = n.id
+        targets = self.route(src, e.to, e.msg)
         if targets:
             raw = self.wire.encode(e.msg) if self.wire is not None else e.msg
+            net = self.net
+            if net.cut or net.loss or net.dup or net.jitter:
+                for dst, seen_as in targets:
+                    self._transmit(src, dst, seen_as, raw)
+                return
+            # `_transmit` on a clean net, inline: one copy each after `latency`
+            now = self.now
+            at = now + net.latency
+            size = len(raw) if isinstance(raw, bytes) else None
+            trace, q, seq = self.trace, self._q, self._seq
             for dst, seen_as in targets:
-                self._transmit(n.id, dst, seen_as, raw)
+                self.sent += 1
+                trace.append((now, "send", src, dst, size, 1))
+                heapq.heappush(q, (at, next(seq), "deliver", dst, (seen_as, raw)))
 
     def _timer_effect(self, n: SimNode, e: SetTimer) -> None:
         self._set_timer(n, e.name, e.at)
@@ -448,7 +488,9 @@ class Simulation:
         return True
 
     def _set_timer(self, n: SimNode, name: Hashable, at: float) -> None:
-        seq = self._push(max(at, self.now), "timer", n.id, (n.boot, name))
+        seq = next(self._seq)  # `_push`, inline
+        now = self.now
+        heapq.heappush(self._q, (at if at > now else now, seq, "timer", n.id, (n.boot, name)))
         n.timers[name] = (at, seq)
 
     # ---- observing

@@ -33,7 +33,7 @@ from nodes.garlicfarm.raft import (
     StoredState,
 )
 
-WIRE = Wire(codec.encode, codec.decode)
+WIRE = Wire(codec.encode, codec.decode, immutable=True)  # frozen messages of tuples and bytes
 
 
 def stored_state(durable: Iterable[Persist], bugs: frozenset[str] = frozenset()) -> StoredState:
@@ -77,6 +77,7 @@ class GfSim(Simulation):
         self.bugs_of: dict[int, frozenset[str]] = dict(bugs_of or {})
         self._calls: dict[tuple[int, Call], int] = {}  # outstanding call -> caller's boot
         self._clients = itertools.count()
+        self._links: dict[int, Inbound] = {}
 
         def make(i: int, durable: list[Persist], _boot: int, rng: random.Random) -> GarlicFarmCore:
             bugs = self.bugs_of.get(i, self.bugs)
@@ -118,6 +119,13 @@ class GfSim(Simulation):
 
     # ---- addresses
     def route(self, src: Any, to: Any, msg: Any) -> list[tuple[Any, Any]]:
+        if type(to) is int:  # a replication link: most sends
+            if to in self.nodes and to != src:
+                link = self._links.get(src)
+                if link is None:
+                    link = self._links[src] = Inbound(("link", src))  # one per server: frozen
+                return [(to, link)]
+            return []
         if isinstance(to, Inbound):
             kind, *rest = to.conn
             if kind == "client":

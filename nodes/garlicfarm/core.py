@@ -197,6 +197,11 @@ class GarlicFarmCore:
         return out
 
     def on_message(self, peer: Any, msg: Any, now: float) -> list[Effect]:
+        tm = type(msg)  # the two common cases first, by exact type (the chain below is slower)
+        if tm is Response and type(peer) is int:
+            return self._absorb(self.raft.on_response(msg, now), now)
+        if tm is Request and type(peer) is Inbound:
+            return self._absorb(self.raft.on_request(msg, peer, now), now)
         if isinstance(peer, Inbound) and isinstance(msg, Request):
             return self._absorb(self.raft.on_request(msg, peer, now), now)
         if isinstance(peer, Call) and isinstance(msg, Response | CallFailed):

@@ -321,7 +321,7 @@ class Raft:
         return set(self.servers)
 
     def _majority(self) -> int:
-        return len(self.voters) // 2 + 1
+        return len(self.servers) // 2 + 1  # the voters, without building their set
 
     def config_change_pending(self) -> bool:
         return self.config_index > self.commit
@@ -519,16 +519,24 @@ class Raft:
     # ------------------------------------------------------------ replication (leader)
 
     def _replicate(self, p: int, now: float) -> list[Effect]:
-        if self.joining and p == self.joining.id and p not in self.voters:
+        if self.joining and p == self.joining.id and p not in self.servers:
             return self._sync_joining(now)
-        ni = self.next_index.setdefault(p, self.last_index + 1)
-        self.match_index.setdefault(p, 0)
+        ni = self.next_index.get(p)
+        if ni is None:
+            ni = self.next_index[p] = self.last_index + 1
+        if p not in self.match_index:
+            self.match_index[p] = 0
         self.inflight[p] = now
-        if ni <= self.snap.last_index:
+        base = self.snap.last_index
+        if ni <= base:
             return [self._snapshot_chunk(p)]
         prev = ni - 1
-        entries = tuple(self.log[prev - self.snap.last_index : prev - self.snap.last_index + self.opt.max_batch])
-        return [Send(p, Request(MsgType.APPEND_ENTRIES_REQUEST, self.me, p, self.term, self.term_at(prev) or 0, prev, self.commit, entries))]
+        # prev is within the log here (or the snapshot's own index): its term, read directly
+        log = self.log
+        prev_term = (0 if prev == 0 else self.snap.last_term if prev == base
+                     else log[prev - base - 1].term if prev - base <= len(log) else 0)
+        entries = tuple(log[prev - base : prev - base + self.opt.max_batch]) if prev - base < len(log) else ()
+        return [Send(p, Request(MsgType.APPEND_ENTRIES_REQUEST, self.me, p, self.term, prev_term, prev, self.commit, entries))]
 
     def _snapshot_chunk(self, p: int) -> Send:
         si, off, _ = self.snap_send.get(p, (self.snap.last_index, 0, False))
@@ -568,8 +576,11 @@ class Raft:
             return []
         if "commit-without-majority" in self.bugs:
             return self._set_commit(self.last_index)
+        last = self.last_index
+        if last <= self.commit:
+            return []  # a heartbeat's answer: nothing new to count
         maj = self._majority()
-        last, me, match = self.last_index, self.me, self.match_index
+        me, match = self.me, self.match_index
         for n in range(last, self.commit, -1):
             if self.term_at(n) != self.term:
                 break
@@ -621,19 +632,19 @@ class Raft:
         if self.role != Role.LEADER or resp.term != self.term:
             return []
         if t == MsgType.APPEND_ENTRIES_RESPONSE:
+            last = self.last_index
             if resp.accepted:
-                ni = min(resp.next_index, self.last_index + 1)
-                self.match_index[p] = max(self.match_index.get(p, 0), ni - 1)
-                self.next_index[p] = max(ni, self.match_index[p] + 1)
+                ni = min(resp.next_index, last + 1)
+                self.match_index[p] = m = max(self.match_index.get(p, 0), ni - 1)
+                self.next_index[p] = nxt = max(ni, m + 1)
                 out = self._advance_commit()
-            else:
-                self.next_index[p] = max(1, min(resp.next_index or 1, self.last_index + 1, self.next_index.get(p, 1)))
-                if self.next_index[p] <= self.match_index.get(p, 0):
-                    self.next_index[p] = self.match_index[p] + 1
-                out = []
-            if p in self.voters and (self.next_index[p] <= self.last_index or not resp.accepted):
-                out += self._replicate(p, now)
-            return out
+                if p in self.servers and nxt <= last:
+                    out += self._replicate(p, now)
+                return out
+            self.next_index[p] = max(1, min(resp.next_index or 1, last + 1, self.next_index.get(p, 1)))
+            if self.next_index[p] <= self.match_index.get(p, 0):
+                self.next_index[p] = self.match_index[p] + 1
+            return self._replicate(p, now) if p in self.servers else []
         if t == MsgType.INSTALL_SNAPSHOT_RESPONSE:
             si, off, done_sent = self.snap_send.get(p, (self.snap.last_index, 0, False))
             # JRaft: Next Index is a byte offset (offset + chunk length); the transfer is done
@@ -649,13 +660,13 @@ class Raft:
             else:
                 nxt = resp.next_index if resp.next_index <= len(self.snap.data) else 0
                 self.snap_send[p] = (si, nxt, False)
-            out = self._advance_commit() if p in self.voters else []
+            out = self._advance_commit() if p in self.servers else []
             if self.joining and p == self.joining.id:
                 out += self._maybe_finish_join(now)
                 if self.joining:
                     out += self._sync_joining(now)
                 return out
-            if p in self.voters and self.next_index.get(p, 0) <= self.last_index:
+            if p in self.servers and self.next_index.get(p, 0) <= self.last_index:
                 out += self._replicate(p, now)
             return out
         if t == MsgType.JOIN_CLUSTER_RESPONSE and self.joining and p == self.joining.id:
@@ -710,11 +721,12 @@ class Raft:
         return out
 
     def _accept_leader(self, req: Request, now: float) -> list[Effect]:
-        out: list[Effect] = []
-        if req.term > self.term or self.role != Role.FOLLOWER or self.leader != req.source:
-            out += self._step_down(req.term, req.source, now)
         self.last_leader_contact = now
-        return out + self._reset_election(now)
+        if req.term > self.term or self.role != Role.FOLLOWER or self.leader != req.source:
+            out = self._step_down(req.term, req.source, now)
+            out += self._reset_election(now)
+            return out
+        return self._reset_election(now)
 
     def _on_append(self, req: Request, token: Any, now: float) -> list[Effect]:
         T = MsgType.APPEND_ENTRIES_RESPONSE
@@ -722,9 +734,10 @@ class Raft:
             return [Reply(token, self._resp(T, req.source, self.last_index + 1, False))]
         out = self._accept_leader(req, now)
         prev = req.last_log_index
-        entries = list(req.entries)
-        if prev > self.last_index:
-            return out + [Reply(token, self._resp(T, req.source, self.last_index + 1, False))]
+        entries = list(req.entries) if req.entries else []
+        last = self.last_index
+        if prev > last:
+            return out + [Reply(token, self._resp(T, req.source, last + 1, False))]
         if prev < self.snap.last_index:
             skip = self.snap.last_index - prev
             entries = entries[skip:]
@@ -736,9 +749,11 @@ class Raft:
             while i > floor and self.term_at(i - 1) == t:
                 i -= 1
             return out + [Reply(token, self._resp(T, req.source, max(i, floor), False))]
-        out += self._merge_entries(prev + 1, entries)
+        if entries:
+            out += self._merge_entries(prev + 1, entries)
         new_last = prev + len(entries)
-        out += self._set_commit(min(req.commit_index, new_last))
+        if req.commit_index > self.commit:  # `_set_commit` does nothing otherwise
+            out += self._set_commit(min(req.commit_index, new_last))
         out.append(Reply(token, self._resp(T, req.source, new_last + 1, True)))
         return out
 
