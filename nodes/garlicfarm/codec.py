@@ -436,8 +436,9 @@ def encode(msg: Message) -> bytes:
         elif type(msg) is Request and msg.type in REQUEST_TYPES:
             if (type(msg.source) is type(msg.destination) is type(msg.term) is type(msg.last_log_term)
                     is type(msg.last_log_index) is type(msg.commit_index) is int):
-                _check_entries(msg.type, msg.entries)
-                body = encode_entries(msg.entries)
+                entries = msg.entries
+                _check_entries(msg.type, entries)
+                body = encode_entries(entries) if entries else b""  # a heartbeat: no body
                 if len(body) <= MAX_ENTRIES_SIZE:
                     return REQ_HEADER.pack(msg.type, msg.source, msg.destination, msg.term, msg.last_log_term,
                                            msg.last_log_index, msg.commit_index, len(body)) + body

@@ -135,6 +135,13 @@ class Role(StrEnum):
     LEADER = "leader"
 
 
+#: the members the per-message paths compare with, bound once (an enum member read through
+#: its class costs several times a global's look-up, on every heartbeat and its answer)
+_LEADER, _FOLLOWER = Role.LEADER, Role.FOLLOWER
+_AE_REQUEST, _AE_RESPONSE = MsgType.APPEND_ENTRIES_REQUEST, MsgType.APPEND_ENTRIES_RESPONSE
+_RV_RESPONSE = MsgType.REQUEST_VOTE_RESPONSE
+
+
 @dataclass
 class Snapshot:
     last_index: int = 0
@@ -419,7 +426,7 @@ class Raft:
 
     def on_timer(self, name: str, now: float) -> list[Effect]:
         if name == "election":
-            if self.role == Role.LEADER or now < self.election_at:
+            if self.role == _LEADER or now < self.election_at:
                 return []
             if not self.can_elect():
                 return self._reset_election(now)
@@ -432,7 +439,7 @@ class Raft:
                 if p not in self.votes and (sent is None or now - sent >= self.opt.heartbeat):
                     out.append(self._vote_request(p, now))
             return out + [SetTimer("heartbeat", now + self.opt.heartbeat)]
-        if name == "heartbeat" and self.role == Role.LEADER:
+        if name == "heartbeat" and self.role == _LEADER:
             out: list[Effect] = []
             for p in self._targets():
                 sent = self.inflight.get(p)
@@ -536,7 +543,7 @@ class Raft:
         prev_term = (0 if prev == 0 else self.snap.last_term if prev == base
                      else log[prev - base - 1].term if prev - base <= len(log) else 0)
         entries = tuple(log[prev - base : prev - base + self.opt.max_batch]) if prev - base < len(log) else ()
-        return [Send(p, Request(MsgType.APPEND_ENTRIES_REQUEST, self.me, p, self.term, prev_term, prev, self.commit, entries))]
+        return [Send(p, Request(_AE_REQUEST, self.me, p, self.term, prev_term, prev, self.commit, entries))]
 
     def _snapshot_chunk(self, p: int) -> Send:
         si, off, _ = self.snap_send.get(p, (self.snap.last_index, 0, False))
@@ -572,7 +579,7 @@ class Raft:
                                    (LogEntry(self.term, ValueType.LOG_PACK, pack),)))]
 
     def _advance_commit(self) -> list[Effect]:
-        if self.role != Role.LEADER:
+        if self.role != _LEADER:
             return []
         if "commit-without-majority" in self.bugs:
             return self._set_commit(self.last_index)
@@ -623,15 +630,15 @@ class Raft:
         if resp.term > self.term:
             return self._step_down(resp.term, None, now) + self._reset_election(now)
         t = resp.type
-        if t == MsgType.REQUEST_VOTE_RESPONSE:
+        if t == _RV_RESPONSE:
             if self.role == Role.CANDIDATE and resp.term == self.term and resp.accepted:
                 self.votes.add(p)
                 if len(self.votes & self.voters) >= self._majority():
                     return self._become_leader(now)
             return []
-        if self.role != Role.LEADER or resp.term != self.term:
+        if self.role != _LEADER or resp.term != self.term:
             return []
-        if t == MsgType.APPEND_ENTRIES_RESPONSE:
+        if t == _AE_RESPONSE:
             last = self.last_index
             if resp.accepted:
                 ni = min(resp.next_index, last + 1)
@@ -722,14 +729,14 @@ class Raft:
 
     def _accept_leader(self, req: Request, now: float) -> list[Effect]:
         self.last_leader_contact = now
-        if req.term > self.term or self.role != Role.FOLLOWER or self.leader != req.source:
+        if req.term > self.term or self.role != _FOLLOWER or self.leader != req.source:
             out = self._step_down(req.term, req.source, now)
             out += self._reset_election(now)
             return out
         return self._reset_election(now)
 
     def _on_append(self, req: Request, token: Any, now: float) -> list[Effect]:
-        T = MsgType.APPEND_ENTRIES_RESPONSE
+        T = _AE_RESPONSE
         if req.term < self.term:
             return [Reply(token, self._resp(T, req.source, self.last_index + 1, False))]
         out = self._accept_leader(req, now)
