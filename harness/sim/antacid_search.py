@@ -18,7 +18,7 @@ from typing import Any
 
 from checkers import csn_order
 from harness.sim.antacid import AntacidSim
-from harness.sim.search import Outcome, Step, Target
+from harness.sim.search import Outcome, Step, Target, witness_of
 from nodes.antacid.core import BUGS
 
 KINDS = ("partition", "heal", "crash", "restart", "loss", "dup", "delay", "write", "read")
@@ -84,12 +84,7 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     sim = r.sim
     history = sim.finish()
     res = csn_order.check(sim.test(), history, sim.observations())
-    witness: list[dict[str, Any]] = []
-    for child in res.children:
-        if child.valid is False:
-            witness += [{"checker": child.checker, **a.to_json()} for a in child.anomalies]
-    if res.valid is False and not witness:
-        witness.append({"checker": res.checker, "message": res.explain()})
+    witness: list[dict[str, Any]] = witness_of(res)
     if stuck:
         witness.append({"checker": "liveness", **stuck})
     trace = sim.trace_bytes() + json.dumps(history, sort_keys=True, default=str).encode()

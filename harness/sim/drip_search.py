@@ -30,7 +30,15 @@ from typing import Any
 from checkers import twopc
 from harness.sim.drip import DripSim
 from harness.sim.driver import RunCap
-from harness.sim.search import MAX_EVENTS, WALL_CAP_S, Outcome, Step, Target, cap_witness
+from harness.sim.search import (
+    MAX_EVENTS,
+    WALL_CAP_S,
+    Outcome,
+    Step,
+    Target,
+    cap_witness,
+    witness_of,
+)
 
 EDGES = [("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n4", "n1"), ("n2", "n4")]
 NODES = ["n1", "n2", "n3", "n4"]
@@ -147,9 +155,7 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
         witness.append(cap_witness(e))
     history = r.history()
     if not any(w["kind"].endswith("-cap") for w in witness):
-        res = twopc.check({}, history, sim.observations())
-        if res.valid is False:
-            witness += [{"checker": res.checker, **a.to_json()} for a in res.anomalies]
+        witness += witness_of(twopc.check({}, history, sim.observations()))
     trace = sim.trace_bytes() + json.dumps([history, witness], sort_keys=True,
                                            default=str).encode()
     return Outcome(not witness, witness, trace, history, sim.now)

@@ -38,6 +38,7 @@ from harness.sim.search import (
     Target,
     bugs_by_node,
     cap_witness,
+    witness_of,
 )
 from nodes.garlicfarm import hostile
 from nodes.garlicfarm.codec import (
@@ -212,8 +213,7 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     witness: list[dict[str, Any]] = []
     for chk in CHECKS:
         res: Result = chk({}, [], obs)
-        if res.valid is False:
-            witness += [{"checker": res.checker, **a.to_json()} for a in res.anomalies]
+        witness += witness_of(res)
     if stuck:
         witness.append({"checker": "liveness", **stuck})
     trace = r.sim.trace_bytes() + json.dumps(r.ops, sort_keys=True).encode()

@@ -25,7 +25,15 @@ from typing import Any
 from checkers import ordering
 from harness.sim.driver import RunCap
 from harness.sim.sds import SdsSim
-from harness.sim.search import MAX_EVENTS, WALL_CAP_S, Outcome, Step, Target, cap_witness
+from harness.sim.search import (
+    MAX_EVENTS,
+    WALL_CAP_S,
+    Outcome,
+    Step,
+    Target,
+    cap_witness,
+    witness_of,
+)
 from nodes.sds.core import SdsOptions
 
 NAMES = [f"n{i}" for i in range(5)]
@@ -102,10 +110,7 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     except RunCap as e:
         witness.append(cap_witness(e))
     if not witness:
-        res = ordering.check({}, r.history, sim.observations())
-        for child in res.children:
-            if child.valid is False:
-                witness += [{"checker": child.checker, **a.to_json()} for a in child.anomalies]
+        witness += witness_of(ordering.check({}, r.history, sim.observations()))
     trace = sim.trace_bytes() + json.dumps([r.history, witness], sort_keys=True,
                                            default=str).encode()
     return Outcome(not witness, witness, trace, r.history, sim.now)

@@ -42,6 +42,20 @@ def cap_witness(e: Exception) -> dict[str, Any]:
             "witness": {"t": getattr(e, "now", None), "events": getattr(e, "events", None)}}
 
 
+def witness_of(res: Any) -> list[dict[str, Any]]:
+    """A checker's failing verdict (a `checkers.result.Result`) as a run's witness entries:
+    each anomaly of every failing leaf, named by that leaf's checker (a composite's failing
+    children, each in turn); a failing verdict that names no anomaly gives its explanation,
+    so a failure is never passed over for want of a witness. Every target flattens this way."""
+    if res.valid is not False:
+        return []
+    if res.children:
+        out = [w for c in res.children for w in witness_of(c)]
+    else:
+        out = [{"checker": res.checker, **a.to_json()} for a in res.anomalies]
+    return out or [{"checker": res.checker, "message": res.explain()}]
+
+
 @dataclass
 class Outcome:
     """One simulated run: the checker's verdict, its witness and the run's bytes."""

@@ -23,7 +23,15 @@ from typing import Any
 from checkers.membership import check_convergence
 from faults.hostile import Target as HostileTarget
 from harness.sim.driver import RunCap
-from harness.sim.search import MAX_EVENTS, WALL_CAP_S, Outcome, Step, Target, cap_witness
+from harness.sim.search import (
+    MAX_EVENTS,
+    WALL_CAP_S,
+    Outcome,
+    Step,
+    Target,
+    cap_witness,
+    witness_of,
+)
 from harness.sim.swim import SwimSim, address
 from nodes.swim import hostile
 from nodes.swim.core import Options
@@ -109,9 +117,7 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
         witness.append(cap_witness(e))
     if not witness:
         names = [f"n{i}" for i in IDS]
-        res = check_convergence(_states(sim), names, set(names))
-        if res.valid is False:
-            witness += [{"checker": res.checker, **a.to_json()} for a in res.anomalies]
+        witness += witness_of(check_convergence(_states(sim), names, set(names)))
     trace = sim.trace_bytes() + json.dumps(witness, sort_keys=True, default=str).encode()
     return Outcome(not witness, witness, trace, [], sim.now)
 
