@@ -137,6 +137,8 @@ class Simulation:
         # action, the only event that may call ``cap``
         max_events = self.max_events
         wall_deadline = self.wall_deadline
+        # frames decoded before, handed over here when ``arrive`` is not overridden (`_deliver`)
+        memo = self._decoded if self._plain_arrive else None
         while q and q[0][0] <= t:
             at, seq, kind, node, data = pop(q)
             if at > self.now:
@@ -155,6 +157,8 @@ class Simulation:
                     self.lost(node, src, raw)
                 elif n.paused:
                     n.backlog.append((src, raw))
+                elif memo is not None and raw in memo:  # `_deliver` inline, for a repeat
+                    self._perform(n, n.core.on_message(src, memo[raw], self.now))
                 else:
                     self._deliver(n, src, raw)
             elif kind == "timer":

@@ -244,8 +244,11 @@ class GarlicFarmCore:
         out: list[Effect] = []
         applied = False
         for e in effects:
-            if type(e) in _PASS_THROUGH:  # most effects: no isinstance chain for them
+            te = type(e)
+            if te in _PASS_THROUGH:  # most effects: no isinstance chain for them
                 out.append(e)
+            elif te is Reply and type(e.token) is Inbound:  # a follower's answer, by exact type
+                out.append(Send(e.token, e.value))
             elif isinstance(e, Apply):
                 out += self.apps.apply(e.index, e.entry)
                 applied = True
