@@ -32,3 +32,21 @@ def test_a_short_search_finds_and_shrinks_retake_duplicate_votes() -> None:
                    shrink_runs=5)
     assert found is not None and found.schedule == []  # the final update alone shows it
     assert "propagated-twice" in {w["kind"] for w in found.outcome.witness}
+
+
+@pytest.mark.parametrize(("schedule", "bug", "kind"), [
+    ([["race", 0, 0, 0]], "forget-in-progress", "conflicting-commits"),
+    ([["rejoin", 0, 0, 1]], "syncing-votes-no", "syncing-voted-no"),
+])
+def test_one_busy_step_shows_a_bug_mode_the_correct_core_survives(
+        schedule: list[list[object]], bug: str, kind: str) -> None:
+    assert run(schedule, 1, ()).ok
+    out = run(schedule, 1, (bug,))
+    assert kind in {w["kind"] for w in out.witness}
+
+
+def test_a_quiet_mesh_ends_the_settle_early() -> None:
+    """The settle stops once every node is active and the final update is decided (plus the
+    tail), far below the 30 s + 30 s it may take."""
+    out = run([["update", 0, 0, 1]], 1, ())
+    assert out.ok and out.sim_seconds < 10

@@ -35,3 +35,16 @@ def test_a_short_search_finds_and_shrinks_empty_history() -> None:
     assert found is not None and not found.outcome.ok
     assert len(found.schedule) == 1
     assert "empty-causal-history" in {w["kind"] for w in found.outcome.witness}
+
+
+@pytest.mark.parametrize(("schedule", "bug", "kind"), [
+    ([["round", 0, 0, 0]], "ties-descending-id", "log-not-sorted"),
+    ([["round", 0, 0, 0]], "order-by-arrival", "log-not-sorted"),
+    ([["thread", 0, 0, 0]], "no-lamport-update", "lamport-not-updated"),
+    ([["partition", 0, 0, 0], ["thread", 10, 2, 0]], "no-resend", "not-converged"),
+])
+def test_one_busy_step_shows_a_bug_mode_the_correct_core_survives(
+        schedule: list[list[object]], bug: str, kind: str) -> None:
+    assert run(schedule, 1, ()).ok
+    out = run(schedule, 1, (bug,))
+    assert kind in {w["kind"] for w in out.witness}
