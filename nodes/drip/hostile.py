@@ -24,9 +24,11 @@ import ssl
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import aiohttp
 
 from nodes.drip import codec
 from nodes.drip.auth import Signer, load_auth
@@ -50,7 +52,9 @@ INTENT: dict[str, str] = {
     "commit-version-2^63-1": "a /commit with version 2^63-1 (SQLite's largest integer)",
     "commit-version-2^64": "a /commit with version 2^64 (above any 64-bit integer)",
     "commit-without-vote": "a /commit for an update nobody voted on",
-    "commit-other-initiator": "a /commit naming another member as its initiator",
+    "commit-other-initiator": "a /voting as one member, then a validly signed /commit of the "
+                              "same update naming another member as its initiator",
+    "revote-applied": "a /voting for an update already applied",
     "sync-unsolicited": "a sync batch nobody asked for",
     "vote-response-forged-voters": "a yes listing every member as a voter, none of whom voted",
     "voting-counter-near-max": "a /voting with counter 2^64-2",
@@ -65,6 +69,13 @@ INTENT: dict[str, str] = {
     "idle-partial-head": "a connection that sends half a request head and waits",
     "tls-no-client-cert": "a TLS connection without a client certificate, held open",
 }
+#: a fresh counter is this far ahead of its member's own, plus up to FRESH_SPREAD: inside the
+#: counter window (2^20, nodes/drip/seen.py), beyond any counter the real node reaches in a run
+FRESH_AHEAD = 2**19
+FRESH_SPREAD = 2**18
+#: counters at most this are long seen by every target: a commit or sync batch with one is a
+#: duplicate by counter, which still meets the commit and sync checks (nothing is recorded)
+OLD_COUNTER = 64
 MAX_I63 = 2**63 - 1
 MAX_U64 = 2**64 - 1
 DEEP = 100_000
@@ -83,10 +94,14 @@ class Creds:
     signer: Signer
     with_cert: ssl.SSLContext
     without_cert: ssl.SSLContext
+    #: the compromised node's own admin API (``http://host:port``): what it knows of itself
+    admin: str | None = None
 
     @classmethod
-    def load(cls, node: str, tls: Mapping[str, str], jwt_cfg: Mapping[str, Any]) -> Creds:
-        """From a node's config keys ``tls`` {ca, cert, key} and ``jwt`` (suite node_extra)."""
+    def load(cls, node: str, tls: Mapping[str, str], jwt_cfg: Mapping[str, Any],
+             admin: str | None = None) -> Creds:
+        """From a node's config keys ``tls`` {ca, cert, key} and ``jwt`` (suite node_extra);
+        ``admin``: its admin API, read before each burst (`Known`)."""
         files = NodeFiles(Path(tls["ca"]), Path(tls["cert"]), Path(tls["key"]))
         signer, _ = load_auth(node, dict(jwt_cfg))
         bare = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(files.ca))
@@ -94,7 +109,7 @@ class Creds:
         full = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(files.ca))
         full.load_cert_chain(str(files.cert), str(files.key))
         full.check_hostname = False
-        return cls(node, signer, full, bare)
+        return cls(node, signer, full, bare, admin)
 
 
 @dataclass(frozen=True)
@@ -119,6 +134,20 @@ class Attack:
     tls: str | None
     raw: bytes
     how: str = "send"
+    #: a request sent first on its own connection, its answer awaited (the vote round a
+    #: commit then contradicts)
+    setup: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Known:
+    """What the compromised members know of their own nodes before a burst (their admin API):
+    each one's current counter, and update ids applied there a burst ago (long enough for
+    them to be applied everywhere). Fresh counters just ahead of a member's own reach the
+    targets' protocol checks instead of the counter window's 400."""
+
+    counters: Mapping[str, int] = field(default_factory=dict)
+    applied: tuple[str, ...] = ()
 
 
 def http(method: str, path: str, headers: Mapping[str, str], body: bytes = b"",
@@ -160,6 +189,8 @@ class Burst:
     members: Sequence[str]
     rng: random.Random
     flood: int = 20
+    #: a second compromised member (another peer of the target) for commit-other-initiator
+    second: Creds | None = None
 
     def _uid(self) -> str:
         return f"hostile-{self.rng.randbytes(6).hex()}"
@@ -167,16 +198,29 @@ class Burst:
     def _counter(self) -> int:
         return self.rng.randrange(1 << 20, 1 << 40)
 
+    def _fresh(self, known: Known, node: str) -> int:
+        """A counter of ``node`` no target has seen, inside the window (random and far out
+        when its node's counter is unknown)."""
+        base = known.counters.get(node)
+        if base is None:
+            return self._counter()
+        return base + FRESH_AHEAD + self.rng.randrange(FRESH_SPREAD)
+
+    def _old(self) -> int:
+        return self.rng.randrange(1, OLD_COUNTER)
+
     def _update(self, key: str | None = None, value: Any = "hostile") -> Update:
         return Update(self._uid(), key or f"hk{self.rng.randrange(4)}", value)
 
-    def build(self, t: DripTarget) -> list[Attack]:
+    def build(self, t: DripTarget, known: Known | None = None) -> list[Attack]:
+        known = known or Known()
         me, s = self.creds.node, self.creds.signer
         other = next((m for m in self.members if m not in (me, t.node)), t.node)
         out: list[Attack] = []
 
-        def peer(kind: str, raw: bytes, tls: str = "cert", how: str = "send") -> None:
-            out.append(Attack(t.node, kind, "peer", tls, raw, how))
+        def peer(kind: str, raw: bytes, tls: str = "cert", how: str = "send",
+                 setup: bytes | None = None) -> None:
+            out.append(Attack(t.node, kind, "peer", tls, raw, how, setup))
 
         def client(kind: str, raw: bytes, how: str = "send") -> None:
             out.append(Attack(t.node, kind, "client", None, raw, how))
@@ -186,9 +230,10 @@ class Burst:
                                       "reset": False, "update": self._update()}
             return Voting(**{**fields, **kw})
 
-        def commit(version: int, initiator: str = me) -> Commit:
-            return Commit(initiator=initiator, counter=self._counter(), reset=False,
-                          update=self._update(), version=version)
+        def commit(version: int, initiator: str = me, counter: int | None = None,
+                   update: Update | None = None) -> Commit:
+            return Commit(initiator=initiator, counter=counter or self._counter(), reset=False,
+                          update=update or self._update(), version=version)
 
         peer("heartbeat-ghost", signed(Heartbeat(me, "active", (*self.members, "ghost")), s))
         many = tuple(f"m{i:04d}" for i in range(MANY_MEMBERS))
@@ -198,13 +243,25 @@ class Burst:
              signed(voting(initiator=stranger), Signer(stranger, s.mode, s.key)))
         peer("commit-version-2^63-1", signed(commit(MAX_I63), s))
         peer("commit-version-2^64", signed(commit(MAX_U64 + 1), s))
-        peer("commit-without-vote", signed(commit(self.rng.randrange(1, 1000)), s))
-        # a forwarded commit keeps its initiator's token: we can only sign it as ourselves
-        peer("commit-other-initiator", signed(commit(self.rng.randrange(1, 1000), other),
-                                              Signer(other, s.mode, s.key)))
+        peer("commit-without-vote",
+             signed(commit(self.rng.randrange(1, 1000), counter=self._old()), s))
+        # we vote as ourselves, then commit that update as the second member (a forwarded
+        # commit keeps its initiator's token); without a second one the token is forged (401)
+        up = self._update(f"hk-{self.rng.randrange(1 << 32):08x}")  # a key no other vote holds
+        vote = signed(voting(counter=self._fresh(known, me), update=up), s)
+        if self.second is not None and self.second.node != t.node:
+            peer("commit-other-initiator", signed(commit(
+                self.rng.randrange(1, 1000), self.second.node, self._old(), up),
+                self.second.signer), setup=vote)
+        else:
+            peer("commit-other-initiator", signed(commit(self.rng.randrange(1, 1000), other),
+                                                  Signer(other, s.mode, s.key)))
+        if known.applied:
+            done = Update(self.rng.choice(known.applied), f"hk{self.rng.randrange(4)}", "again")
+            peer("revote-applied", signed(voting(counter=self._fresh(known, me), update=done), s))
         items = tuple(Item(f"hk{i}", f"unsolicited-{i}", self.rng.randrange(1, 1000), self._uid())
                       for i in range(50))
-        peer("sync-unsolicited", signed(SyncBatch(me, self._counter(), False, True,
+        peer("sync-unsolicited", signed(SyncBatch(me, self._old(), False, True,
                                                   f"sync-{self._uid()}", items), s))
         peer("vote-response-forged-voters", signed(VoteResponse(
             responder=me, yes=True, initiator=t.node, counter=self._counter(), uid=self._uid(),
@@ -253,6 +310,8 @@ class HostileDrip:
     flood: int = 20
     slow_step_s: float = 0.05
     max_held: int = 50
+    #: ``second[node]``: another compromised peer of ``node`` (commit-other-initiator)
+    second: Mapping[str, Creds] = field(default_factory=dict)
     sent: dict[str, Counter[str]] = field(default_factory=dict)
     status: dict[str, dict[str, Counter[str]]] = field(default_factory=dict)
     failed: Counter[str] = field(default_factory=Counter)
@@ -287,11 +346,14 @@ class HostileDrip:
 
     async def _loop(self, targets: Sequence[DripTarget]) -> None:
         members = [t.node for t in self.targets]
-        bursts = {t.node: Burst(self.creds[t.node], members, self.rng, self.flood)
-                  for t in targets}
+        bursts = {t.node: Burst(self.creds[t.node], members, self.rng, self.flood,
+                                self.second.get(t.node)) for t in targets}
+        applied: tuple[str, ...] = ()
         while True:
+            counters, now_applied = await self._known()
+            known, applied = Known(counters, applied), now_applied
             # round-robin over the targets, so every node is attacked from the first second
-            built = {t.node: bursts[t.node].build(t) for t in targets}
+            built = {t.node: bursts[t.node].build(t, known) for t in targets}
             for row in itertools.zip_longest(*built.values()):
                 for a in row:
                     if a is None:
@@ -302,6 +364,25 @@ class HostileDrip:
                     task.add_done_callback(self._inflight.discard)
                     await asyncio.sleep(1.0 / self.rate)
             await asyncio.sleep(self.interval_s)
+
+    async def _known(self) -> tuple[dict[str, int], tuple[str, ...]]:
+        """Each compromised member's counter and applied update ids, from its own admin API
+        (members without one, or that do not answer, are left out)."""
+        counters: dict[str, int] = {}
+        applied: set[str] = set()
+        own = {c.node: c for c in [*self.creds.values(), *self.second.values()] if c.admin}
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2.0)) as s:
+            for node, c in sorted(own.items()):
+                try:
+                    async with s.get(f"{c.admin}/admin/state") as r:
+                        st = await r.json()
+                except (aiohttp.ClientError, TimeoutError, ValueError):
+                    continue
+                if isinstance(st, dict) and isinstance(st.get("counter"), int):
+                    counters[node] = st["counter"]
+                    applied |= {str(v["uid"]) for v in (st.get("kv") or {}).values()
+                                if isinstance(v, dict) and v.get("uid")}
+        return counters, tuple(sorted(applied))
 
     async def stop(self) -> None:
         """Stop sending; cancel what is in flight; close every connection we opened."""
@@ -330,6 +411,8 @@ class HostileDrip:
         self.status.setdefault(a.node, {}).setdefault(a.kind, Counter())[outcome] += 1
 
     async def _send(self, t: DripTarget, a: Attack) -> None:
+        if a.setup is not None:  # its answer is noted as ``<kind>:setup``, not counted as sent
+            await self._send(t, replace(a, kind=f"{a.kind}:setup", raw=a.setup, setup=None))
         port = t.peer_port if a.port == "peer" else t.client_port
         creds = self.creds[t.node]
         ctx = {"cert": creds.with_cert, "bare": creds.without_cert, None: None}[a.tls]
@@ -348,7 +431,8 @@ class HostileDrip:
             else:
                 w.write(a.raw)
                 await asyncio.wait_for(w.drain(), 5.0)
-            self.sent.setdefault(a.node, Counter())[a.kind] += 1
+            if not a.kind.endswith(":setup"):
+                self.sent.setdefault(a.node, Counter())[a.kind] += 1
             if a.how == "hold" and len(self._held) < self.max_held:
                 self._held.append(w)
                 keep = True
@@ -384,23 +468,33 @@ def driver(targets: Sequence[Any], rng: random.Random,
            configs: Mapping[str, Mapping[str, Any]]) -> HostileDrip:
     """The cluster's hostile sender for DRiP (faults.hostile.HostileDef.driver): each target
     is attacked with the credentials of its first configured peer, read from that peer's
-    config (``tls``, ``jwt``); ``options.hostile_rate`` (requests/s, default 50) and
+    config (``tls``, ``jwt``, and its admin port for `Known`), and its second peer's for
+    commit-other-initiator; ``options.hostile_rate`` (requests/s, default 50) and
     ``options.hostile_flood`` (requests per flood kind per burst, default 20) bound it."""
     creds: dict[str, Creds] = {}
+    second: dict[str, Creds] = {}
     by_peer: dict[str, Creds] = {}
+
+    def load(p: str) -> Creds:
+        if p not in by_peer:
+            c = configs[p]
+            admin = f"http://{c.get('host', '127.0.0.1')}:{c['ports']['admin']}" \
+                if "admin" in (c.get("ports") or {}) else None
+            by_peer[p] = Creds.load(p, c["tls"], c["jwt"], admin)
+        return by_peer[p]
+
     for t in targets:
         peers = sorted(configs[t.node].get("peers") or {})
         if not peers:
             raise ValueError(f"{t.node} has no configured peer to attack it as")
-        p = peers[0]
-        if p not in by_peer:
-            by_peer[p] = Creds.load(p, configs[p]["tls"], configs[p]["jwt"])
-        creds[t.node] = by_peer[p]
+        creds[t.node] = load(peers[0])
+        if len(peers) > 1:
+            second[t.node] = load(peers[1])
     opts = (configs[targets[0].node].get("options") or {}) if targets else {}
     return HostileDrip(
         creds, [DripTarget(t.node, t.host, t.port, int(configs[t.node]["ports"]["client"]))
                 for t in targets], rng, rate=float(opts.get("hostile_rate", 50.0)),
-        flood=int(opts.get("hostile_flood", 20)))
+        flood=int(opts.get("hostile_flood", 20)), second=second)
 
 
 def no_messages(rng: random.Random, targets: Sequence[Any]) -> list[Any]:

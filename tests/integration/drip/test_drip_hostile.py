@@ -32,7 +32,7 @@ def _open_sockets() -> int:
 
 def test_hostile_traffic_reaches_a_real_mesh_and_is_cleaned_up(tmp_path: Path) -> None:
     m = Mesh(tmp_path, 3, options={"jwt_mode": "public"})
-    creds = Creds.load("n1", m.extra["n1"]["tls"], m.extra["n1"]["jwt"])
+    creds = Creds.load("n1", m.extra["n1"]["tls"], m.extra["n1"]["jwt"], m.admin("n1"))
     targets = [DripTarget(n, "127.0.0.1", m.ports[n]["peer"], m.ports[n]["client"])
                for n in ("n2", "n3")]
 
@@ -40,6 +40,8 @@ def test_hostile_traffic_reaches_a_real_mesh_and_is_cleaned_up(tmp_path: Path) -
         await m.start()
         async with aiohttp.ClientSession() as s:
             await m.wait_all_active(s)
+            status, body = await m.update(s, "n1", "k", 1, "applied-before")  # revote-applied
+            assert status == 200, body
             before = _open_sockets()
             h = HostileDrip({"n2": creds, "n3": creds}, targets, random.Random(1), rate=60.0, interval_s=0.5, flood=5)
             h.start()

@@ -19,16 +19,20 @@ from nodes.drip.codec import CodecError
 from nodes.drip.hostile import (
     ARABIC_100,
     DEEP,
+    FRESH_AHEAD,
+    FRESH_SPREAD,
     INTENT,
     MANY_MEMBERS,
     MAX_I63,
     MAX_U64,
+    OLD_COUNTER,
     ONE_MIB,
     Attack,
     Burst,
     Creds,
     DripTarget,
     HostileDrip,
+    Known,
     refusals,
 )
 
@@ -41,7 +45,10 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Attack], dict]
     spec = TestSpec("h", protocol=PROTOCOL, nodes=3, options={"jwt_mode": "public"})
     extras = {n: node_extra(spec, i, root) for i, n in enumerate(IDS)}
     creds = Creds.load("n1", extras["n1"]["tls"], extras["n1"]["jwt"])
-    attacks = Burst(creds, IDS, random.Random(7), flood=5).build(DripTarget("n2", "127.0.0.1", 1, 2))
+    second = Creds.load("n3", extras["n3"]["tls"], extras["n3"]["jwt"])
+    known = Known({"n1": 500}, ("u-applied",))
+    attacks = Burst(creds, IDS, random.Random(7), flood=5, second=second).build(
+        DripTarget("n2", "127.0.0.1", 1, 2), known)
     return attacks, extras
 
 
@@ -92,13 +99,17 @@ def test_forged_members_and_unknown_senders(built: tuple[list[Attack], dict]) ->
         _decoded(many)
     unknown = _decoded(_of(attacks, "voting-unknown-node")[0])
     assert isinstance(unknown, codec.Voting) and unknown.initiator not in IDS
-    other = _decoded(_of(attacks, "commit-other-initiator")[0])
+    creds = Creds.load("n1", extras["n1"]["tls"], extras["n1"]["jwt"])
+    alone = Burst(creds, IDS, random.Random(7)).build(DripTarget("n2", "127.0.0.1", 1, 2))
+    other = _decoded(_of(alone, "commit-other-initiator")[0])
     assert isinstance(other, codec.Commit) and other.initiator == "n3"
+    assert _of(alone, "commit-other-initiator")[0].setup is None
     # public-key mode: n1 cannot sign as n3, so n2 refuses that token (shared mode would not)
     _, verifier = load_auth("n2", extras["n2"]["jwt"])
     with pytest.raises(AuthError):
-        verifier.verify(_parse(_of(attacks, "commit-other-initiator")[0].raw)[2][codec.H_AUTH],
+        verifier.verify(_parse(_of(alone, "commit-other-initiator")[0].raw)[2][codec.H_AUTH],
                         "n3", time.time())
+    assert not _of(alone, "revote-applied")  # no applied update known: not sent
     forged = _decoded(_of(attacks, "vote-response-forged-voters")[0])
     assert isinstance(forged, codec.VoteResponse) and forged.yes
     assert forged.voters == tuple(IDS) and forged.initiator == "n2" and not forged.statements
@@ -121,11 +132,34 @@ def test_extreme_numbers(built: tuple[list[Attack], dict]) -> None:
 
 
 def test_no_vote_commits_syncs_and_floods(built: tuple[list[Attack], dict]) -> None:
-    attacks, _ = built
+    attacks, extras = built
     c = _decoded(_of(attacks, "commit-without-vote")[0])
-    assert isinstance(c, codec.Commit) and c.initiator == "n1"
+    assert isinstance(c, codec.Commit) and c.initiator == "n1" and c.counter < OLD_COUNTER
     s = _decoded(_of(attacks, "sync-unsolicited")[0])
     assert isinstance(s, codec.SyncBatch) and s.source == "n1" and len(s.items) == 50
+    assert s.counter < OLD_COUNTER
+
+
+def test_vote_round_attacks_use_counters_inside_the_window(
+        built: tuple[list[Attack], dict]) -> None:
+    """n1's counter is 500 (`Known`): its votings are fresh, just ahead of that and inside
+    the window; the other-initiator commit is n3's, with n3's own valid token."""
+    attacks, extras = built
+    a = _of(attacks, "commit-other-initiator")[0]
+    assert a.setup is not None
+    method, path, headers, body = _parse(a.setup)
+    vote = codec.decode(method, path, headers, body, headers.get(codec.H_AUTH))
+    assert isinstance(vote, codec.Voting) and vote.initiator == "n1"
+    assert 500 + FRESH_AHEAD <= vote.counter < 500 + FRESH_AHEAD + FRESH_SPREAD < 500 + 2**20
+    commit = _decoded(a)
+    assert isinstance(commit, codec.Commit) and commit.initiator == "n3"
+    assert commit.update.uid == vote.update.uid and commit.counter < OLD_COUNTER
+    _, verifier = load_auth("n2", extras["n2"]["jwt"])
+    claims = verifier.verify(_parse(a.raw)[2][codec.H_AUTH], "n3", time.time())
+    verifier.bind(claims, codec.signed_digest(commit), once=False, now=time.time())
+    again = _decoded(_of(attacks, "revote-applied")[0])
+    assert isinstance(again, codec.Voting) and again.update.uid == "u-applied"
+    assert 500 + FRESH_AHEAD <= again.counter < 500 + FRESH_AHEAD + FRESH_SPREAD
     hot = [_decoded(a) for a in _of(attacks, "voting-flood-hot-key")]
     assert {v.update.key for v in hot} == {"hk0"}  # type: ignore[union-attr]
     assert len({v.update.uid for v in hot}) == len(hot)  # type: ignore[union-attr]
