@@ -73,9 +73,6 @@ INTENT: dict[str, str] = {
 #: counter window (2^20, nodes/drip/seen.py), beyond any counter the real node reaches in a run
 FRESH_AHEAD = 2**19
 FRESH_SPREAD = 2**18
-#: counters at most this are long seen by every target: a commit or sync batch with one is a
-#: duplicate by counter, which still meets the commit and sync checks (nothing is recorded)
-OLD_COUNTER = 64
 MAX_I63 = 2**63 - 1
 MAX_U64 = 2**64 - 1
 DEEP = 100_000
@@ -200,14 +197,12 @@ class Burst:
 
     def _fresh(self, known: Known, node: str) -> int:
         """A counter of ``node`` no target has seen, inside the window (random and far out
-        when its node's counter is unknown)."""
+        when its node's counter is unknown). Never an old one: a target that missed it (a
+        partition, the first seconds) would take the real message with it as a repeat."""
         base = known.counters.get(node)
         if base is None:
             return self._counter()
         return base + FRESH_AHEAD + self.rng.randrange(FRESH_SPREAD)
-
-    def _old(self) -> int:
-        return self.rng.randrange(1, OLD_COUNTER)
 
     def _update(self, key: str | None = None, value: Any = "hostile") -> Update:
         return Update(self._uid(), key or f"hk{self.rng.randrange(4)}", value)
@@ -244,14 +239,15 @@ class Burst:
         peer("commit-version-2^63-1", signed(commit(MAX_I63), s))
         peer("commit-version-2^64", signed(commit(MAX_U64 + 1), s))
         peer("commit-without-vote",
-             signed(commit(self.rng.randrange(1, 1000), counter=self._old()), s))
+             signed(commit(self.rng.randrange(1, 1000), counter=self._fresh(known, me)), s))
         # we vote as ourselves, then commit that update as the second member (a forwarded
         # commit keeps its initiator's token); without a second one the token is forged (401)
         up = self._update(f"hk-{self.rng.randrange(1 << 32):08x}")  # a key no other vote holds
         vote = signed(voting(counter=self._fresh(known, me), update=up), s)
         if self.second is not None and self.second.node != t.node:
             peer("commit-other-initiator", signed(commit(
-                self.rng.randrange(1, 1000), self.second.node, self._old(), up),
+                self.rng.randrange(1, 1000), self.second.node,
+                self._fresh(known, self.second.node), up),
                 self.second.signer), setup=vote)
         else:
             peer("commit-other-initiator", signed(commit(self.rng.randrange(1, 1000), other),
@@ -261,7 +257,7 @@ class Burst:
             peer("revote-applied", signed(voting(counter=self._fresh(known, me), update=done), s))
         items = tuple(Item(f"hk{i}", f"unsolicited-{i}", self.rng.randrange(1, 1000), self._uid())
                       for i in range(50))
-        peer("sync-unsolicited", signed(SyncBatch(me, self._old(), False, True,
+        peer("sync-unsolicited", signed(SyncBatch(me, self._fresh(known, me), False, True,
                                                   f"sync-{self._uid()}", items), s))
         peer("vote-response-forged-voters", signed(VoteResponse(
             responder=me, yes=True, initiator=t.node, counter=self._counter(), uid=self._uid(),

@@ -1,6 +1,6 @@
 """The hostile commit attacks reach the core's vote-round checks on a real mesh (issue 26):
-with a counter inside the window (a member's own plus a margin, or an old one for commits) and
-a commit validly signed by a second compromised member, the nodes refuse them as
+with a counter inside the window (just ahead of the compromised member's own) and a commit
+validly signed by a second compromised member, the nodes refuse them as
 ``commit-without-vote``, ``commit-other-initiator`` and ``revote-applied`` (409), not at the
 counter window or the token check, and the mesh still commits."""
 

@@ -25,7 +25,6 @@ from nodes.drip.hostile import (
     MANY_MEMBERS,
     MAX_I63,
     MAX_U64,
-    OLD_COUNTER,
     ONE_MIB,
     Attack,
     Burst,
@@ -46,7 +45,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Attack], dict]
     extras = {n: node_extra(spec, i, root) for i, n in enumerate(IDS)}
     creds = Creds.load("n1", extras["n1"]["tls"], extras["n1"]["jwt"])
     second = Creds.load("n3", extras["n3"]["tls"], extras["n3"]["jwt"])
-    known = Known({"n1": 500}, ("u-applied",))
+    known = Known({"n1": 500, "n3": 700}, ("u-applied",))
     attacks = Burst(creds, IDS, random.Random(7), flood=5, second=second).build(
         DripTarget("n2", "127.0.0.1", 1, 2), known)
     return attacks, extras
@@ -134,16 +133,17 @@ def test_extreme_numbers(built: tuple[list[Attack], dict]) -> None:
 def test_no_vote_commits_syncs_and_floods(built: tuple[list[Attack], dict]) -> None:
     attacks, extras = built
     c = _decoded(_of(attacks, "commit-without-vote")[0])
-    assert isinstance(c, codec.Commit) and c.initiator == "n1" and c.counter < OLD_COUNTER
+    assert isinstance(c, codec.Commit) and c.initiator == "n1"
+    assert 500 + FRESH_AHEAD <= c.counter < 500 + FRESH_AHEAD + FRESH_SPREAD
     s = _decoded(_of(attacks, "sync-unsolicited")[0])
     assert isinstance(s, codec.SyncBatch) and s.source == "n1" and len(s.items) == 50
-    assert s.counter < OLD_COUNTER
+    assert 500 + FRESH_AHEAD <= s.counter < 500 + FRESH_AHEAD + FRESH_SPREAD
 
 
 def test_vote_round_attacks_use_counters_inside_the_window(
         built: tuple[list[Attack], dict]) -> None:
-    """n1's counter is 500 (`Known`): its votings are fresh, just ahead of that and inside
-    the window; the other-initiator commit is n3's, with n3's own valid token."""
+    """n1's counter is 500 and n3's 700 (`Known`): their messages are fresh, ahead of that
+    and inside the window; the other-initiator commit is n3's, with n3's own valid token."""
     attacks, extras = built
     a = _of(attacks, "commit-other-initiator")[0]
     assert a.setup is not None
@@ -153,7 +153,8 @@ def test_vote_round_attacks_use_counters_inside_the_window(
     assert 500 + FRESH_AHEAD <= vote.counter < 500 + FRESH_AHEAD + FRESH_SPREAD < 500 + 2**20
     commit = _decoded(a)
     assert isinstance(commit, codec.Commit) and commit.initiator == "n3"
-    assert commit.update.uid == vote.update.uid and commit.counter < OLD_COUNTER
+    assert commit.update.uid == vote.update.uid
+    assert 700 + FRESH_AHEAD <= commit.counter < 700 + FRESH_AHEAD + FRESH_SPREAD
     _, verifier = load_auth("n2", extras["n2"]["jwt"])
     claims = verifier.verify(_parse(a.raw)[2][codec.H_AUTH], "n3", time.time())
     verifier.bind(claims, codec.signed_digest(commit), once=False, now=time.time())
