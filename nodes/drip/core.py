@@ -96,7 +96,9 @@ from nodes.drip.seen import COUNTER_WINDOW, CounterOutOfWindow, Seen
 from nodes.drip.sync import Feeder, Puller, Refused, SyncLimits
 
 BUGS = ("commit-partial-vote", "forget-in-progress", "skip-sync", "syncing-votes-no",
-        "inactive-takes-part", "retake-duplicate-votes", "act-on-late-votes", "commit-after-abort")
+        "inactive-takes-part", "retake-duplicate-votes", "act-on-late-votes", "commit-after-abort",
+        # issue 26 items 1 and 3 planted back (docs/drip.md "Bug modes")
+        "learn-heartbeat-members", "apply-unvoted-commits", "apply-unsolicited-sync")
 #: bug modes where an initiator keeps an aborted vote open and commits on a late yes
 LATE_BUGS = frozenset({"act-on-late-votes", "commit-after-abort"})
 #: the reserved key whose committed value is the membership (a sorted list of node ids) and
@@ -791,7 +793,8 @@ class DripCore:
         rows = [] if dup else [self._row(msg.initiator)]
         if msg.update.uid in self.d.applied:
             return [self._p(Counters(tuple(rows)))] if rows else []
-        self._check_vote_round(msg)
+        if "apply-unvoted-commits" not in self.bugs:
+            self._check_vote_round(msg)
         self.voted.pop(msg.update.uid, None)
         records, sends = self._apply(msg, hop, forward=not dup, rows=rows)
         return records + sends
@@ -879,6 +882,12 @@ class DripCore:
             out += [self._p(Members((hop,))),
                     Emit("members", {"epoch": 0, "members": sorted(self.members),
                                      "added": [hop], "removed": [], "via": "heartbeat"})]
+        if "learn-heartbeat-members" in self.bugs and set(hb.members) - self.members:
+            new = sorted(set(hb.members) - self.members)  # bug: the body's word taken
+            self.members |= set(new)
+            out += [self._p(Members(tuple(new))),
+                    Emit("members", {"epoch": self.epoch, "members": sorted(self.members),
+                                     "added": new, "removed": [], "via": "heartbeat-body"})]
         self.peer_state[hop] = hb.state
         if hb.sync_owed and self.puller.cur is None and self.state != "inactive" \
                 and "skip-sync" not in self.bugs:
@@ -1006,7 +1015,13 @@ class DripCore:
         items the entitlement policy refuses are left out."""
         if self.state == "inactive":
             raise Unavailable(f"node {self.me} is inactive")
-        self.puller.check(hop, b)
+        try:
+            self.puller.check(hop, b)
+            solicited = True
+        except Refused:
+            if "apply-unsolicited-sync" not in self.bugs:
+                raise
+            solicited = False  # bug: applied all the same
         self.seen.before(b.source, b.counter, b.reset)  # addressed to us alone: not propagated
         out: list[Effect] = []
         items = []
@@ -1029,6 +1044,8 @@ class DripCore:
             out += self._members_after("sync")
         if changed:
             out += self._learned_by_sync(hop)
+        if not solicited:
+            return out
         s = self.puller.took(b, changed)
         if not b.complete:
             return [*out, SetTimer(("sync", s.token), now + self.cfg.sync_timeout_s)]

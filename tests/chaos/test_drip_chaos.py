@@ -222,3 +222,36 @@ def test_correct_member_killed_for_good_then_decommissioned(chaos_run) -> None:
     after = [e for e in decides if e.get("epoch") == 1 and e["outcome"] == "commit"]
     assert after, "no update committed after n4 was decommissioned"
     assert all("n4" not in e["required"] for e in after)
+
+
+# ---- issue 26 planted back: caught by the provenance leaves under the hostile nemesis -------
+
+def under_attack(hold_s: float = 6.0) -> list[sch.Step]:
+    """Hostile traffic from compromised members (nodes/drip/hostile.py) from the first second:
+    a heartbeat listing 'ghost', commits with no vote round or naming another initiator, an
+    unsolicited sync batch; each correct node refuses them, each bug takes one of them."""
+    return sch.explicit([(1.0, sch.op("start-hostile", {"interval_s": 1.0})),
+                         (hold_s, sch.op("stop-hostile"))])
+
+
+def hostile_bug(name: str, bug: str) -> Any:
+    return partial(spec, name, 3, full, time_limit=8.0, bugs=[bug], schedule=under_attack())
+
+
+def test_bug_learn_heartbeat_members_is_caught(chaos_run) -> None:
+    """Members come from the configuration and agreed membership, never a heartbeat body
+    (issue 26 item 1): the bug takes 'ghost' from one and then waits for its vote."""
+    chaos_run(hostile_bug("drip-bug-heartbeat-members", "learn-heartbeat-members"),
+              expect="2pc", anomaly="ghost-member", min_ok=MIN_OK_PER_S * 8)
+
+
+def test_bug_apply_unvoted_commits_is_caught(chaos_run) -> None:
+    """A commit applies only after this node's own yes for that initiator (item 3)."""
+    chaos_run(hostile_bug("drip-bug-unvoted-commits", "apply-unvoted-commits"),
+              expect="2pc", anomaly="commit-without-vote", min_ok=MIN_OK_PER_S * 8)
+
+
+def test_bug_apply_unsolicited_sync_is_caught(chaos_run) -> None:
+    """Sync data applies only for a sync this node asked for (item 3)."""
+    chaos_run(hostile_bug("drip-bug-unsolicited-sync", "apply-unsolicited-sync"),
+              expect="2pc", anomaly="sync-unsolicited", min_ok=MIN_OK_PER_S * 8)
