@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import sys
 import tempfile
@@ -48,6 +49,18 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def sample(m: Mesh) -> dict[str, tuple[float, float]]:
+    """Per node: (RSS MiB, CPU seconds); ``bench``: this process's CPU (attacker, clients)."""
+    out = {n: (rss_mib(m.procs[n].pid), cpu_s(m.procs[n].pid)) for n in m.ids}
+    return {**out, "bench": (0.0, time.process_time())}
 
 
 async def updates(m: Mesh, s: aiohttp.ClientSession, clients: int, tag: str,
@@ -107,10 +120,11 @@ async def run(root: Path, requests: int, rate: float, clients: int, quiet_s: flo
             async with aiohttp.ClientSession() as s:
                 await m.wait_all_active(s)
                 await phase(m, s, clients, "w", 5.0)  # warm up: imports, buffers, first keys
+                q0 = sample(m)
                 quiet = await phase(m, s, clients, "q", quiet_s)
-                before = {n: rss_mib(m.procs[n].pid) for n in m.ids}
+                before = sample(m)
                 during = await hostile_phase(m, s, h, requests, clients)
-                after = {n: rss_mib(m.procs[n].pid) for n in m.ids}
+                after = sample(m)
                 await m.wait_all_active(s)
                 states = {n: await m.state(s, n) for n in m.ids}
         finally:
@@ -119,10 +133,14 @@ async def run(root: Path, requests: int, rate: float, clients: int, quiet_s: flo
     finally:
         m.close()
     counts = h.counts()
-    return {"quiet": quiet, "during": during, "before": before, "after": after,
+    return {"quiet": quiet, "during": during, "q0": q0, "before": before, "after": after,
             "alive": alive, "sent": sum(v["sent"] for v in counts.values()),
             "status": {k: _sum(counts, k) for k in CORE_KINDS},
             "refused": {n: st.get("refused", {}) for n, st in states.items()}}
+
+
+def _per(mib: float, commits: int) -> str:
+    return f"{mib * 1024 / commits:.2f} KiB" if commits else "n/a"
 
 
 def _sum(counts: dict[str, dict[str, Any]], kind: str) -> dict[str, int]:
@@ -147,9 +165,16 @@ def main() -> None:
           f"({r['sent'] / hs:.0f}/s)")
     print(f"commits: quiet {qc / qs:.1f}/s ({qo} not committed), during hostile "
           f"{hc / hs:.1f}/s ({ho} not committed): {hc / hs / (qc / qs):.0%} of quiet")
-    for n in sorted(r["before"]):
-        print(f"{n}: RSS {r['before'][n]:.1f} MiB before, {r['after'][n]:.1f} MiB after "
-              f"({r['after'][n] - r['before'][n]:+.1f}); alive {r['alive'][n]}")
+    q0, b, af = r["q0"], r["before"], r["after"]
+    for n in sorted(r["alive"]):
+        print(f"{n}: RSS {b[n][0]:.1f} MiB before, {af[n][0]:.1f} MiB after "
+              f"({af[n][0] - b[n][0]:+.1f}; quiet phase {b[n][0] - q0[n][0]:+.1f}); RSS grown "
+              f"per commit: quiet {_per(b[n][0] - q0[n][0], qc)}, hostile "
+              f"{_per(af[n][0] - b[n][0], hc)}; CPU s/s: quiet {(b[n][1] - q0[n][1]) / qs:.2f}, "
+              f"hostile {(af[n][1] - b[n][1]) / hs:.2f}; alive {r['alive'][n]}")
+    print(f"bench process (clients and attacker) CPU s/s: quiet "
+          f"{(b['bench'][1] - q0['bench'][1]) / qs:.2f}, hostile "
+          f"{(af['bench'][1] - b['bench'][1]) / hs:.2f}")
     print("answers to the vote-round attacks:", json.dumps(r["status"]))
     total: dict[str, int] = {}
     for ref in r["refused"].values():
