@@ -224,7 +224,10 @@ def _required(e: Evidence, uid: str, ev: dict[str, Any]) -> set[str]:
     that epoch, not as the initiator says); a membership change needs the staying ones."""
     members = set(e.epochs.get(int(ev.get("epoch") or 0), e.members))
     if ev.get("key") == MEMBERS_KEY and e.applied.get(uid):
-        members &= set(e.applied[uid][0][1].get("value") or [])
+        value = e.applied[uid][0][1].get("value")
+        if isinstance(value, dict):  # a membership that carries addresses of added members
+            value = value.get("members")
+        members &= set(value if isinstance(value, list) else [])
     return members
 
 

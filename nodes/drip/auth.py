@@ -147,8 +147,21 @@ class Verifier:
             pem = self.public_keys.get(iss)
             if pem is None:
                 raise AuthError(f"no public key known for issuer {iss!r}")
-            key = self._keys[iss] = load_pem_public_key(pem)
+            try:
+                key = self._keys[iss] = load_pem_public_key(pem)
+            except (ValueError, TypeError) as e:
+                raise AuthError(f"the public key of {iss!r} is unusable: {e}") from None
         return key
+
+    def trust(self, node: str, pem: str | None) -> None:
+        """Take ``node``'s public key from an agreed membership (None: forget it), dropping
+        whatever was verified or parsed with the old one."""
+        self._keys.pop(node, None)
+        self.verified = {t: c for t, c in self.verified.items() if c.get("iss") != node}
+        if pem is None:
+            self.public_keys.pop(node, None)
+        else:
+            self.public_keys[node] = pem.encode()
 
     def _check_claims(self, claims: dict[str, Any], now: float) -> dict[str, Any]:
         iat, exp = claims["iat"], claims["exp"]

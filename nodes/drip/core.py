@@ -73,6 +73,7 @@ from nodes.drip.codec import (
     next_counter,
 )
 from nodes.drip.entitlement import Policy, allow_all
+from nodes.drip.membership import check_membership, member_addresses, member_ids, membership_value
 from nodes.drip.records import (
     OWN,
     STORE,
@@ -173,6 +174,9 @@ class ClientMembers:
     uid: str
     add: tuple[str, ...] = ()
     remove: tuple[str, ...] = ()
+    #: where added members listen and what to trust of them (nodes/drip/membership.py); the
+    #: operator's word, agreed with the membership, so every member can dial and accept them
+    addresses: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -236,7 +240,12 @@ class DripCore:
                  mesh_members: list[str] | None = None, join: bool = False,
                  refusals: Refusals | None = None) -> None:
         self.me = me
+        #: the peers of our config; the agreed membership adds addressed members to them and
+        #: takes decommissioned ones away (`_wanted_peers`)
+        self.configured = sorted(peers)
         self.peers = sorted(peers)
+        #: the agreed address entries of members added at run time (nodes/drip/membership.py)
+        self.addresses: dict[str, dict[str, Any]] = {}
         self.d = durable if durable is not None else Durable()
         self.fresh = self.d.fresh
         self.cfg = cfg or CoreConfig()
@@ -248,6 +257,8 @@ class DripCore:
         #: a fresh data directory that joins a running mesh syncs first (spec 4.6)
         self.join = join
         self._agreed_members()
+        self.peers = self._wanted_peers()
+        self.peer_up = {p: True for p in self.peers}
         self.seen = Seen(self.d.counters, self.cfg.counter_window)
         self.counter = self.d.counter
         self.tallies: dict[str, Tally] = {}  # uid -> votes being gathered (initiator or relay)
@@ -371,8 +382,16 @@ class DripCore:
                 return [Reply(token, Answer(400, {
                     "result": "refused", "error": "give node ids to add and to remove (not "
                     "both, not this node itself: decommission a node from another member)"}))]
+            if set(cmd.addresses) - set(cmd.add):
+                return [Reply(token, Answer(400, {
+                    "result": "refused", "error": "addresses are for the ids being added, got "
+                    f"{sorted(set(cmd.addresses) - set(cmd.add))}"}))]
+            value = membership_value(new, {**self.addresses, **cmd.addresses})
+            why = check_membership(value)
+            if why is not None:
+                return [Reply(token, Answer(400, {"result": "refused", "error": why}))]
             try:
-                return self._client_update(Update(cmd.uid, MEMBERS_KEY, sorted(new), self.me),
+                return self._client_update(Update(cmd.uid, MEMBERS_KEY, value, self.me),
                                            token, now)
             except Unavailable as e:
                 return [Reply(token, Answer(503, {"result": "unavailable", "error": str(e)}))]
@@ -517,10 +536,7 @@ class DripCore:
         any member may propose a membership, and every staying member must agree to it."""
         if up.key != MEMBERS_KEY:
             return self.policy(self.d.kv.get(up.key), up, initiator)
-        v = up.value
-        if not isinstance(v, list) or not v or not all(isinstance(n, str) and n for n in v):
-            return "a membership must be a non-empty list of node ids"
-        return None
+        return check_membership(up.value)
 
     # ---- membership (ours: see docs/drip.md "Membership") ------------------------------------
     @property
@@ -532,10 +548,42 @@ class DripCore:
     def _agreed_members(self) -> bool:
         """Take the committed membership, if any; True when it changed ours."""
         it = self.d.kv.get(MEMBERS_KEY)
-        if it is None or set(it.value) == self.members:
+        if it is None:
             return False
-        self.members = set(it.value)
+        self.addresses = member_addresses(it.value)
+        if set(member_ids(it.value)) == self.members:
+            return False
+        self.members = set(member_ids(it.value))
         return True
+
+    def _wanted_peers(self) -> list[str]:
+        """Whom we talk to: our configured peers and every addressed member; once a
+        membership is agreed, only members (a decommissioned peer is dropped, docs/drip.md)."""
+        ps = set(self.configured) | set(self.addresses)
+        if self.epoch > 0:
+            ps &= self.members
+        return sorted(ps - {self.me})
+
+    def _rewire(self) -> list[Effect]:
+        """Follow the agreed membership: an added member gets heartbeats, commits and
+        forwarded votes (as a peer configured up front, first assumed up); a removed one gets
+        nothing more, its queued commits are dropped and it is owed a sync should it come
+        back. The runtime dials and trusts what `addresses` says (nodes/drip/server.py)."""
+        want = self._wanted_peers()
+        added = sorted(set(want) - set(self.peers))
+        removed = sorted(set(self.peers) - set(want))
+        if not added and not removed:
+            return []
+        self.peers = want
+        out: list[Effect] = [Emit("rewire", {"epoch": self.epoch, "peers": want,
+                                             "added": added, "removed": removed})]
+        for p in added:
+            self.peer_up[p] = self.reachable[p] = True
+        for p in removed:
+            for d in (self.peer_up, self.reachable, self.peer_state, self.inflight):
+                d.pop(p, None)
+            out += self._drop_for(p, "decommissioned")
+        return out
 
     def _members_event(self, via: str, old: set[str] | None = None) -> Emit:
         f: dict[str, Any] = {"epoch": self.epoch, "members": sorted(self.members), "via": via}
@@ -546,7 +594,8 @@ class DripCore:
 
     def _members_after(self, via: str) -> list[Effect]:
         old = set(self.members)
-        return [self._members_event(via, old)] if self._agreed_members() else []
+        changed = self._agreed_members()
+        return ([self._members_event(via, old)] if changed else []) + self._rewire()
 
     def _learn(self, node: str) -> None:
         """Before any agreed membership (epoch 0), an authenticated peer that speaks to us
@@ -557,8 +606,8 @@ class DripCore:
     def required(self, up: Update) -> set[str]:
         """Whose yes ``up`` needs: every member; for a membership change, every member that
         stays in it."""
-        if up.key == MEMBERS_KEY and isinstance(up.value, list):
-            return self.members & set(up.value)
+        if up.key == MEMBERS_KEY and member_ids(up.value):
+            return self.members & set(member_ids(up.value))
         return set(self.members)
 
     def _on_voting(self, hop: str, msg: Voting, now: float) -> list[Effect]:

@@ -30,6 +30,7 @@ Every refusal is counted by reason (``refused`` in ``/admin/state``) and journal
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import logging
 from dataclasses import dataclass, field, replace
@@ -61,6 +62,7 @@ from nodes.drip.core import (
 )
 from nodes.drip.entitlement import get_policy
 from nodes.drip.material import NodeFiles, client_context, peer_identity, server_context
+from nodes.drip.membership import operator_entry, parse_peer
 from nodes.drip.store import Store
 
 log = logging.getLogger("drip.server")
@@ -68,6 +70,20 @@ log = logging.getLogger("drip.server")
 #: messages a node sends on its own behalf: DRiP-Node-ID must be the TLS peer itself
 _OWN_BEHALF = (codec.VoteResponse, codec.Heartbeat, codec.NodeNotice, codec.SyncRequest,
                codec.SyncBatch, codec.StateQuery, codec.Batch)
+
+
+def _cert_sha256(req: web.Request) -> str | None:
+    """The SHA-256 of the TLS client certificate (DER) of ``req``'s connection."""
+    ssl_obj = req.transport.get_extra_info("ssl_object") if req.transport else None
+    der = ssl_obj.getpeercert(binary_form=True) if ssl_obj is not None else None
+    return hashlib.sha256(der).hexdigest() if der else None
+
+
+def _url(peer_urls: dict[str, str], to: str) -> str:
+    url = peer_urls.get(to)
+    if url is None:  # decommissioned while this send waited: it fails like a dead link
+        raise OSError(f"no address for {to!r}: not a peer any more")
+    return url
 
 
 def _err(status: int, msg: str) -> web.Response:
@@ -160,6 +176,9 @@ class DripNode(JournalingHost):
                        sync_batch_bytes=o.sync_batch_bytes,
                        heartbeat_s=o.heartbeat_s, peer_timeout_s=o.peer_timeout_s),
             get_policy(o.entitlement), extra.mesh_members, join=o.join)
+        #: address entries of members added at run time that we dial and trust (`_rewire`)
+        self._wired: dict[str, dict[str, Any]] = {}
+        self._rewire()
         self.loop = CoreLoop(self.core, self, self.clock.monotonic)
         self.limits = codec.Limits(o.max_value_bytes, int(o.vote_timeout_s * 1000))
         self.refusals = self.core.refusals  # the core counts sync refusals in the same place
@@ -320,7 +339,7 @@ class DripNode(JournalingHost):
         status, body = 0, None
         try:
             async with self.session.request(
-                    req.method, self.peer_urls[to] + req.path, headers=headers,
+                    req.method, _url(self.peer_urls, to) + req.path, headers=headers,
                     data=req.body_bytes(), server_hostname=to,
                     timeout=aiohttp.ClientTimeout(total=timeout)) as r:
                 raw = await r.read()
@@ -372,7 +391,7 @@ class DripNode(JournalingHost):
             headers = {**req.headers, codec.H_AUTH: self._auth_for(batch),
                        "Content-Type": "application/json"}
             async with self.session.post(
-                    self.peer_urls[to] + req.path, headers=headers, data=req.body_bytes(),
+                    _url(self.peer_urls, to) + req.path, headers=headers, data=req.body_bytes(),
                     server_hostname=to,
                     timeout=aiohttp.ClientTimeout(total=self.opts.peer_timeout_s)) as r:
                 raw = await r.read()
@@ -420,6 +439,7 @@ class DripNode(JournalingHost):
     def _drain(self) -> None:
         batch, self._inbox = self._inbox, []
         self.loop.inputs(item for item, _ in batch)
+        self._rewire()  # before the pass's sends leave: they may go to a member just added
         self._unanswered.extend(key for _, key in batch if key is not None)
         self._hold(None)
 
@@ -473,9 +493,14 @@ class DripNode(JournalingHost):
         if ident is None:
             return self._refuse(403, "no-client-cert", "no TLS client certificate: DRiP peers "
                                 "authenticate with mutual TLS", None)
-        if ident not in self.cfg.peers:
-            return self._refuse(403, "not-a-peer", f"{ident!r} is not a configured peer of "
-                                f"{self.me}; request ignored", ident)
+        if ident not in self.core.peers:
+            return self._refuse(403, "not-a-peer", f"{ident!r} is not a peer of {self.me} "
+                                "(configured, or added by an agreed membership, and not "
+                                "decommissioned); request ignored", ident)
+        pin = self._wired.get(ident, {}).get("cert_sha256")
+        if pin is not None and _cert_sha256(req) != pin:
+            return self._refuse(403, "cert-mismatch", f"{ident!r} presented a certificate "
+                                "other than the one its agreed membership entry pins", ident)
         try:
             sender = codec.parse_node_id(req.headers.get(codec.H_NODE))
         except CodecError as e:
@@ -587,11 +612,52 @@ class DripNode(JournalingHost):
         try:
             body = codec.decode_json(await req.read())
             uid, add, rm = body["id"], body.get("add") or [], body.get("remove") or []
-            if not isinstance(uid, str) or not isinstance(add, list) or not isinstance(rm, list):
-                raise TypeError("id must be a string, add and remove lists of node ids")
-        except (CodecError, KeyError, TypeError, AttributeError) as e:
-            return _err(400, f'POST /admin/members {{"id", "add": [ids], "remove": [ids]}}: {e}')
-        return await self._decided(ClientMembers(uid, tuple(add), tuple(rm)))
+            raw = body.get("addresses") or {}
+            if not isinstance(uid, str) or not isinstance(add, list) or not isinstance(rm, list) \
+                    or not isinstance(raw, dict):
+                raise TypeError("id must be a string, add and remove lists of node ids, "
+                                "addresses an object")
+            addresses = {str(n): operator_entry(str(n), a) for n, a in raw.items()}
+            self._check_reachable(add, addresses)
+        except (CodecError, KeyError, TypeError, AttributeError, ValueError) as e:
+            return _err(400, f'POST /admin/members {{"id", "add": [ids], "remove": [ids], '
+                             f'"addresses": {{id: {{"peer", "cert", "jwt_key"}}}}}}: {e}')
+        return await self._decided(ClientMembers(uid, tuple(add), tuple(rm), addresses))
+
+    def _check_reachable(self, add: list[Any], addresses: dict[str, dict[str, Any]]) -> None:
+        """An added member nobody could dial or authenticate would block every update:
+        refuse it unless it is configured (a peer or `mesh_members`), already addressed, or
+        given an address (and, with public-key JWTs, a key)."""
+        for n in add:
+            known = n in self.cfg.peers or n in self.core.addresses or n in self.core.d.members \
+                or n == self.me  # d.members: the configured mesh, reached through its peers
+            if not known and n not in addresses:
+                raise ValueError(f"{n!r} is not a configured peer of {self.me}: give its "
+                                 "address (addresses.{id}.peer, cert, jwt_key)")
+            if not known and self.verifier.mode == "public" and n not in \
+                    self.verifier.public_keys and "jwt_key" not in addresses[n]:
+                raise ValueError(f"no JWT public key known for {n!r}: give addresses.{n}.jwt_key")
+
+    def _rewire(self) -> None:
+        """Dial and trust the members added at run time as the agreed membership says (their
+        address, pinned certificate, JWT key): never anything a peer said of itself."""
+        want = {n: a for n, a in self.core.addresses.items()
+                if n != self.me and n not in self.cfg.peers}
+        if want == self._wired:
+            return
+        for n, a in self._wired.items():
+            if want.get(n) != a:
+                self.peer_urls.pop(n, None)
+                if "jwt_key" in a:
+                    self.verifier.trust(n, None)
+        for n, a in want.items():
+            if self._wired.get(n) != a:
+                host, port = parse_peer(a["peer"])
+                self.peer_urls[n] = f"https://{host}:{port}"
+                if "jwt_key" in a and self.verifier.mode == "public":
+                    self.verifier.trust(n, a["jwt_key"])
+        self._wired = want
+        self.journal.emit("wired", peers=sorted(want))
 
     async def _decided(self, cmd: Any) -> web.Response:
         """Run a client command that initiates 2PC and wait for its decision."""

@@ -19,6 +19,7 @@ import aiohttp
 
 from harness.spec import TestSpec
 from harness.suites.drip import PROTOCOL, node_extra
+from nodes.drip.material import ensure_ca, ensure_jwt_keypair, issue_node_cert
 from nodes.drip.records import Item
 from nodes.drip.store import Store
 from osutil.ports import free_port
@@ -54,6 +55,34 @@ class Mesh:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(cfg, indent=1))
             self.configs[nid] = path
+
+    def configure_new(self, nid: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Configure ``nid``, a node none of the mesh knows (no config of theirs names it), to
+        join with every node as its peer; returns what an operator gives
+        ``POST /admin/members`` as ``addresses[nid]`` (its address, certificate, JWT key)."""
+        tls = self.root / "tls"
+        files = issue_node_cert(tls, nid, ensure_ca(tls))
+        jwt_cfg = dict(self.extra[self.ids[0]]["jwt"])
+        entry: dict[str, Any] = {"cert": files.cert.read_text()}
+        if jwt_cfg["mode"] == "public":
+            priv, pub = ensure_jwt_keypair(tls, nid)
+            jwt_cfg = {**jwt_cfg, "private_key_file": str(priv),
+                       "public_keys": {**jwt_cfg["public_keys"], nid: str(pub)}}
+            entry["jwt_key"] = pub.read_text()
+        self.ports[nid] = {"peer": free_port(), "client": free_port(), "admin": free_port()}
+        entry["peer"] = f"127.0.0.1:{self.ports[nid]['peer']}"
+        cfg = {"id": nid, "num_id": len(self.ids) + 1, "host": "127.0.0.1",
+               "data_dir": str(self.root / nid / "data"), "ports": self.ports[nid],
+               "peers": {p: {"num_id": k + 1, "peer": f"127.0.0.1:{self.ports[p]['peer']}"}
+                         for k, p in enumerate(self.ids)},
+               "bugs": self.bugs, "seed": len(self.ids), "options": dict(options or {}),
+               "tls": {"ca": str(files.ca), "cert": str(files.cert), "key": str(files.key)},
+               "jwt": jwt_cfg, "mesh_members": [*self.ids, nid]}
+        path = self.root / nid / "config.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(cfg, indent=1))
+        self.configs[nid] = path
+        return entry
 
     def preload(self, nodes: Iterable[str], items: Callable[[], Iterable[Item]],
                 chunk: int = 100) -> None:
