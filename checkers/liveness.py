@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from checkers.csn_order import reachable_csn
+from checkers.drip_undone import drop_undone
 from checkers.membership import check_convergence
 from checkers.observations import evidence_gaps, node_observations
 from checkers.options import option
@@ -159,6 +160,7 @@ def _keyed(types: tuple[str, ...], key: str) -> Callable[[dict[str, list[dict[st
 def drip_held(events: dict[str, list[dict[str, Any]]]) -> Held:
     """Updates by ``uid``; a node also holds every update of a key whose version is at most
     one it applied for that key (the newer value superseded it: DRiP syncs send only it)."""
+    events = {n: drop_undone(evs) for n, evs in events.items()}  # undurable decisions
     held = _keyed(("apply",), "uid")(events)
     item_kv: dict[Any, tuple[Any, int]] = {}
     applied: dict[str, list[tuple[Any, int, float]]] = {}

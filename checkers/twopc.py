@@ -53,6 +53,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from checkers.drip_undone import drop_undone
 from checkers.observations import evidence_gaps, node_observations, verdict, where
 from checkers.result import Anomaly, Result
 from vocabulary.faults import is_nemesis
@@ -140,10 +141,11 @@ def gather(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
     epochs: dict[int, list[str]] = {}
     views: dict[int, list[tuple[str, list[str], dict[str, Any]]]] = defaultdict(list)
     for name, obs in sorted(nodes.items()):
-        journal_rules += _timeline_rules(name, obs.get("events") or [])
+        evs = drop_undone(obs.get("events") or [])  # decisions that died undurable
+        journal_rules += _timeline_rules(name, evs)
         held: dict[str, set[str]] = defaultdict(set)
         needs_sync: dict[str, Any] | None = None
-        for ev in obs.get("events") or []:
+        for ev in evs:
             t = ev.get("type")
             if t == "apply":
                 applied[str(ev.get("uid"))].append((name, ev))
