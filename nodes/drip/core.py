@@ -557,11 +557,10 @@ class DripCore:
         return True
 
     def _wanted_peers(self) -> list[str]:
-        """Whom we talk to: our configured peers and every addressed member; once a
-        membership is agreed, only members (a decommissioned peer is dropped, docs/drip.md)."""
-        ps = set(self.configured) | set(self.addresses)
-        if self.epoch > 0:
-            ps &= self.members
+        """Whom we talk to: our configured peers, always (a decommissioned one must still
+        hear that it left: it learns so by commit or sync), and every member added at run
+        time with an address while it is a member (decommissioned, it is dropped)."""
+        ps = set(self.configured) | (set(self.addresses) & self.members)
         return sorted(ps - {self.me})
 
     def _rewire(self) -> list[Effect]:
