@@ -2,7 +2,11 @@
 
 Real node processes over TLS on loopback, peers wired directly (no proxy), figure-1 mesh.
 Run: ``.venv/bin/python bench/bench_drip.py [--seconds 10] [--clients 8] [--keys 10000]
-[--jwt-mode public|shared]``.
+[--jwt-mode public|shared] [--profile DIR]``.
+
+Besides updates/s and latency it prints the CPU seconds the node processes spent per committed
+update (each node's and their sum): on a machine shared with other work the rate varies with
+the load, the CPU per update much less, so it is the figure to compare between changes.
 """
 
 from __future__ import annotations
@@ -12,10 +16,12 @@ import asyncio
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -28,7 +34,29 @@ from nodes.drip.codec import Item  # noqa: E402
 from nodes.drip.topology import figure1  # noqa: E402
 
 
-async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, float]:
+class ProfiledMesh(Mesh):
+    """A mesh whose node processes run under cProfile, each writing ``DIR/<id>.prof`` on a clean
+    stop (SIGTERM): read with ``python -m pstats DIR/n1.prof``."""
+
+    def __init__(self, *args: Any, profile_dir: Path, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.profile_dir = profile_dir
+
+    def start_node(self, nid: str) -> None:
+        log = open(self.root / nid / "log.txt", "ab")  # noqa: SIM115 - owned by the process
+        self.procs[nid] = subprocess.Popen(
+            [sys.executable, "-m", "cProfile", "-o", str(self.profile_dir / f"{nid}.prof"),
+             "-m", "nodes.drip", "--config", str(self.configs[nid])],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a live process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, Any]:
     lat: list[float] = []
     #: non-200 answers by status: 409 aborted, 503 not initiated (node inactive or syncing),
     #: 504 no outcome in time; a run where 503s dominate has had nodes drop out under load
@@ -48,12 +76,15 @@ async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, float]:
 
     async with aiohttp.ClientSession() as s:
         await m.wait_all_active(s)
+        cpu0 = {n: cpu_s(m.procs[n].pid) for n in m.ids}
         t0 = time.monotonic()
         await asyncio.gather(*(worker(c, s) for c in range(clients)))
         dt = time.monotonic() - t0
+        cpu = {n: cpu_s(m.procs[n].pid) - cpu0[n] for n in m.ids}
         sent = [(await m.state(s, n)).get("batches", {}) for n in m.ids]
     reqs, items = sum(b.get("sent", 0) for b in sent), sum(b.get("sent_items", 0) for b in sent)
     lat.sort()
+    per = max(len(lat), 1)
     return {"commits": len(lat), "aborted": refused.get(409, 0),
             "not_initiated": refused.get(503, 0), "no_outcome": refused.get(504, 0),
             "other": sum(n for st, n in refused.items() if st not in (409, 503, 504)),
@@ -62,7 +93,10 @@ async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, float]:
             "updates_per_s": round(len(lat) / dt, 1),
             "latency_ms_p50": round(1000 * statistics.median(lat), 1) if lat else -1,
             "latency_ms_p95": round(1000 * lat[int(0.95 * len(lat))], 1) if lat else -1,
-            "latency_ms_p99": round(1000 * lat[int(0.99 * len(lat))], 1) if lat else -1}
+            "latency_ms_p99": round(1000 * lat[int(0.99 * len(lat))], 1) if lat else -1,
+            "cpu_ms_per_update": round(1000 * sum(cpu.values()) / per, 1),
+            "cpu_ms_per_update_by_node": {n: round(1000 * c / per, 1) for n, c in cpu.items()},
+            "node_cpu_utilisation": round(sum(cpu.values()) / dt, 2)}
 
 
 async def sync_time(m: Mesh, keys: int) -> dict[str, float]:
@@ -102,6 +136,8 @@ async def main() -> None:
                     help="public: ES256 per-node keys (the default); shared: HS256")
     ap.add_argument("--option", action="append", default=[], metavar="NAME=JSON",
                     help="a node option (docs/drip.md), e.g. batch=false; repeatable")
+    ap.add_argument("--profile", type=Path, metavar="DIR",
+                    help="run the nodes under cProfile, one DIR/<id>.prof each")
     a = ap.parse_args()
     opts: dict[str, object] = {"jwt_mode": a.jwt_mode}
     for o in a.option:
@@ -111,7 +147,12 @@ async def main() -> None:
         opts[name] = json.loads(val)
     ids = [f"n{i}" for i in range(1, 6)]
     with tempfile.TemporaryDirectory() as d:
-        m = Mesh(Path(d), 5, figure1(ids), options=opts)
+        if a.profile:
+            a.profile.mkdir(parents=True, exist_ok=True)
+            m: Mesh = ProfiledMesh(Path(d), 5, figure1(ids), options=opts,
+                                   profile_dir=a.profile.resolve())
+        else:
+            m = Mesh(Path(d), 5, figure1(ids), options=opts)
         try:
             await m.start()
             out: dict[str, object] = {"options": opts, "clients": a.clients,
