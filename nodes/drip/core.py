@@ -19,7 +19,8 @@ Vote routing beyond the initiator's direct peers (the spec leaves it open; ours)
 * The commit carries ``version = 1 + max version reported``; stores keep the highest
   ``(version, update id)`` per key, so commits and sync batches may arrive in any order.
 
-Commit propagation uses a durable per-peer outbox, delivered one commit at a time and retried
+Commit propagation uses a durable per-peer outbox, delivered up to ``outbox_window`` commits at a
+time (stores keep the highest version per key, so order does not matter) and retried
 until the peer answers 200. When a peer is found inactive its queued commits are dropped (spec
 4.7: nothing is propagated to it) and the peer is *owed* a sync: the next heartbeat tells it
 so and it pulls our whole store.
@@ -197,6 +198,9 @@ class CoreConfig:
     peer_timeout_s: float = 2.0
     #: a commit delivery that failed (not refused) is retried after this long
     outbox_retry_s: float = 0.5
+    #: commits on their way to one peer at once: one at a time made each link's commit rate
+    #: 1 / (round trip + the peer's fsync), which capped the whole mesh (docs/drip.md "Batches")
+    outbox_window: int = 64
     #: how far ahead of an initiator's last accepted counter a message may be (seen.py)
     counter_window: int = COUNTER_WINDOW
 
@@ -273,7 +277,8 @@ class DripCore:
         self.reachable: dict[str, bool] = {p: True for p in self.peers}
         self.peer_state: dict[str, str] = {}
         self.owed_gen: dict[str, int] = {}  # bumped whenever we drop commits queued for a peer
-        self.inflight: dict[str, Queued] = {}  # the outbox row on its way to each peer
+        #: the outbox rows on their way to each peer, by update id (at most outbox_window)
+        self.inflight: dict[str, dict[str, Queued]] = {}
         self.next_seq = 1 + max((s for rows in self.d.outbox.values() for s in rows), default=0)
         self.round: Round | None = None
         self.rounds = 0
@@ -869,20 +874,28 @@ class DripCore:
 
     # ---- the outbox: queued commits, one in flight per peer ---------------------------------
     def _pump(self, peer: str) -> list[Effect]:
-        """Send ``peer`` its oldest queued commit, unless one is on its way or it is down."""
+        """Send ``peer`` its oldest queued commits not yet on their way, up to the window,
+        unless it is down."""
         rows = self.d.outbox.get(peer)
-        if not rows or not self.peer_up.get(peer) or peer in self.inflight:
+        if not rows or not self.peer_up.get(peer):
             return []
-        q = next(iter(rows.values()))
-        self.inflight[peer] = q
-        return [Send(peer, q.commit)]
+        flying = self.inflight.setdefault(peer, {})
+        out: list[Effect] = []
+        for q in rows.values():
+            if len(flying) >= self.cfg.outbox_window:
+                break
+            if q.commit.update.uid not in flying:
+                flying[q.commit.update.uid] = q
+                out.append(Send(peer, q.commit))
+        return out
 
     def _commit_delivered(self, peer: str, o: Outcome, now: float) -> list[Effect]:
-        q = self.inflight.get(peer)
         assert isinstance(o.request, Commit)
-        if q is None or q.commit.update.uid != o.request.update.uid:
-            return []  # not the delivery we wait for (a restart came in between)
-        del self.inflight[peer]
+        flying = self.inflight.get(peer, {})
+        q = flying.get(o.request.update.uid)
+        if q is None:
+            return []  # not a delivery we wait for (a restart came in between)
+        del flying[o.request.update.uid]
         if q.seq not in self.d.outbox.get(peer, {}):
             return self._pump(peer)  # dropped meanwhile
         if o.ok:

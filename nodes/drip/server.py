@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+import json
 import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -48,6 +49,7 @@ from nodes.common.journal import Journal
 from nodes.common.loop import Answers, CoreLoop, JournalingHost
 from nodes.common.tasks import Background
 from nodes.drip import codec
+from nodes.drip.admission import Admission
 from nodes.drip.auth import AuthError, Signer, Verifier, load_auth
 from nodes.drip.codec import CodecError, Message, Update
 from nodes.drip.core import (
@@ -115,11 +117,22 @@ class Options:
     join: bool = False
     #: client updates this node has in 2PC at once; more wait for a slot. Without a cap an
     #: overloaded mesh collapses: once a round outlasts vote_timeout_s every update in it
-    #: aborts, and the aborts are more work (32-client bench: 0 commits/s at high load)
-    max_initiating: int = 4
+    #: aborts, and the aborts are more work (32-client bench: 0 commits/s at high load).
+    #: The cap adapts between min_ and max_initiating (nodes/drip/admission.py): it grows
+    #: while updates are decided within slow_commit_s and halves when one is not
+    max_initiating: int = 64
+    min_initiating: int = 4
+    #: 0: a quarter of vote_timeout_s
+    slow_commit_s: float = 0.0
     #: send the vote-path messages a turn releases to one peer as one POST /batch (ours;
     #: docs/drip.md "Batches"); a peer answering 404 to it gets single requests from then on
     batch: bool = True
+    #: commits on their way to one peer at once (the core's outbox window)
+    outbox_window: int = 64
+    #: vote-path requests (a /batch or a single one) on their way to one peer at once; what
+    #: is released meanwhile waits for one to end and goes in the next batch, so batches grow
+    #: with the load instead of one request per group commit per peer (docs/drip.md "Batches")
+    peer_pipeline: int = 2
 
     @classmethod
     def from_options(cls, o: dict[str, Any]) -> Options:
@@ -174,7 +187,8 @@ class DripNode(JournalingHost):
             CoreConfig(vote_timeout_s=o.vote_timeout_s, lock_ttl_s=o.lock_ttl_s,
                        sync_timeout_s=o.sync_timeout_s, sync_batch=o.sync_batch, bugs=cfg.bugs,
                        sync_batch_bytes=o.sync_batch_bytes,
-                       heartbeat_s=o.heartbeat_s, peer_timeout_s=o.peer_timeout_s),
+                       heartbeat_s=o.heartbeat_s, peer_timeout_s=o.peer_timeout_s,
+                       outbox_window=o.outbox_window),
             get_policy(o.entitlement), extra.mesh_members, join=o.join)
         #: address entries of members added at run time that we dial and trust (`_rewire`)
         self._wired: dict[str, dict[str, Any]] = {}
@@ -186,7 +200,8 @@ class DripNode(JournalingHost):
                                  cfg.ports.admin)
         self.admin.app.router.add_post("/admin/members", self.handle_members)
         self.answers = Answers()
-        self._slots = asyncio.Semaphore(self.opts.max_initiating)
+        self._slots = Admission(self.opts.min_initiating, self.opts.max_initiating,
+                                self.opts.slow_commit_s or self.opts.vote_timeout_s / 4)
         self._ids = itertools.count()
         self._inbox: list[tuple[tuple[Any, Any, Any], int | None]] = []
         self._records: list[Any] = []  # persisted this turn, not yet committed
@@ -196,6 +211,12 @@ class DripNode(JournalingHost):
         self._groups: list[tuple[list[Any], list[tuple[Any, Any]], list[int]]] = []
         self._committer: asyncio.Task[Any] | None = None
         self._no_batch: set[str] = set()  # peers that answered 404 to /batch
+        #: vote-path messages waiting for a free pipeline slot to each peer, with the
+        #: initiator token made for a flooded one; and the requests on their way to each peer
+        self._outq: dict[str, list[tuple[Message, str | None]]] = {}
+        self._flying: dict[str, int] = {}
+        #: a batch's body stays under what a peer takes (its client_max_size, set in start)
+        self._batch_bytes = self.opts.sync_batch_bytes
         #: /batch requests sent and taken, and the messages in them (docs/drip.md "Batches")
         self.batch_stats = {"sent": 0, "sent_items": 0, "taken": 0, "taken_items": 0}
         #: every background task (peer requests, the committer), guarded (nodes.common.tasks)
@@ -275,7 +296,8 @@ class DripNode(JournalingHost):
     # ---- outgoing ---------------------------------------------------------------------------
     def _snapshot(self) -> dict[str, Any]:
         return {**self.core.snapshot(), "refused": self.refusals.snapshot(),
-                "batches": dict(self.batch_stats)}
+                "batches": dict(self.batch_stats),
+                "admission": {"cap": round(self._slots.cap, 1), "active": self._slots.active}}
 
     def _note_refusal(self, reason: str, **detail: Any) -> None:
         """Count a refusal; journal it as ``refused`` within the per-reason budget."""
@@ -325,12 +347,13 @@ class DripNode(JournalingHost):
         return forwarded if forwarded else self.signer.header(
             self.clock.wall(), codec.signed_digest(msg), once=not isinstance(msg, codec.FLOODED))
 
-    async def _request(self, to: str, msg: Message) -> None:
-        """One HTTPS request to a peer; how it ended goes back to the core."""
+    async def _request(self, to: str, msg: Message, auth: str | None = None) -> int:
+        """One HTTPS request to a peer; how it ended goes back to the core. ``auth``: the
+        Authorization made for it already (a flooded message's, shared by all peers)."""
         assert self.session is not None
         sent = self._with_statement(msg)
         req = codec.encode(sent)
-        headers = {**req.headers, codec.H_AUTH: self._auth_for(sent)}
+        headers = {**req.headers, codec.H_AUTH: auth or self._auth_for(sent)}
         if req.body is not None:
             headers["Content-Type"] = "application/json"
         timeout = self.opts.peer_timeout_s
@@ -356,20 +379,60 @@ class DripNode(JournalingHost):
             if status not in (0, 200):
                 log.debug("%s -> %s %s: %s %s", self.me, to, type(msg).__name__, status, body)
             self._queue((None, to, Outcome(msg, status, body)))
+        return status
 
     def _send_batches(self, batches: dict[str, list[Message]]) -> None:
-        """One request per peer for the vote-path messages of a group; a flooded message's
+        """Queue the vote-path messages of a group for each peer; a flooded message's
         initiator token is made once and shared by every peer it goes to."""
         tokens: dict[int, str] = {}
         for to, msgs in batches.items():
-            if len(msgs) == 1:
-                self.background.spawn(self._request(to, msgs[0]))
-                continue
-            for i in range(0, len(msgs), codec.MAX_BATCH):
-                self.background.spawn(self._request_batch(to, msgs[i:i + codec.MAX_BATCH], tokens))
+            q = self._outq.setdefault(to, [])
+            for m in msgs:
+                tok = None
+                if isinstance(m, codec.FLOODED) and not m.auth:
+                    tok = tokens.get(id(m))
+                    if tok is None:
+                        tok = tokens[id(m)] = self._auth_for(m)
+                q.append((m, tok))
+            self._pump_peer(to)
+
+    def _pump_peer(self, to: str) -> None:
+        """Send what waits for ``to`` while fewer than ``peer_pipeline`` requests to it are
+        on their way: all of it in one request (up to codec.MAX_BATCH items)."""
+        q = self._outq.get(to)
+        while q and self._flying.get(to, 0) < self.opts.peer_pipeline:
+            n, size = 0, 0
+            while n < min(len(q), codec.MAX_BATCH) and (n == 0 or size < self._batch_bytes):
+                up = getattr(q[n][0], "update", None)  # values dominate an item's size
+                size += 1024 + (len(json.dumps(up.value)) if up is not None else 0)
+                n += 1
+            chunk = q[:n]
+            del q[:n]
+            self._flying[to] = self._flying.get(to, 0) + 1
+            self.background.spawn(self._send_chunk(to, chunk))
+
+    async def _send_chunk(self, to: str, chunk: list[tuple[Message, str | None]]) -> None:
+        """One request for ``chunk``; when it got no answer at all (timeout, refused, reset),
+        what waits for the same peer fails with it at once, as it would have had it been sent
+        alongside, instead of reaching a peer that comes back long after its vote is over."""
+        status = 0
+        try:
+            if len(chunk) == 1 or to in self._no_batch:
+                for m, tok in chunk:
+                    status = await self._request(to, m, tok)
+            else:
+                status = await self._request_batch(
+                    to, [m for m, _ in chunk], {id(m): tok for m, tok in chunk if tok is not None})
+        finally:
+            self._flying[to] -= 1
+            if status == 0:
+                for m, _ in self._outq.pop(to, []):
+                    self._queue((None, to, Outcome(m, 0, "not sent: the request before it to "
+                                                   "this peer got no answer")))
+            self._pump_peer(to)
 
     async def _request_batch(self, to: str, msgs: list[Message], tokens: dict[int, str]
-                             ) -> None:
+                             ) -> int:
         """One POST /batch to a peer; each message's outcome goes back to the core on its own,
         whatever ended the request (as `_request`: a commit left in flight would stall the
         peer's outbox for good)."""
@@ -409,6 +472,7 @@ class DripNode(JournalingHost):
                     self.background.spawn(self._request(to, m))
             else:
                 self._batch_outcomes(to, msgs, status, body)
+        return status
 
     def _batch_outcomes(self, to: str, msgs: list[Message], status: int, body: Any) -> None:
         """Each item's answer, or the whole request's failure as each item's own."""
@@ -598,13 +662,15 @@ class DripNode(JournalingHost):
             async with asyncio.timeout(self.opts.vote_timeout_s + 5.0):
                 await self._slots.acquire()
         except TimeoutError:
-            return _err(503, f"node {self.me} is busy: {self.opts.max_initiating} updates "
+            return _err(503, f"node {self.me} is busy: {self._slots.active} updates "
                              "in flight for longer than the client timeout; not initiated, "
                              "retry later")
+        t0 = self.clock.monotonic()
         try:
             return await self._decided(ClientUpdate(up))
         finally:
-            self._slots.release()
+            now = self.clock.monotonic()
+            self._slots.release(now - t0, now)
 
     async def handle_members(self, req: web.Request) -> web.Response:
         """POST /admin/members {id, add?: [ids], remove?: [ids]}: a membership change, agreed
