@@ -81,7 +81,8 @@ async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, Any]:
         await asyncio.gather(*(worker(c, s) for c in range(clients)))
         dt = time.monotonic() - t0
         cpu = {n: cpu_s(m.procs[n].pid) - cpu0[n] for n in m.ids}
-        sent = [(await m.state(s, n)).get("batches", {}) for n in m.ids]
+        states = [await m.state(s, n) for n in m.ids]
+        sent = [st.get("batches", {}) for st in states]
     reqs, items = sum(b.get("sent", 0) for b in sent), sum(b.get("sent_items", 0) for b in sent)
     lat.sort()
     per = max(len(lat), 1)
@@ -96,7 +97,10 @@ async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, Any]:
             "latency_ms_p99": round(1000 * lat[int(0.99 * len(lat))], 1) if lat else -1,
             "cpu_ms_per_update": round(1000 * sum(cpu.values()) / per, 1),
             "cpu_ms_per_update_by_node": {n: round(1000 * c / per, 1) for n, c in cpu.items()},
-            "node_cpu_utilisation": round(sum(cpu.values()) / dt, 2)}
+            "node_cpu_utilisation": round(sum(cpu.values()) / dt, 2),
+            #: each node's adaptive admission cap at the end (nodes/drip/admission.py)
+            "admission_cap": {n: st.get("admission", {}).get("cap")
+                              for n, st in zip(m.ids, states, strict=True)}}
 
 
 async def sync_time(m: Mesh, keys: int) -> dict[str, float]:
