@@ -395,3 +395,27 @@ def test_the_initiators_lock_expires_like_a_voters_and_its_client_is_answered() 
     assert not c.d.locks and "u1" not in c.tallies
     (reply,) = [e for e in out if getattr(e, "token", None) == "tok"]
     assert reply.value.status == 409 and "timeout" in reply.value.body["error"]
+
+
+def test_the_outbox_sends_up_to_its_window_and_retries_only_what_failed() -> None:
+    """Several commits to one peer travel at once (one at a time capped each link at one
+    round trip per commit); a delivered one frees its place, a failed one waits for the
+    retry timer and is the only one sent again."""
+    from nodes.drip.core import Outcome
+    from nodes.drip.records import Queued
+
+    c = DripCore("n1", ["n2"], cfg=CoreConfig(outbox_window=2))
+    c.start(0)
+    c.state, c.peer_up["n2"] = "active", True
+    commits = [codec.Commit("n1", i, False, Update(f"u{i}", f"k{i}", i), 1) for i in (1, 2, 3)]
+    c.d.outbox["n2"] = {i: Queued(i, "n2", m) for i, m in enumerate(commits, 1)}
+    sent = [e.msg for e in c._pump("n2") if isinstance(e, Send)]
+    assert sent == commits[:2]  # the window, not one
+    assert c._pump("n2") == []  # both on their way: nothing more
+    out = c.on_message("n2", Outcome(commits[1], 200, {"ok": True}), 1.0)
+    assert [e.msg for e in out if isinstance(e, Send)] == [commits[2]]  # u2 done: u3 goes
+    assert any(isinstance(e, Persist) for e in out) and 2 not in c.d.outbox["n2"]
+    out = c.on_message("n2", Outcome(commits[0], 0, "timeout"), 1.5)
+    assert not [e for e in out if isinstance(e, Send)]  # waits for the retry timer
+    again = [e.msg for e in c.on_timer(("outbox", "n2"), 2.0) if isinstance(e, Send)]
+    assert again == [commits[0]]  # u3 is still on its way: only u1 again
