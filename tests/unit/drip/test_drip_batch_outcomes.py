@@ -57,3 +57,30 @@ def test_every_item_of_a_failed_batch_reaches_the_core_as_a_failure(exc: BaseExc
     outs = [o for _, to, o in queued if to == "n2"]
     assert [o.request for o in outs] == MSGS
     assert all(isinstance(o, Outcome) and o.status == 0 and not o.ok for o in outs)
+
+
+def test_a_link_sends_one_batch_at_a_time_and_a_lost_one_fails_what_waits() -> None:
+    """peer_pipeline 1: what a later turn releases waits for the request on its way (and then
+    goes in one batch); when that request gets no answer, what waits fails with it at once."""
+    spawned: list[Any] = []
+    queued: list[Any] = []
+    sent: list[list[Any]] = []
+
+    async def request_batch(to: str, msgs: list[Any], tokens: dict[int, str]) -> int:
+        sent.append(msgs)
+        return 0  # no answer
+
+    n = SimpleNamespace(opts=SimpleNamespace(peer_pipeline=1), _outq={}, _flying={},
+                        _batch_bytes=1 << 20, _no_batch=set(), _auth_for=lambda m: "token",
+                        background=SimpleNamespace(spawn=spawned.append), _queue=queued.append,
+                        _request_batch=request_batch)
+    n._pump_peer = lambda to: DripNode._pump_peer(n, to)  # type: ignore[arg-type]
+    n._send_chunk = lambda to, c: DripNode._send_chunk(n, to, c)  # type: ignore[arg-type]
+    later = codec.VoteResponse("n1", True, "u3", "n3", 3)
+    DripNode._send_batches(n, {"n2": list(MSGS)})  # type: ignore[arg-type]
+    DripNode._send_batches(n, {"n2": [later]})  # type: ignore[arg-type]
+    assert len(spawned) == 1 and [m for m, _ in n._outq["n2"]] == [later]
+    asyncio.run(spawned.pop())
+    assert sent == [MSGS] and not spawned and n._flying["n2"] == 0
+    (outcome,) = [o for _, to, o in queued if to == "n2"]
+    assert outcome.request == later and outcome.status == 0
