@@ -408,6 +408,27 @@ class DripCore:
                 "uid": None if it is None else it.uid, "state": self.state}))]
         return [Reply(token, Answer(400, {"error": f"no such command {type(cmd).__name__}"}))]
 
+    def storage_failed(self, disk: Durable) -> list[Effect]:
+        """The runtime could not make the last records durable (a full or failing disk) and
+        let none of what they promised leave; ``disk`` is what the store still holds. Memory
+        goes back to it, so no read, vote or commit rests on a record that is not on disk.
+        Our own locks with no open vote are released in memory only (a Persist could fail
+        again, and a restart releases them on disk anyway); votes of others keep theirs until
+        their timer. Every dropped send still ends in an ``Outcome`` from the runtime."""
+        lost = sorted(self.d.applied - disk.applied)
+        self.d = disk
+        self._agreed_members()
+        self.seen = Seen(disk.counters, self.cfg.counter_window)
+        self.puller.stop()
+        self.puller.resume = None  # a batch taken in memory may be missing on disk
+        out: list[Effect] = [Emit("storage-failed", {"rolled_back": lost})]
+        for key, (uid, initiator) in sorted(disk.locks.items()):
+            t = self.tallies.get(uid)
+            if initiator == self.me and (t is None or t.decided):
+                self.d.apply(Unlock(key, uid))
+                out.append(Emit("release", {"uid": uid, "key": key, "why": "storage failure"}))
+        return out
+
     # ---- routing ----------------------------------------------------------------------------
     def _request(self, hop: str, msg: Message, now: float) -> tuple[list[Effect], dict[str, Any]]:
         """One decoded peer request: what it sets off, and the body of the 200 answer."""

@@ -535,6 +535,9 @@ class DripNode(JournalingHost):
                     log.exception("group commit failed")
                     self.failed("group commit", e)
                     ok = False
+            if not ok:
+                self._storage_failed(groups)
+                continue
             for _, held, unanswered in groups:
                 batches: dict[str, list[Message]] = {}
                 for to, msg in held if ok else ():
@@ -550,6 +553,36 @@ class DripNode(JournalingHost):
                 self._send_batches(batches)
                 for key in unanswered:
                     self.answers.give(key, None)  # not answered: the core failed on it
+
+    def _storage_failed(self, groups: list[tuple[list[Any], list[tuple[Any, Any]], list[int]]]
+                        ) -> None:
+        """Records could not be made durable: every turn since the failing one rests on
+        them, so none of their sends or answers leaves. Each client waiting on them gets an
+        error now (409 for an update: rolled back and sent nowhere, so it never commits),
+        each peer request a 500, each dropped send its failed ``Outcome`` (so the outbox and
+        votes move on); then the core goes back to what the store holds."""
+        groups = [*groups, *self._groups, (self._records, self._held, self._unanswered)]
+        self._groups, self._records, self._held, self._unanswered = [], [], [], []
+        why = f"storage failure on node {self.me}: the outcome could not be made durable"
+        for _, held, unanswered in groups:
+            for to, msg in held:
+                if to is None:
+                    token, value = msg
+                    two_pc = isinstance(value, Answer) and value.body.get("result") in (
+                        "committed", "aborted")
+                    self.answers.give(token, Answer(409, {"result": "aborted", "error": why
+                                                          + "; rolled back, retry"})
+                                      if two_pc else Answer(500, {"error": why}))
+                elif not isinstance(to, Inbound):
+                    self._queue((None, to, Outcome(msg, 0, why)))
+            for key in unanswered:
+                self.answers.give(key, None)
+        try:
+            disk = self.store.load()
+        except Exception as e:  # noqa: BLE001 - journaled; the node goes on as it can
+            self.failed("reloading the store after a storage failure", e)
+            return
+        self.loop.perform(self.core.storage_failed(disk))
 
     # ---- incoming from peers ----------------------------------------------------------------
     async def handle_peer(self, req: web.Request) -> web.Response:

@@ -125,10 +125,11 @@ class Store:
         try:
             for r in records:
                 _write(cur, r)
+            cur.execute("COMMIT")
         except BaseException:
-            cur.execute("ROLLBACK")
+            if self.db.in_transaction:  # a failed COMMIT (disk full) may leave it open
+                cur.execute("ROLLBACK")
             raise
-        cur.execute("COMMIT")
 
     def _unsynced(self, fn: Any) -> None:
         self.db.execute("PRAGMA synchronous=NORMAL")
