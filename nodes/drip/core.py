@@ -869,6 +869,10 @@ class DripCore:
             return [self._p(Counters(tuple(rows)))] if rows else []
         if "apply-unvoted-commits" not in self.bugs:
             self._check_vote_round(msg)
+        why = self._policy(msg.update, msg.initiator)  # a yes while syncing checked nothing
+        if why is not None:
+            raise Refused(409, "commit-not-entitled", f"commit of {msg.update.uid!r} refused: "
+                          f"not entitled: {why}")
         self.voted.pop(msg.update.uid, None)
         records, sends = self._apply(msg, hop, forward=not dup, rows=rows)
         return records + sends

@@ -1,8 +1,9 @@
 """Entitlement verification (spec section 4.8): may this update be written?
 
 A policy is one function of the key's current stored item and the proposed update. Every node
-asks its policy both when it initiates an update and when it votes, so a node that refuses
-votes "no" and the update cannot commit anywhere. ``none`` allows everything (the default);
+asks its policy when it initiates an update and when it votes, so a node that refuses
+votes "no" and the update cannot commit anywhere; and again on each commit and sync item it
+takes (a yes given while syncing checked nothing; a commit may name another key than its vote). ``none`` allows everything (the default);
 ``ownership`` is the example policy: the first writer of a key owns it (the update's
 ``owner``, or its initiating node when the update names none) and only that owner may change it.
 """

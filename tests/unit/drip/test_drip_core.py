@@ -419,3 +419,28 @@ def test_the_outbox_sends_up_to_its_window_and_retries_only_what_failed() -> Non
     assert not [e for e in out if isinstance(e, Send)]  # waits for the retry timer
     again = [e.msg for e in c.on_timer(("outbox", "n2"), 2.0) if isinstance(e, Send)]
     assert again == [commits[0]]  # u3 is still on its way: only u1 again
+
+
+def test_a_commit_the_entitlement_policy_refuses_is_refused_409_and_counted() -> None:
+    """Issue 26: the policy is checked on commit too. A yes given while syncing checked no
+    policy, and a commit may name another key than the update voted on; either way a commit
+    of a key its initiator is not entitled to applies nothing."""
+    d = Durable(kv={"+1555": Item("+1555", "route-a", 1, "u0", "carrierA")}, fresh=False)
+    c = DripCore("n2", ["n1"], d, CoreConfig(), policy=key_ownership)
+    c.start(0)
+    assert c.state == "sync"  # votes yes to everything (spec 4.6)
+    c.on_message(Inbound("n1", 1), codec.Voting(
+        "n1", 1, False, Update("u1", "+1555", "route-b", "carrierB")), 0)
+    c.state = "active"
+    out = c.on_message(Inbound("n1", 2), codec.Commit(
+        "n1", 2, False, Update("u1", "+1555", "route-b", "carrierB"), 2), 0)
+    assert out[-1].msg.status == 409 and "owned by 'carrierA'" in out[-1].msg.body["error"]
+    assert c.d.kv["+1555"].value == "route-a" and "u1" not in c.d.applied
+    c.on_message(Inbound("n1", 3), codec.Voting(  # a yes for a free key ...
+        "n1", 3, False, Update("u2", "free", "x", "carrierB")), 0)
+    out = c.on_message(Inbound("n1", 4), codec.Commit(  # ... then a commit of an owned one
+        "n1", 4, False, Update("u2", "+1555", "route-c", "carrierB"), 2), 0)
+    assert out[-1].msg.status == 409 and c.d.kv["+1555"].value == "route-a"
+    assert c.refusals.snapshot().get("commit-not-entitled") == 2
+    ok = codec.Commit("n1", 5, False, Update("u2", "free", "x", "carrierB"), 1)
+    assert c.on_message(Inbound("n1", 5), ok, 0)[-1].msg.status == 200
