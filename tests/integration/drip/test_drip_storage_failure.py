@@ -50,7 +50,7 @@ def test_a_commit_whose_persist_fails_answers_its_client_and_rolls_back(tmp_path
                 status, body = await m.update(s, "n1", "k", BIG, "u2")
                 took = time.monotonic() - t0
                 assert status == 409 and "storage failure" in body["error"], (status, body)
-                assert took < 3.0, f"client waited {took:.1f} s"
+                assert took < 6.0, f"client waited {took:.1f} s (504 comes at 7 s)"
                 assert (await m.read(s, "n1", "k"))["value"] == "small"  # nothing undurable
                 st = await m.state(s, "n1")
                 assert st["locks"] == {} and st["in_flight"] == [], st
