@@ -1,14 +1,15 @@
 """DRiP sync bench: a node added to a running mesh that holds N keys (spec 4.6).
 
-Real node processes over TLS on loopback, full mesh of 5, peers wired directly (no proxy).
-n1..n4 start holding N keys; n5 is decommissioned (it never came up), added back through
-``POST /admin/members``, then started on a fresh data directory with ``join``. Prints the time
+Real node processes over TLS on loopback, a full mesh of ``--nodes`` (5), peers wired directly
+(no proxy). All but the last start holding N keys; the last (the joiner) is decommissioned (it
+never came up), added back through ``POST /admin/members``, then started on a fresh data directory with ``join``. Prints the time
 from its process start to ``active``, the sync's own time and keys/s, and the joiner's peak
 RSS and each source's (``VmHWM`` of each process, read once the joiner is active), as JSON.
 ``--value-bytes`` makes every value a string of that many bytes of JSON (default: a small
 object), to measure a sync of large values (nodes/drip/sync.py bounds each batch).
 Run: ``.venv/bin/python bench/bench_drip_sync.py [--keys 10000] [--value-bytes 1048576]
-[--jwt-mode public|shared]``.
+[--jwt-mode public|shared] [--nodes 4]``. Node states are read through a client read, never
+``/admin/state`` (which lists every value), and the joiner's keys from its store once stopped.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
+import sqlite3
 import sys
 import tempfile
 import time
@@ -30,8 +33,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "integration" / "drip")]
 from drip_mesh import Mesh  # noqa: E402
 
 from nodes.drip.codec import MAX_VALUE_BYTES, Item  # noqa: E402
-
-JOINER = "n5"
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -65,45 +66,90 @@ def seed_items(keys: int, value_bytes: int | None, start: int, n: int) -> list[I
             for i in range(start, min(keys, start + n))]
 
 
-async def bench(root: Path, keys: int, jwt_mode: str, value_bytes: int | None = None
-                ) -> dict[str, Any]:
-    m = Mesh(root, 5, options={"jwt_mode": jwt_mode})
-    old = [n for n in m.ids if n != JOINER]
-    # the mesh already holds the keys (written in slices of 100: bounded memory here)
-    m.preload(old, lambda: (it for start in range(0, keys, 100)
-                            for it in seed_items(keys, value_bytes, start, 100)))
-    m.set_options(JOINER, join=True)
+async def client_state(m: Mesh, s: aiohttp.ClientSession, nid: str) -> str:
+    """A node's state from a client read of one small key: ``/admin/state`` lists every
+    value, gigabytes for a store of large values, so the bench never asks for it."""
+    async with s.get(m.client(nid) + "/client/read", params={"key": "drip:members"}) as r:
+        return str((await r.json())["state"])
+
+
+async def wait_active(m: Mesh, s: aiohttp.ClientSession, nodes: list[str], timeout: float
+                      ) -> None:
+    deadline = time.monotonic() + timeout
+    while [await client_state(m, s, n) for n in nodes] != ["active"] * len(nodes):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{nodes} not all active in {timeout} s")
+        await asyncio.sleep(0.5)
+
+
+def stored(db: Path) -> tuple[int, int]:
+    """Keys and value bytes in a node's store (read once it stopped)."""
+    con = sqlite3.connect(db)
+    try:
+        n, size = con.execute("SELECT count(*), coalesce(sum(length(value)), 0) FROM kv "
+                              "WHERE key LIKE 'key%'").fetchone()
+    finally:
+        con.close()
+    return int(n), int(size)
+
+
+async def bench(root: Path, keys: int, jwt_mode: str, value_bytes: int | None = None,
+                nodes: int = 5) -> dict[str, Any]:
+    m = Mesh(root, nodes, options={"jwt_mode": jwt_mode})
+    joiner = m.ids[-1]
+    old = [n for n in m.ids if n != joiner]
+    # the mesh already holds the keys (written in slices of 100: bounded memory here), the
+    # first store written, the others copies of it
+    m.preload(old[:1], lambda: (it for start in range(0, keys, 100)
+                                for it in seed_items(keys, value_bytes, start, 100)))
+    for n in old[1:]:
+        (root / n / "data").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(root / old[0] / "data" / "drip.sqlite3", root / n / "data" / "drip.sqlite3")
+    m.set_options(joiner, join=True)
     try:
         for n in old:
             m.start_node(n)
         await asyncio.gather(*(m.wait_healthy(n, timeout=600) for n in old))  # large stores load slowly
         async with aiohttp.ClientSession() as s:
-            await m.wait_all_active(s, nodes=old, timeout=600)
-            await change_members(m, s, old[0], "m-remove", remove=[JOINER])
+            await wait_active(m, s, old, timeout=600)
+            await asyncio.sleep(2)  # a few heartbeat rounds: every peer up
+            await change_members(m, s, old[0], "m-remove", remove=[joiner])
             await wait_epoch(m, s, old, 1)  # the commit reaches the others after the answer
-            await change_members(m, s, old[1], "m-add", add=[JOINER])
+            await change_members(m, s, old[1], "m-add", add=[joiner])
             await wait_epoch(m, s, old, 2)
             t0 = time.monotonic()
-            m.start_node(JOINER)
-            await m.wait_healthy(JOINER, timeout=120)
-            await m.wait_all_active(s, nodes=[JOINER], timeout=600)
+            m.start_node(joiner)
+            await m.wait_healthy(joiner, timeout=120)
+            await wait_active(m, s, [joiner], timeout=3600)
             wall = time.monotonic() - t0
-            rss = peak_rss_mib(m.procs[JOINER].pid)
+            rss = peak_rss_mib(m.procs[joiner].pid)
             sources_rss = {n: peak_rss_mib(m.procs[n].pid) for n in old}
-            st = await m.state(s, JOINER)
-            if len(st["kv"]) < keys:
-                raise RuntimeError(f"{JOINER} went active holding {len(st['kv'])} of {keys} keys")
     finally:
         m.close()
-    evs = [json.loads(line) for line in  # the journal, whole: the admin API pages it
-           (root / JOINER / "data" / "events.jsonl").read_text().splitlines()]
-    done = [e for e in evs if e["type"] == "sync-done"][-1]
+    held, held_bytes = stored(root / joiner / "data" / "drip.sqlite3")
+    if held < keys:
+        raise RuntimeError(f"{joiner} went active holding {held} of {keys} keys")
+    done = last_sync_done(root / joiner / "data" / "events.jsonl")
     sync_s = float(done["elapsed_s"])
-    return {"jwt_mode": jwt_mode, "keys": keys, "value_bytes": value_bytes,
+    return {"jwt_mode": jwt_mode, "nodes": nodes, "keys": keys, "value_bytes": value_bytes,
+            "joiner_store_mib": round(held_bytes / 2**20, 1),
             "start_to_active_s": round(wall, 2),
             "sync_elapsed_s": sync_s, "batches": done.get("batches"),
             "keys_per_s": round(keys / sync_s) if sync_s > 0 else None,
             "joiner_peak_rss_mib": rss, "sources_peak_rss_mib": sources_rss}
+
+
+def last_sync_done(journal: Path) -> dict[str, Any]:
+    """The joiner's last ``sync-done`` event, reading its journal a line at a time (its
+    ``apply`` events hold every value it learned)."""
+    done = None
+    with journal.open(encoding="utf-8") as f:
+        for line in f:
+            if '"sync-done"' in line:
+                done = json.loads(line)
+    if done is None:
+        raise RuntimeError(f"no sync-done in {journal}")
+    return done
 
 
 async def main() -> None:
@@ -112,13 +158,17 @@ async def main() -> None:
     ap.add_argument("--jwt-mode", choices=("public", "shared"), default="public")
     ap.add_argument("--value-bytes", type=int, default=None,
                     help=f"each value a string of this many bytes of JSON (3..{MAX_VALUE_BYTES})")
+    ap.add_argument("--nodes", type=int, default=5,
+                    help="mesh size, the joiner included (5; 4 = a 3-node mesh and a joiner)")
     a = ap.parse_args()
+    if a.nodes < 3:
+        ap.error("--nodes must be at least 3 (two sources to change membership, a joiner)")
     if a.keys < 1:
         ap.error("--keys must be at least 1")
     if a.value_bytes is not None and not 3 <= a.value_bytes <= MAX_VALUE_BYTES:
         ap.error(f"--value-bytes must be 3..{MAX_VALUE_BYTES} (the nodes' max_value_bytes)")
     with tempfile.TemporaryDirectory() as d:
-        print(json.dumps(await bench(Path(d) / "mesh", a.keys, a.jwt_mode, a.value_bytes)))
+        print(json.dumps(await bench(Path(d) / "mesh", a.keys, a.jwt_mode, a.value_bytes, a.nodes)))
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from nodes.common.effects import Effect, Emit, Persist, Reply, Send, SetTimer
 from nodes.common.refusals import Refusals
@@ -112,6 +112,16 @@ HEARTBEAT = "heartbeat"
 ROUND_SLACK_S = 0.5
 VOTED_MAX = 10_000  # yes votes remembered past their lock, for slow commits
 OK: dict[str, Any] = {"ok": True}
+
+
+class Values(Protocol):
+    """Where the committed values are read from (the node's `Store`): sync pages by key
+    cursor and client reads, so a node needs no value in memory (`Durable.lean`)."""
+
+    def item(self, key: str) -> Item | None: ...
+
+    def page(self, after: str | None, max_items: int, max_bytes: int
+             ) -> tuple[tuple[Item, ...], bool]: ...
 
 
 class Unavailable(Exception):
@@ -242,11 +252,13 @@ class DripCore:
     def __init__(self, me: str, peers: list[str], durable: Durable | None = None,
                  cfg: CoreConfig | None = None, policy: Policy = allow_all,
                  mesh_members: list[str] | None = None, join: bool = False,
-                 refusals: Refusals | None = None) -> None:
+                 refusals: Refusals | None = None, values: Values | None = None) -> None:
         self.me = me
         #: the peers of our config; the agreed membership adds addressed members to them and
         #: takes decommissioned ones away (`_wanted_peers`)
         self.configured = sorted(peers)
+        #: committed values to read sync pages and client reads from (None: ``d.kv``'s own)
+        self.values = values
         self.peers = sorted(peers)
         #: the agreed address entries of members added at run time (nodes/drip/membership.py)
         self.addresses: dict[str, dict[str, Any]] = {}
@@ -401,7 +413,7 @@ class DripCore:
             except Unavailable as e:
                 return [Reply(token, Answer(503, {"result": "unavailable", "error": str(e)}))]
         if isinstance(cmd, ClientRead):
-            it = self.d.kv.get(cmd.key)
+            it = self._item(cmd.key)
             return [Reply(token, Answer(200, {
                 "key": cmd.key, "value": None if it is None else it.value,
                 "version": 0 if it is None else it.version,
@@ -491,6 +503,13 @@ class DripCore:
 
     def _row(self, node: str) -> tuple[str, int, int | None]:
         return (OWN, self.counter, None) if node == self.me else self.seen.row(node)
+
+    def _item(self, key: str) -> Item | None:
+        """``key``'s item with its value: from memory, or (lean) its last committed one."""
+        it = self.d.kv.get(key)
+        if it is None or not self.d.lean or self.values is None:
+            return it
+        return self.values.item(key) or it
 
     def _version(self, key: str) -> int:
         it = self.d.kv.get(key)
@@ -1076,7 +1095,11 @@ class DripCore:
 
     def _serve_next(self, peer: str) -> list[Effect]:
         sv = self.feeder.serves[peer]
-        items, complete = self.feeder.next_items(peer, self.d.kv)
+        if self.values is not None:  # keyset pages of the store: no value held in memory
+            lim = self.feeder.lim
+            items, complete = self.values.page(sv.after, lim.batch_items, lim.batch_bytes)
+        else:
+            items, complete = self.feeder.next_items(peer, self.d.kv)
         c, reset = self._next_counter()
         b = SyncBatch(self.me, c, reset, complete, sv.sid, items)
         self.feeder.sent(peer, b)
@@ -1178,7 +1201,7 @@ class DripCore:
             # decommissioned: the liveness checker expects no progress from it
             "left": self.me not in self.members,
             "kv": {k: {"value": i.value, "version": i.version, "uid": i.uid, "owner": i.owner}
-                   for k, i in sorted(self.d.kv.items())},
+                   for k, i in ((k, self._item(k) or i) for k, i in sorted(self.d.kv.items()))},
             "locks": {k: uid for k, (uid, _) in sorted(self.d.locks.items())},
             "in_flight": sorted(self.tallies),
             "outbox": {p: len(rows) for p, rows in sorted(self.d.outbox.items()) if rows},

@@ -13,7 +13,7 @@ all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nodes.drip.codec import Commit, Item, Update
@@ -125,6 +125,15 @@ def newer(a: Item, b: Item | None) -> bool:
     return b is None or (a.version, a.uid) > (b.version, b.uid)
 
 
+#: keys whose values a lean `Durable` still holds (the membership: the core reads it)
+KEEP_VALUES = "drip:"
+
+
+def lean_item(it: Item) -> Item:
+    """``it`` without its value, unless it is one of the reserved keys."""
+    return it if it.value is None or it.key.startswith(KEEP_VALUES) else replace(it, value=None)
+
+
 @dataclass
 class Durable:
     """A node's durable state: what the store loads at start, and what the core keeps
@@ -139,6 +148,9 @@ class Durable:
     locks: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> (uid, initiator)
     outbox: dict[str, dict[int, Queued]] = field(default_factory=dict)  # peer -> seq -> row
     owed: set[str] = field(default_factory=set)
+    #: keep only each key's metadata (value None), the values staying in the store (the
+    #: node: `Store(lean=True)`); the reserved ``drip:`` keys (membership) keep theirs
+    lean: bool = False
 
     def apply(self, r: Record) -> int:
         """Fold one record in; returns how many keys changed (``Applied``, ``Merged``)."""
@@ -185,7 +197,7 @@ class Durable:
     def _merge(self, it: Item) -> int:
         if not newer(it, self.kv.get(it.key)):
             return 0
-        self.kv[it.key] = it
+        self.kv[it.key] = lean_item(it) if self.lean else it
         return 1
 
     def _unlock(self, key: str, uid: str) -> None:

@@ -171,7 +171,7 @@ class DripNode(JournalingHost):
         self.clock = Clock()
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self.journal = Journal(cfg.data_dir / "events.jsonl", self.clock)
-        self.store = Store(cfg.data_dir / "drip.sqlite3")
+        self.store = Store(cfg.data_dir / "drip.sqlite3", lean=True)  # values stay on disk
         self.signer: Signer
         self.verifier: Verifier
         self.signer, self.verifier = load_auth(self.me, extra.jwt)
@@ -189,7 +189,8 @@ class DripNode(JournalingHost):
                        sync_batch_bytes=o.sync_batch_bytes,
                        heartbeat_s=o.heartbeat_s, peer_timeout_s=o.peer_timeout_s,
                        outbox_window=o.outbox_window),
-            get_policy(o.entitlement), extra.mesh_members, join=o.join)
+            get_policy(o.entitlement), extra.mesh_members, join=o.join,
+            values=self.store)
         #: address entries of members added at run time that we dial and trust (`_rewire`)
         self._wired: dict[str, dict[str, Any]] = {}
         self._rewire()

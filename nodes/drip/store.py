@@ -37,6 +37,7 @@ from nodes.drip.records import (
     commit_from_payload,
     commit_payload,
 )
+from nodes.drip.sync import item_bytes
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL, version INTEGER NOT NULL,
@@ -56,19 +57,53 @@ CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 class Store:
     """One SQLite database (``data_dir/drip.sqlite3``; ``":memory:"`` for tests)."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, lean: bool = False) -> None:
         self.path = str(path)
+        self.lean = lean
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.executescript(SCHEMA)
         self._cur: sqlite3.Cursor | None = None  # the open transaction
+        # reads of values (sync pages, client reads) on their own connection: they see the
+        # last committed state, never a half-written group (WAL readers do not block writes)
+        self.reader = self.db if self.path == ":memory:" else sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False)
 
     def close(self) -> None:
         if self._cur is not None:
             self._cur.execute("ROLLBACK")
             self._cur = None
+        if self.reader is not self.db:
+            self.reader.close()
         self.db.close()
+
+    # ---- reading values (a lean store keeps them here only) --------------------------------
+    def item(self, key: str) -> Item | None:
+        """``key``'s committed item, value included."""
+        row = self.reader.execute("SELECT key, value, version, uid, owner FROM kv WHERE key=?",
+                                  (key,)).fetchone()
+        return None if row is None else _item(row)
+
+    def page(self, after: str | None, max_items: int, max_bytes: int
+             ) -> tuple[tuple[Item, ...], bool]:
+        """The committed items after key ``after`` (keyset pagination: the sync cursor), at
+        most ``max_items`` and ``max_bytes`` of item JSON (one larger item still goes, alone),
+        and whether they are the last. Reads one row past the page, never the whole table."""
+        cur = self.reader.execute(
+            "SELECT key, value, version, uid, owner FROM kv WHERE key > ? ORDER BY key LIMIT ?",
+            ("" if after is None else after, max_items + 1))
+        items: list[Item] = []
+        size = 0
+        for row in cur:
+            it = _item(row)
+            n = item_bytes(it)
+            if len(items) == max_items or (items and size + n > max_bytes):
+                cur.close()
+                return tuple(items), False
+            items.append(it)
+            size += n
+        return tuple(items), True
 
     # ---- reading (at start) ----------------------------------------------------------------
     def load(self) -> Durable:
@@ -80,8 +115,15 @@ class Store:
             else:
                 d.counters[n] = (int(c), None if r is None else int(r))
         d.members = {r[0] for r in db.execute("SELECT node FROM members")}
-        d.kv = {k: Item(k, json.loads(v), int(ver), u, o) for k, v, ver, u, o in
-                db.execute("SELECT key, value, version, uid, owner FROM kv")}
+        d.lean = self.lean
+        if self.lean:  # metadata only; values are read from here when needed
+            d.kv = {k: Item(k, None if v is None else json.loads(v), int(ver), u, o)
+                    for k, v, ver, u, o in db.execute(
+                        "SELECT key, CASE WHEN key LIKE 'drip:%' THEN value END, version, uid,"
+                        " owner FROM kv")}
+        else:
+            d.kv = {k: Item(k, json.loads(v), int(ver), u, o) for k, v, ver, u, o in
+                    db.execute("SELECT key, value, version, uid, owner FROM kv")}
         d.applied = {r[0] for r in db.execute("SELECT uid FROM applied")}
         d.locks = {k: (u, i) for k, u, i in db.execute("SELECT key, uid, initiator FROM locks")}
         for s, p, pl in db.execute("SELECT seq, peer, payload FROM outbox ORDER BY seq"):
@@ -191,3 +233,8 @@ def _merge(cur: sqlite3.Cursor, it: Item) -> None:
         return
     cur.execute("INSERT OR REPLACE INTO kv VALUES (?, ?, ?, ?, ?)",
                 (it.key, json.dumps(it.value), it.version, it.uid, it.owner))
+
+
+def _item(row: tuple[Any, ...]) -> Item:
+    k, v, ver, u, o = row
+    return Item(k, json.loads(v), int(ver), u, o)

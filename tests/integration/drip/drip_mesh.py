@@ -188,6 +188,6 @@ class Mesh:
                     return
             except aiohttp.ClientError:
                 pass
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.3)  # a state holds every value: polls cost
         raise TimeoutError("nodes not all active: " + str([
             (n, (await self.state(s, n))["state"]) for n in nodes]))

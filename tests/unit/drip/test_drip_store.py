@@ -122,3 +122,39 @@ def test_commit_records_loads_as_the_fold_of_its_groups(groups: list[list[Record
         s.commit_records(list(g))
     _same(Durable.of([r for g in groups for r in g]), s.load())
     s.close()
+
+
+def test_sync_pages_from_the_store_match_the_in_memory_batches(tmp_path: Path) -> None:
+    """Keyset pages by the resume cursor (`Store.page`) cut exactly as `take_batch` does on
+    the same items, by count and by bytes (one item larger than the byte bound goes alone)."""
+    from nodes.drip.sync import SyncLimits, take_batch
+
+    kv = {f"k{i:03d}": Item(f"k{i:03d}", "v" * (i * 37 % 500), 1, f"u{i}", None)
+          for i in range(120)}
+    kv["k050"] = Item("k050", "x" * 3000, 2, "big", "o")
+    s = Store(tmp_path / "d.sqlite3", lean=True)
+    s.apply_items(list(kv.values()))
+    for lim in (SyncLimits(7, 10**9), SyncLimits(1000, 2000), SyncLimits(1, 1)):
+        after, pages = None, 0
+        while True:
+            got = s.page(after, lim.batch_items, lim.batch_bytes)
+            assert got == take_batch(kv, after, lim), (lim, after)
+            pages += 1
+            if got[1]:
+                break
+            after = got[0][-1].key
+        assert pages > 1
+    s.close()
+
+
+def test_a_lean_store_loads_metadata_and_reads_values_back(tmp_path: Path) -> None:
+    s = Store(tmp_path / "d.sqlite3", lean=True)
+    s.apply_items([Item("k", {"big": "v" * 1000}, 3, "u1", "o"),
+                   Item("drip:members", ["n1", "n2"], 2, "m1", "n1")])
+    d = s.load()
+    assert d.lean and d.kv["k"] == Item("k", None, 3, "u1", "o")
+    assert d.kv["drip:members"].value == ["n1", "n2"]  # the core reads the membership
+    assert s.item("k") == Item("k", {"big": "v" * 1000}, 3, "u1", "o") and s.item("x") is None
+    d.apply(Merged((Item("k", "newer", 4, "u2", None),)))
+    assert d.kv["k"].value is None and d.kv["k"].version == 4
+    s.close()
