@@ -911,9 +911,15 @@ class DripCore:
                       f"no yes vote of ours for update {up.uid!r}; a commit comes only after "
                       "its vote round")
 
-    def _drop_for(self, peer: str, why: str) -> list[Effect]:
-        self.owed_gen[peer] = self.owed_gen.get(peer, 0) + 1
+    def _drop_for(self, peer: str, why: str, missed: bool = True) -> list[Effect]:
+        """Drop what is queued for ``peer`` and owe it a sync. ``missed=False`` (it merely
+        went down): owe nothing unless a commit for it was queued or in flight; a commit made
+        while it is down owes it then (`_apply`), and a node that was itself cut off syncs
+        on its own when it comes back."""
         n = len(self.d.outbox.get(peer, {}))
+        if not missed and n == 0:
+            return []
+        self.owed_gen[peer] = self.owed_gen.get(peer, 0) + 1
         return [self._p(Dropped(peer)), Emit("owe-sync", {"peer": peer, "dropped": n, "why": why})]
 
     # ---- the outbox: queued commits, one in flight per peer ---------------------------------
@@ -1016,7 +1022,8 @@ class DripCore:
                 if up:
                     out += self._pump(p)
                 else:
-                    out += self._drop_for(p, "heartbeat failed" if reply is None else "inactive")
+                    out += self._drop_for(p, "heartbeat failed" if reply is None else "inactive",
+                                          missed=False)
         any_ok = any(results.get(p) is not None for p in self.peers)
         if self.peers and not any_ok and self.state != "inactive":
             self.puller.stop()
@@ -1045,7 +1052,8 @@ class DripCore:
             return []
         self.peer_up[hop] = n.active
         out: list[Effect] = [Emit("peer", {"peer": hop, "up": n.active, "state": "notice"})]
-        return out + (self._pump(hop) if n.active else self._drop_for(hop, "peer said inactive"))
+        return out + (self._pump(hop) if n.active else self._drop_for(hop, "peer said inactive",
+                                                                        missed=False))
 
     # ---- sync (spec 4.6) --------------------------------------------------------------------
     def _pick_sync_source(self, now: float) -> list[Effect]:

@@ -444,3 +444,21 @@ def test_a_commit_the_entitlement_policy_refuses_is_refused_409_and_counted() ->
     assert c.refusals.snapshot().get("commit-not-entitled") == 2
     ok = codec.Commit("n1", 5, False, Update("u2", "free", "x", "carrierB"), 1)
     assert c.on_message(Inbound("n1", 5), ok, 0)[-1].msg.status == 200
+
+
+def test_a_heartbeat_timeout_with_nothing_missed_owes_no_sync() -> None:
+    """Issue 26: a link that drops heartbeats for a while made both ends owe each other a
+    full sync though nothing was missed; now only a commit for the peer that could not be
+    queued or delivered owes it one."""
+    sim = DripSim(RING4)
+    settle(sim, 1)
+    sim.cut("n1", "n2")
+    settle(sim, 4)  # several failed heartbeat rounds: each marks the other down
+    assert not sim.core("n1").peer_up["n2"] and not sim.core("n2").peer_up["n1"]
+    assert "n2" not in sim.core("n1").d.owed and "n1" not in sim.core("n2").d.owed
+    sim.update("n1", "k", 1, "u1")  # votes go round by n4 and n3; n2 is down for n1
+    until_decided(sim, "u1")
+    assert "n2" in sim.core("n1").d.owed  # this commit was addressed to it and dropped
+    sim.heal()
+    settle(sim, 4)
+    assert all(sim.value(n, "k") == 1 for n in sim.ids)
