@@ -357,6 +357,9 @@ class Heartbeat:
     state: str
     members: tuple[str, ...] = ()
     sync_owed: bool = False
+    #: the sender's own counter (ours; signed with the body): lets a receiver that missed
+    #: more than its counter window of the sender's messages catch up (`Seen.rebase`)
+    counter: int | None = None
 
 
 @dataclass(frozen=True)
@@ -454,7 +457,8 @@ def encode(msg: Message) -> HttpRequest:
     if isinstance(msg, Heartbeat):
         return HttpRequest("POST", f"/heartbeat/node/{msg.sender}", {H_NODE: msg.sender},
                            {"state": msg.state, "members": list(msg.members),
-                            "sync_owed": msg.sync_owed})
+                            "sync_owed": msg.sync_owed,
+                            **({} if msg.counter is None else {"counter": msg.counter})})
     if isinstance(msg, NodeNotice):
         return HttpRequest("POST", f"/node/{msg.sender}/{'active' if msg.active else 'inactive'}",
                            {H_NODE: msg.sender})
@@ -579,7 +583,10 @@ def decode(method: str, path: str, headers: Any, body: bytes,
         owed = d.get("sync_owed", False)
         if not isinstance(owed, bool):
             raise CodecError("heartbeat body.sync_owed: expected a boolean")
-        return Heartbeat(sender, st, _ids(d, "members"), owed)
+        hc = d.get("counter")
+        if hc is not None and (type(hc) is not int or not 0 <= hc <= U64_MAX):
+            raise CodecError(f"heartbeat body.counter: expected an integer 0..{U64_MAX}")
+        return Heartbeat(sender, st, _ids(d, "members"), owed, hc)
     if method == "POST" and len(parts) == 3 and parts[0] == "node" \
             and parts[2] in ("active", "inactive"):
         _path_id(parts[1], sender)

@@ -956,7 +956,8 @@ class DripCore:
 
     # ---- heartbeats and node state (spec 4.2, 4.7) ------------------------------------------
     def heartbeat_for(self, peer: str) -> Heartbeat:
-        return Heartbeat(self.me, self.state, tuple(sorted(self.members)), peer in self.d.owed)
+        return Heartbeat(self.me, self.state, tuple(sorted(self.members)), peer in self.d.owed,
+                         self.counter)
 
     def _heartbeat_round(self, now: float) -> list[Effect]:
         self.rounds += 1
@@ -1000,6 +1001,11 @@ class DripCore:
                     Emit("members", {"epoch": self.epoch, "members": sorted(self.members),
                                      "added": new, "removed": [], "via": "heartbeat-body"})]
         self.peer_state[hop] = hb.state
+        # the sender's own counter, from its TLS identity (never another node's): a window
+        # left far behind moves up to it (seen.py), once, and is saved
+        if hb.counter is not None and self.seen.rebase(hop, hb.counter):
+            out += [self._p(Counters((self._row(hop),))),
+                    Emit("counter-rebase", {"peer": hop, "counter": hb.counter})]
         if hb.sync_owed and self.puller.cur is None and self.state != "inactive" \
                 and "skip-sync" not in self.bugs:
             out += self._start_sync(hop, "owed", now)

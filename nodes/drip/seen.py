@@ -12,6 +12,8 @@ A counter more than ``window`` ahead of an initiator's highest accepted one, and
 that counter is still more than ``window`` short of the wrap-around, are refused
 (`CounterOutOfWindow`) and recorded nowhere: one such message (a counter of ``2**64-2``) would
 otherwise be saved and make every later counter of that initiator a duplicate (issue 26 item 5).
+A receiver that fell further behind than the window catches up from the initiator's own signed
+heartbeat counter (`Seen.rebase`).
 """
 
 from __future__ import annotations
@@ -88,6 +90,18 @@ class Seen:
             w.floor = w.saved - SEEN_WINDOW
             w.recent = {c for c in w.recent if c > w.floor}
         return False
+
+    def rebase(self, node: str, counter: int) -> bool:
+        """``node``'s own authenticated word (its signed heartbeat, from its TLS identity)
+        that its counter is ``counter``. A receiver that missed more than the window of its
+        messages (a long partition) would refuse all the rest for good: its window moves up
+        to ``counter``, so the next message is taken. Nothing moves within the window, or
+        backwards (a wrap-around comes as a reset). True when it moved."""
+        w = self.windows.get(node)
+        if w is None or w.saved is None or counter - w.saved <= self.window:
+            return False
+        w.saved = counter
+        return True
 
     def row(self, node: str) -> tuple[str, int, int | None]:
         """The counters row that saves ``node``'s window (``(node, counter, reset_at)``)."""

@@ -75,3 +75,32 @@ def test_a_poisoned_commit_changes_nothing() -> None:
         "n1", 5000, False, Update("u9", "k9", 1), 1), 1)
     assert eff[-1].msg.status == 400
     assert (dict(c.d.kv), set(c.members)) == before
+
+
+def test_a_receiver_far_behind_catches_up_from_the_peers_signed_heartbeat_counter() -> None:
+    """A receiver that missed more than the window of n1's counters refused n1 for good; n1's
+    own heartbeat (its TLS identity, counter signed with the body) moves the window, once,
+    and saves it. Another peer's heartbeat never moves n1's window."""
+    c = DripCore("n2", ["n1", "n3"], cfg=CoreConfig(counter_window=10))
+    c.start(0)
+    c.state = "active"
+
+    def vote(counter: int, uid: str) -> Answer:
+        msg = codec.Voting("n1", counter, False, Update(uid, uid, 1))
+        return c.on_message(Inbound("n1", uid), msg, 0)[-1].msg
+
+    assert vote(1, "a").status == 200
+    assert vote(500, "b").status == 400  # n1 went on without us for 499 counters
+    c.on_message(Inbound("n3", 1), codec.Heartbeat("n3", "active", (), False, 10**6), 0)
+    assert vote(501, "c").status == 400  # n3 cannot speak for n1
+    out = c.on_message(Inbound("n1", 2), codec.Heartbeat("n1", "active", (), False, 499), 0)
+    assert any(isinstance(e, Persist) for e in out)
+    assert any(isinstance(e, Emit) and e.type == "counter-rebase" for e in out)
+    assert vote(500, "b").status == 200 and vote(502, "d").status == 200
+    again = c.on_message(Inbound("n1", 3), codec.Heartbeat("n1", "active", (), False, 502), 0)
+    assert not any(isinstance(e, Persist) for e in again)  # within the window: no write
+    wire = codec.encode(codec.Heartbeat("n1", "active", ("n1",), False, 2**64 - 1))
+    back = codec.decode(wire.method, wire.path, wire.headers, wire.body_bytes(), None)
+    assert back == codec.Heartbeat("n1", "active", ("n1",), False, 2**64 - 1)
+    with pytest.raises(codec.CodecError, match="body.counter"):
+        codec.decode(wire.method, wire.path, wire.headers, b'{"counter": -1}', None)
