@@ -30,9 +30,12 @@ REFUSED = (400, 409, 503)
 class DripClient:
     """One connection to one node's client endpoint, ``http://host:port``."""
 
-    def __init__(self, host: str, port: int, timeout_s: float = 10.0) -> None:
+    def __init__(self, host: str, port: int, timeout_s: float = 10.0,
+                 token: str | None = None) -> None:
         self.base = f"http://{host}:{port}"
-        self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s))
+        self.session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=timeout_s),
+            headers={"Authorization": f"Bearer {token}"} if token else None)
 
     async def update(self, key: str, value: Any, uid: str) -> None:
         """Initiate update ``uid`` (key := value) and wait for its outcome: returns once it

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import itertools
 import json
 import logging
@@ -92,6 +93,20 @@ def _err(status: int, msg: str) -> web.Response:
     return web.json_response({"error": msg}, status=status)
 
 
+def _client_token(path: str) -> str | None:
+    """The client API's bearer token from ``client_token_file`` (None: no file, API open)."""
+    if not path:
+        return None
+    try:
+        token = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as e:
+        raise ConfigError(f"options.client_token_file: cannot read {path}: {e}") from None
+    if not token or not token.isprintable() or not token.isascii():
+        raise ConfigError(f"options.client_token_file {path}: the token must be one line of "
+                          "printable ASCII, not empty")
+    return token
+
+
 @dataclass
 class Options:
     """Protocol knobs from ``options`` (docs/drip.md)."""
@@ -133,6 +148,9 @@ class Options:
     #: is released meanwhile waits for one to end and goes in the next batch, so batches grow
     #: with the load instead of one request per group commit per peer (docs/drip.md "Batches")
     peer_pipeline: int = 2
+    #: a file holding the bearer token the client API asks for (``Authorization: Bearer T``
+    #: on /client/update and /client/read); empty: the client API is open (the default)
+    client_token_file: str = ""
 
     @classmethod
     def from_options(cls, o: dict[str, Any]) -> Options:
@@ -196,6 +214,7 @@ class DripNode(JournalingHost):
         self._rewire()
         self.loop = CoreLoop(self.core, self, self.clock.monotonic)
         self.limits = codec.Limits(o.max_value_bytes, int(o.vote_timeout_s * 1000))
+        self.client_token = _client_token(o.client_token_file)
         self.refusals = self.core.refusals  # the core counts sync refusals in the same place
         self.admin = AdminServer(self.me, self._snapshot, self.journal, self.clock, cfg.host,
                                  cfg.ports.admin)
@@ -684,6 +703,8 @@ class DripNode(JournalingHost):
         200 committed; 409 aborted (certainly not committed); 503 not initiated; 400 bad input;
         504 no outcome in time (unknown).
         """
+        if (refused := self._client_auth(req)) is not None:
+            return refused
         try:
             up = Update.from_json(codec.decode_json(await req.read()), self.limits)
         except CodecError as e:
@@ -705,6 +726,19 @@ class DripNode(JournalingHost):
         finally:
             now = self.clock.monotonic()
             self._slots.release(now - t0, now)
+
+    def _client_auth(self, req: web.Request) -> web.Response | None:
+        """None when the client API is open or the request carries its bearer token; else
+        the 401 (counted as ``client-unauthorized``), before the body is read."""
+        if self.client_token is None:
+            return None
+        given = req.headers.get("Authorization", "")
+        if hmac.compare_digest(given.encode(), b"Bearer " + self.client_token.encode()):
+            return None
+        resp = self._refuse(401, "client-unauthorized", "the client API needs "
+                            "'Authorization: Bearer <token>' (option client_token_file)", None)
+        resp.headers["WWW-Authenticate"] = "Bearer"
+        return resp
 
     async def handle_members(self, req: web.Request) -> web.Response:
         """POST /admin/members {id, add?: [ids], remove?: [ids]}: a membership change, agreed
@@ -773,6 +807,8 @@ class DripNode(JournalingHost):
         return web.json_response(answer.body, status=answer.status)
 
     async def handle_read(self, req: web.Request) -> web.Response:
+        if (refused := self._client_auth(req)) is not None:
+            return refused
         key = req.query.get("key")
         if not key:
             return _err(400, "GET /client/read?key=<key>")
