@@ -42,6 +42,12 @@ Bug modes handled here: ``commit-without-majority`` (the leader commits on its o
 an entry of its term: the original single-server algorithm, which can commit an index twice);
 ``sync-loop`` (a joiner applies a SyncLog pack at Last Log Index, not + 1: it answers accepted
 with nothing applied and the join loops on SyncLog, its log empty).
+
+Counters a peer sends (term, last log term/index, commit index, entry terms, next index) above
+``MAX_COUNTER`` are refused as malformed before they change any state (counted in
+``refused``, the request answered by closing): a term of 2^64-1 taken as ours would make the
+next election ask for 2^64, which the u64 wire cannot carry (JRaft's Java long overflows at
+2^63-1 already).
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from enum import StrEnum
 from typing import Any
 
 from nodes.common.effects import Emit, Persist, Reply, Send, SetTimer
+from nodes.common.refusals import Refusals
 from nodes.garlicfarm.codec import (
     NO_LEADER,
     ClusterConfig,
@@ -161,6 +168,28 @@ class StoredState:
     removed: bool = False
 
 
+#: the largest term or index a peer may send: JRaft's Java long (2^63-1) less 2^32 of headroom
+#: for our own increments (elections, appends), so nothing we derive overflows either wire
+MAX_COUNTER = 2**63 - 1 - 2**32
+
+
+def _out_of_range(msg: Request | Response) -> str | None:
+    """The first counter of ``msg`` above ``MAX_COUNTER``, by name, or None (one comparison
+    chain on the hot path; names only for a refusal)."""
+    top = MAX_COUNTER
+    if isinstance(msg, Response):
+        if msg.term <= top and msg.next_index <= top:
+            return None
+        fields = (("term", msg.term), ("next index", msg.next_index))
+    else:
+        if (msg.term <= top and msg.last_log_term <= top and msg.last_log_index <= top
+                and msg.commit_index <= top and not (msg.entries and max(e.term for e in msg.entries) > top)):
+            return None
+        fields = (("term", msg.term), ("last log term", msg.last_log_term),
+                  ("last log index", msg.last_log_index), ("commit index", msg.commit_index))
+    return next((name for name, v in fields if v > top), "entry term")
+
+
 @dataclass
 class Options:
     election_min: float = 0.3
@@ -243,6 +272,8 @@ class Raft:
         self.removed = stored.removed
         self._snap_rx: tuple[int, bytearray] | None = None
         self._last_role_event: tuple | None = None
+        #: peers' messages refused as malformed, by reason (``status()["refused"]``)
+        self.refused = Refusals()
 
     # ------------------------------------------------------------ log helpers
 
@@ -625,6 +656,9 @@ class Raft:
     # ------------------------------------------------------------ responses
 
     def on_response(self, resp: Response, now: float) -> list[Effect]:
+        bad = _out_of_range(resp)
+        if bad:
+            return self._refuse(bad, resp, now)
         p = resp.source
         self.inflight.pop(p, None)
         if resp.term > self.term:
@@ -700,7 +734,16 @@ class Raft:
         return self.on_request(req, token, now)
 
     def on_request(self, req: Request, token: Any, now: float) -> list[Effect]:
+        bad = _out_of_range(req)
+        if bad:
+            return [Reply(token, None)] + self._refuse(bad, req, now)
         return getattr(self, _HANDLERS[req.type])(req, token, now)
+
+    def _refuse(self, field_name: str, msg: Request | Response, now: float) -> list[Effect]:
+        """Count a message with a counter above ``MAX_COUNTER``; journal the first per window."""
+        fields = self.refused.note("counter-out-of-range", now, field=field_name,
+                                   message=msg.type.name, source=msg.source)
+        return [Emit("refused", fields)] if fields else []
 
     def _resp(self, t: MsgType, to: int, next_index: int, accepted: bool) -> Response:
         return Response(t, self.me, to, self.term, next_index, accepted)
@@ -920,4 +963,5 @@ class Raft:
             "snapshot": {"last_index": self.snap.last_index, "last_term": self.snap.last_term},
             "servers": sorted(self.servers), "removed": self.removed,
             "joining": self.joining.id if self.joining else None,
+            "refused": self.refused.snapshot(),
         }

@@ -12,7 +12,7 @@ import pytest
 from checkers.observations import evidence_gaps, reported_gaps
 from nodes.common.pki import ensure_ca, issue_node_cert
 from nodes.garlicfarm.client import KVClient, KVFail, WireClient, WireConnection, WireFail
-from nodes.garlicfarm.codec import LogEntry, MsgType, Request, ValueType
+from nodes.garlicfarm.codec import LogEntry, MsgType, Request, ValueType, encode
 from nodes.garlicfarm.tls import client_context
 from tests.integration.garlicfarm.cluster import LocalCluster
 
@@ -254,5 +254,37 @@ def test_a_forged_meta_ls_status_is_journaled_as_lost_evidence_and_the_node_goes
                                                 "missing": reported_gaps(events)}}},
                              event_types=("metals",))
         assert len(gaps) == 1 and "Meta LS status at index" in gaps[0], gaps
+    finally:
+        c.stop_all()
+
+
+def test_a_max_term_on_a_peer_link_is_refused_and_the_node_goes_on(tmp_path):
+    """A vote request at term 2^64-1 (the hostile search's one-step wedge): the node refuses
+    it before taking the term (counted under ``refused``, journaled), closes only that link,
+    and still elects itself and serves at an encodable term."""
+    c = LocalCluster(tmp_path, n=1)
+    try:
+        c.start_all()
+        c.leader()
+        term = c.admin("n1", "/admin/state")["term"]
+
+        async def go() -> None:
+            bad = WireConnection("127.0.0.1", c.ports["n1"]["peer"], tls=c.client_tls(), server_name="n1")
+            await bad.open()
+            bad.writer.write(encode(Request(MsgType.REQUEST_VOTE_REQUEST, 2, 1, 2**64 - 1,
+                                            2**64 - 1, 2**64 - 1)))
+            assert await asyncio.wait_for(bad.reader.read(), 5) == b""  # refused: closed
+            async with KVClient(f"http://127.0.0.1:{c.ports['n1']['client']}") as kv:
+                await kv.write("k", 1)  # still serving: raises KVFail otherwise
+                assert await kv.read("k") == 1
+
+        asyncio.run(go())
+        st = c.admin("n1", "/admin/state")
+        assert st["term"] == term and st["role"] == "leader", st
+        assert st["refused"] == {"counter-out-of-range": 1}
+        events = c.admin("n1", "/admin/events?since=0")["events"]
+        (ev,) = [e for e in events if e["type"] == "refused"]
+        assert ev["field"] == "term" and ev["message"] == "REQUEST_VOTE_REQUEST" and ev["source"] == 2, ev
+        assert not [e for e in events if e["type"] == "node-error"], events
     finally:
         c.stop_all()
