@@ -1006,8 +1006,12 @@ class DripCore:
         if hb.counter is not None and self.seen.rebase(hop, hb.counter):
             out += [self._p(Counters((self._row(hop),))),
                     Emit("counter-rebase", {"peer": hop, "counter": hb.counter})]
-        if hb.sync_owed and self.puller.cur is None and self.state != "inactive" \
-                and "skip-sync" not in self.bugs:
+        # an owed sync only from an active sender (spec 4.6): asking a syncing one fails at
+        # its state check and, redone on each heartbeat, kept the puller busy so a mesh all
+        # of whose nodes restarted never picked its first active node (docs/drip.md "A mesh that
+        # restarted whole")
+        if hb.sync_owed and hb.state == "active" and self.puller.cur is None \
+                and self.state != "inactive" and "skip-sync" not in self.bugs:
             out += self._start_sync(hop, "owed", now)
         return out
 

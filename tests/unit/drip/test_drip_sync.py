@@ -148,3 +148,28 @@ def test_a_joiner_syncs_many_items_in_bounded_batches_and_resumes_after_a_cut() 
     assert sim.core("n4").state == "active" and len(sim.core("n4").d.kv) == 60
     serves = sim.events_of("n1", "sync-serve")
     assert len(serves) >= 2 and serves[-1]["after"] is not None  # resumed, not from the start
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_mesh_all_of_whose_nodes_restarted_goes_active_and_commits(seed: int) -> None:
+    """n1 dies first (n2 and n3 owe it a sync), then n2 and n3: a power cut. A syncing node
+    asks only an active peer for an owed sync, so the round finds no sync under way, n1 (the
+    lowest id, every reachable peer syncing) goes active and the others sync from it. Before,
+    n1 asked its syncing peers again on each heartbeat and all three stayed in sync for good."""
+    sim = DripSim([("n1", "n2"), ("n2", "n3"), ("n1", "n3")], seed=seed)
+    sim.update("n2", "k", 1, "u1")
+    sim.run_for(1)
+    assert sim.committed("u1")
+    sim.crash("n1")
+    sim.run_for(1.5)
+    sim.crash("n2")
+    sim.crash("n3")
+    for n in ("n1", "n2", "n3"):
+        sim.restart(n)
+    sim.run_for(5)
+    assert [sim.core(n).state for n in ("n1", "n2", "n3")] == ["active"] * 3
+    sim.update("n1", "k", 2, "u2")
+    sim.run_for(3)
+    assert sim.committed("u2"), sim.outcome("u2")
+    assert all(sim.value(n, "k") == 2 for n in ("n1", "n2", "n3"))
+    assert all(sim.stored(n).kv["k"].version == 2 for n in ("n1", "n2", "n3"))

@@ -50,3 +50,13 @@ def test_a_quiet_mesh_ends_the_settle_early() -> None:
     tail), far below the 30 s + 30 s it may take."""
     out = run([["update", 0, 0, 1]], 1, ())
     assert out.ok and out.sim_seconds < 10
+
+
+def test_a_mesh_whose_nodes_all_restarted_becomes_active_again() -> None:
+    """Seed 2's schedule (docs/sim.md): n3, n1 and n2 crash, n4 is left alone and goes
+    inactive. Before the fix each node kept asking a syncing peer for the sync it was owed, so
+    none picked the first active node and the final update was refused 503 for good."""
+    out = run([["crash", 153, 0, 2], ["crash", 278, 0, 0], ["crash", 269, 1, 1],
+               ["crash", 269, 1, 1]], 2, ())
+    assert out.ok, out.witness
+    assert out.ops[-1]["type"] == "ok"
