@@ -158,7 +158,7 @@ def test_bad_requests_get_clear_errors_and_change_nothing(mesh_factory, jwt_mode
                 async with s.post(url1 + "/voting", headers=h, data=body,
                                   ssl=_ssl_for(m, who)) as r:
                     got = await r.json()
-                    assert r.status == 403 and "not a configured peer" in got["error"], got
+                    assert r.status == 403 and "is not a peer of n1" in got["error"], got
             plain = ssl.create_default_context(cafile=m.extra["n1"]["tls"]["ca"])
             plain.check_hostname = False
             with pytest.raises(aiohttp.ClientError):  # no client certificate: no handshake
