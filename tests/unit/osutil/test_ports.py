@@ -1,0 +1,92 @@
+"""The port allocator's machine-wide reservations: a port another live process reserved is
+never handed out, a dead owner's reservation is reclaimed, and two processes allocating at once
+get disjoint ports."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from osutil import ports
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def rdir(tmp_path, monkeypatch) -> Path:
+    d = tmp_path / "ports"
+    monkeypatch.setenv(ports.PORTS_DIR_ENV, str(d))
+    return d
+
+
+def _first_draws(seed: int, n: int) -> list[int]:
+    """The ports free_port would try first with `seed` (same draws as the allocator makes)."""
+    monkey = random.Random(seed)
+    lo, hi = ports.ephemeral_range()
+    ranges = [(r0, r1) for r0, r1 in ((10000, lo - 1), (hi + 1, 65535)) if r1 - r0 > 1000]
+    out = []
+    for _ in range(n):
+        r0, r1 = monkey.choice(ranges)
+        out.append(monkey.randint(r0, r1))
+    return out
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_port_reserved_by_a_live_process_is_skipped(rdir, monkeypatch):
+    first, second = _first_draws(11, 2)
+    monkeypatch.setattr(ports, "_rng", random.Random(11))
+    rdir.mkdir(parents=True)
+    (rdir / f"{first}.port").write_text(f"{os.getppid()}\n")  # our parent lives
+    got = ports.free_port()
+    assert got != first and got == second
+    assert (rdir / f"{got}.port").read_text().strip() == str(os.getpid())
+    assert (rdir / f"{first}.port").read_text().strip() == str(os.getppid())  # left alone
+
+
+def test_unreadable_reservation_counts_as_taken(rdir, monkeypatch):
+    first, second = _first_draws(12, 2)
+    monkeypatch.setattr(ports, "_rng", random.Random(12))
+    rdir.mkdir(parents=True)
+    (rdir / f"{first}.port").write_text("")  # half-written by its owner
+    assert ports.free_port() == second
+
+
+def test_dead_owner_reservation_is_swept_and_reused(rdir, monkeypatch):
+    first = _first_draws(13, 1)[0]
+    rdir.mkdir(parents=True)
+    dead = _dead_pid()
+    (rdir / f"{first}.port").write_text(f"{dead}\n")
+    (rdir / "12345.port").write_text(f"{dead}\n")
+    monkeypatch.setattr(ports, "_rng", random.Random(13))
+    assert ports.free_port() == first
+    assert (rdir / f"{first}.port").read_text().strip() == str(os.getpid())
+    assert not (rdir / "12345.port").exists()  # the once-per-process sweep removed it
+
+
+def test_never_twice_in_one_process(rdir, monkeypatch):
+    monkeypatch.setattr(ports, "_rng", random.Random(14))
+    a = ports.free_port()
+    monkeypatch.setattr(ports, "_rng", random.Random(14))  # would draw `a` first again
+    assert ports.free_port() != a
+
+
+def test_concurrent_processes_get_disjoint_ports(rdir):
+    # same seed in every process: without reservations they would all pick the same ports
+    code = ("import random, sys; from osutil import ports; ports._rng = random.Random(7); "
+            "print(' '.join(str(ports.free_port()) for _ in range(40)))")
+    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
+                              text=True, env=os.environ.copy()) for _ in range(4)]
+    outs = [p.communicate(timeout=60)[0].split() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    every = [int(x) for o in outs for x in o]
+    assert len(every) == 160 and len(set(every)) == 160
