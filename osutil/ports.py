@@ -59,7 +59,11 @@ def reservation_dir() -> Path:
     tmp = Path("/tmp") if Path("/tmp").is_dir() else Path(tempfile.gettempdir())  # not $TMPDIR: ports are per machine
     d = Path(os.environ.get(PORTS_DIR_ENV) or tmp / "chaos-harness-ports")
     if not d.is_dir():
-        d.mkdir(parents=True, exist_ok=True)
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise RuntimeError(f"cannot make the port reservation directory {d} ({e}); "
+                               f"set {PORTS_DIR_ENV} to a writable directory") from e
         try:
             d.chmod(0o1777)  # sticky: anyone may reserve, only an owner may remove its own files
         except OSError:
@@ -88,7 +92,12 @@ def _owner(f: Path) -> int | None:
 @contextmanager
 def _dir_locked(d: Path) -> Iterator[None]:
     """Check-and-claim is atomic across processes: held only for the few file operations."""
-    fd = os.open(d / ".lock", os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        # read-only suffices for flock, so a lock file another user created serves us too
+        fd = os.open(d / ".lock", os.O_RDONLY | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise RuntimeError(f"cannot use the port reservation directory {d} ({e}); make it "
+                           f"writable for this user (chmod 1777) or set {PORTS_DIR_ENV}") from e
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -124,6 +133,9 @@ def _reserve(port: int, d: Path) -> bool:
         fd = os.open(f, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
         return False
+    except PermissionError as e:
+        raise RuntimeError(f"cannot reserve ports in {d} ({e}); make it writable for this user "
+                           f"(chmod 1777) or set {PORTS_DIR_ENV}") from e
     with os.fdopen(fd, "w") as out:
         out.write(f"{os.getpid()}\n")
     return True

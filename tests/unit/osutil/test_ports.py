@@ -90,3 +90,11 @@ def test_concurrent_processes_get_disjoint_ports(rdir):
     assert all(p.returncode == 0 for p in procs)
     every = [int(x) for o in outs for x in o]
     assert len(every) == 160 and len(set(every)) == 160
+
+
+
+def test_unusable_reservation_dir_says_what_to_do(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv(ports.PORTS_DIR_ENV, str(tmp_path / "file" / "ports"))
+    with pytest.raises(RuntimeError, match="set HARNESS_PORTS_DIR to a writable directory"):
+        ports.free_port()
