@@ -22,7 +22,7 @@ from harness.backends import NodeSpec, get_backend
 from harness.node_command import node_argv
 from harness.spec import NodeAddr, TestSpec
 from harness.store import RunDir, write_json
-from osutil.ports import free_port
+from osutil.ports import free_port, release
 
 log = logging.getLogger("harness.cluster")
 
@@ -292,6 +292,8 @@ class Cluster:
     async def close(self) -> None:
         try:
             await self.backend.close()
+            # the nodes are stopped: their ports may go to later runs (ours or another's)
+            release(p for ports in self.ports.values() for p in ports.values())
             # a run that failed before collect(): keep whatever journals the nodes left
             for n in [] if self._collected else self.nodes:
                 if n in self.node_specs:

@@ -22,7 +22,7 @@ import random
 import socket
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -161,6 +161,18 @@ def free_port(host: str = "127.0.0.1", kind: int = socket.SOCK_STREAM) -> int:
                 return port
     raise RuntimeError("no free loopback port outside the ephemeral range after 2000 tries; "
                        f"stale reservations may fill {d}: remove its *.port files of dead pids")
+
+
+def release(released: Iterable[int]) -> None:
+    """Give back ports whose users are gone (a run's stopped nodes), so a long session does not
+    hold thousands of reservations; only this process's own reservations are removed."""
+    d = reservation_dir()
+    with _lock, _dir_locked(d):
+        for port in released:
+            _given.discard(port)
+            f = d / f"{port}.port"
+            if _owner(f) == os.getpid():
+                f.unlink(missing_ok=True)
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:

@@ -55,20 +55,24 @@ def test_a_run_starts_beside_another_that_drew_the_same_ports(tmp_path, monkeypa
         assert draw.randint(r0, r1) in theirs
         monkeypatch.setattr(ports, "_rng", random.Random(seed))  # we draw their ports first
 
-        async def body() -> set[int]:
+        async def body() -> tuple[set[int], set[int]]:
             spec = TestSpec(name="clash", protocol=ECHO, nodes=3, seed=3, store=str(tmp_path))
             async with open_cluster(spec, new_run("clash", tmp_path)) as c:
-                ours = {p for n in c.nodes for p in c.ports[n].values()}
-                ours |= {int(v.rsplit(":", 1)[1]) for v in c.links.values()}
+                nodes = {p for n in c.nodes for p in c.ports[n].values()}
+                assert all((tmp_path / "ports" / f"{p}.port").exists() for p in nodes)
+                ours = nodes | {int(v.rsplit(":", 1)[1]) for v in c.links.values()}
                 for n in c.nodes:  # every node up and answering
                     assert (await c.admin(n, "GET", "/admin/health"))["ok"]
                 other.stdin.write("bind\n")
                 other.stdin.flush()
                 clash = await asyncio.to_thread(other.stdout.readline)
                 assert clash.split() == ["clashed"], clash  # their nodes would start too
-                return ours
+                return ours, nodes
 
-        ours = asyncio.run(body())
+        ours, nodes = asyncio.run(body())
+        # closed: the stopped nodes' ports are given back, the other run's stay reserved
+        assert not any((tmp_path / "ports" / f"{p}.port").exists() for p in nodes)
+        assert all((tmp_path / "ports" / f"{p}.port").exists() for p in theirs)
         assert len(ours) == 3 * len(ECHO.ports) + 9 and not ours & theirs
     finally:
         other.kill()

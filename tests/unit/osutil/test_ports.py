@@ -98,3 +98,14 @@ def test_unusable_reservation_dir_says_what_to_do(tmp_path, monkeypatch):
     monkeypatch.setenv(ports.PORTS_DIR_ENV, str(tmp_path / "file" / "ports"))
     with pytest.raises(RuntimeError, match="set HARNESS_PORTS_DIR to a writable directory"):
         ports.free_port()
+
+
+def test_release_gives_back_only_our_own_reservations(rdir, monkeypatch):
+    monkeypatch.setattr(ports, "_rng", random.Random(15))
+    a = ports.free_port()
+    (rdir / "12346.port").write_text(f"{os.getppid()}\n")  # another live process's
+    ports.release([a, 12346])
+    assert not (rdir / f"{a}.port").exists()
+    assert (rdir / "12346.port").exists()
+    monkeypatch.setattr(ports, "_rng", random.Random(15))
+    assert ports.free_port() == a  # ours to hand out again
