@@ -81,12 +81,18 @@ def test_never_twice_in_one_process(rdir, monkeypatch):
 
 
 def test_concurrent_processes_get_disjoint_ports(rdir):
-    # same seed in every process: without reservations they would all pick the same ports
+    # same seed in every process: without reservations they would all pick the same ports;
+    # each stays alive (its reservations with it) until every one has allocated
     code = ("import random, sys; from osutil import ports; ports._rng = random.Random(7); "
-            "print(' '.join(str(ports.free_port()) for _ in range(40)))")
+            "print(' '.join(str(ports.free_port()) for _ in range(40)), flush=True); "
+            "sys.stdin.readline()")
     procs = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
-                              text=True, env=os.environ.copy()) for _ in range(4)]
-    outs = [p.communicate(timeout=60)[0].split() for p in procs]
+                              stdin=subprocess.PIPE, text=True) for _ in range(4)]
+    try:
+        outs = [p.stdout.readline().split() for p in procs]  # type: ignore[union-attr]
+    finally:
+        for p in procs:
+            p.communicate("done\n", timeout=60)
     assert all(p.returncode == 0 for p in procs)
     every = [int(x) for o in outs for x in o]
     assert len(every) == 160 and len(set(every)) == 160
