@@ -6,6 +6,11 @@ One JSON object a line in ``data_dir/events.jsonl``, written and flushed per eve
 is never silent: the first event after it is ``journal-repaired`` (its byte count and the
 event type sniffed from the fragment), which the checkers read as a gap in the evidence.
 An in-memory tail answers ``GET /admin/events`` cheaply; older ranges are read from disk.
+The file keeps every event whole (the checkers read it); what ``since`` answers, from the tail
+or the file, has each field whose JSON is over ``ELIDE_BYTES`` replaced by a marker
+``{"elided_bytes": N, "sha256": hex}`` (the digest of that field's JSON as the file holds it),
+so the tail's memory stays bounded by count, not by value size (a DRiP joiner's ``apply``
+events carry every value it learned by sync).
 
 Errors a node handles without dying are journaled too (:meth:`Journal.node_error`), so a
 peer's garbage or a record the node could not read is evidence a person and a checker see.
@@ -13,6 +18,7 @@ peer's garbage or a record the node could not read is evidence a person and a ch
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -27,6 +33,28 @@ from nodes.common.clock import Clock
 Event = dict[str, Any]
 
 _TYPE_RE = re.compile(rb'"type"\s*:\s*"([A-Za-z_-]+)"')
+
+#: a field whose JSON is longer than this is elided from the in-memory tail and from ``since``
+ELIDE_BYTES = 4096
+
+
+def _dumps(v: Any) -> bytes:
+    return json.dumps(v, separators=(",", ":"), default=repr).encode()
+
+
+def elided(ev: Event, line_bytes: int, limit: int = ELIDE_BYTES) -> Event:
+    """``ev`` with each field over ``limit`` bytes of JSON replaced by a size+digest marker.
+    ``line_bytes`` (the event's JSON length) skips the per-field work for small events."""
+    if line_bytes <= limit:
+        return ev
+    out: Event = {}
+    for k, v in ev.items():
+        raw = _dumps(v) if k not in ("seq", "t", "type") else b""
+        if len(raw) > limit:
+            out[k] = {"elided_bytes": len(raw), "sha256": hashlib.sha256(raw).hexdigest()}
+        else:
+            out[k] = v
+    return out
 
 
 class Journal:
@@ -64,7 +92,7 @@ class Journal:
             except ValueError:
                 break
             next_seq = ev["seq"] + 1
-            self._tail.append(ev)
+            self._tail.append(elided(ev, len(line)))
             pos = nl + 1
             good = pos
         if good < len(data):
@@ -81,11 +109,11 @@ class Journal:
         """Append one event (stamped with seq and the node's skewable wall time) and flush."""
         ev: Event = {"seq": self.next_seq, "t": round(self.clock.wall(), 6), "type": type_}
         ev.update(fields)
-        line = json.dumps(ev, separators=(",", ":"), default=repr).encode() + b"\n"
+        line = _dumps(ev) + b"\n"
         self._f.write(line)
         self._f.flush()
         self.next_seq += 1
-        self._tail.append(ev)
+        self._tail.append(elided(ev, len(line) - 1))
         return ev
 
     def node_error(self, where: str, error: BaseException | str, *, evidence: bool,
@@ -99,7 +127,8 @@ class Journal:
         return self.emit(ev.type, **ev.fields)
 
     def since(self, seq: int, limit: int = 10_000) -> tuple[list[Event], int]:
-        """Events with ``seq >= seq`` (at most ``limit``) and the seq to ask for next."""
+        """Events with ``seq >= seq`` (at most ``limit``) and the seq to ask for next, large
+        fields elided (:func:`elided`) whether they come from the tail or the file."""
         seq = max(0, seq)
         if self._tail and seq >= self._tail[0]["seq"]:
             out = [e for e in self._tail if e["seq"] >= seq][:limit]
@@ -112,7 +141,7 @@ class Journal:
                     except ValueError:
                         break
                     if ev["seq"] >= seq:
-                        out.append(ev)
+                        out.append(elided(ev, len(line)))
                         if len(out) >= limit:
                             break
         nxt = out[-1]["seq"] + 1 if out else min(seq, self.next_seq)

@@ -1,0 +1,56 @@
+"""The journal's in-memory tail is bounded by event count, not by the size of event fields:
+a DRiP joiner journals an ``apply`` event with every value it learns by sync."""
+
+import hashlib
+import json
+import os
+import tracemalloc
+
+from nodes.common.clock import Clock
+from nodes.common.journal import ELIDE_BYTES, Journal
+
+
+def _value(i: int, n: int) -> str:
+    return os.urandom(n // 2).hex()[:n - 1] + str(i % 10)
+
+
+def test_tail_memory_does_not_grow_with_value_size(tmp_path):
+    j = Journal(tmp_path / "events.jsonl", Clock(), tail_size=1_000)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(200):  # 200 x 64 KiB: the tail held ~13 MB of values before
+            j.emit("apply", key=f"k{i}", value=_value(i, 65_536))
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    j.close()
+    assert held < 2 * 1024 * 1024, f"tail holds {held} bytes for 200 events"
+    # the file keeps every value whole: the checkers read it
+    lines = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert len(lines) == 200 and all(len(e["value"]) == 65_536 for e in lines)
+
+
+def test_since_elides_large_fields_with_a_digest_of_the_file_bytes(tmp_path):
+    path = tmp_path / "events.jsonl"
+    j = Journal(path, Clock(), tail_size=3)
+    big = "x" * (ELIDE_BYTES + 10)
+    j.emit("apply", key="a", value=big, version=1)
+    j.emit("apply", key="b", value="small", version=2)
+    for _ in range(3):  # push seq 0 and 1 out of the tail: since(0) reads the file
+        j.emit("tick")
+    raw = json.dumps(big, separators=(",", ":")).encode()
+    marker = {"elided_bytes": len(raw), "sha256": hashlib.sha256(raw).hexdigest()}
+    from_file, nxt = j.since(0)
+    assert nxt == 5 and from_file[0]["value"] == marker
+    assert from_file[0]["key"] == "a" and from_file[0]["version"] == 1
+    assert from_file[1] == {**from_file[1], "value": "small", "key": "b"}
+    j.emit("apply", key="c", value=big)
+    from_tail, _ = j.since(5)
+    assert from_tail[0]["value"] == marker and from_tail[0]["type"] == "apply"
+    j.close()
+    j2 = Journal(path, Clock())  # reloaded tail is elided too; the file is unchanged
+    assert j2.since(0)[0][0]["value"] == marker and j2.since(5)[0][0]["value"] == marker
+    whole = [json.loads(x) for x in path.read_text().splitlines()]
+    assert whole[0]["value"] == big and whole[5]["value"] == big
+    j2.close()
