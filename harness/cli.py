@@ -275,7 +275,7 @@ def run_spec(a: argparse.Namespace) -> Any:
 
     from harness.nemesis_generator import Faults
     from harness.replay import CLI_DEFAULTS, ReplayError, spec_from_record
-    from harness.spec import TestSpec
+    from harness.spec import TestSpec, node_bugs
 
     if a.node_command is not None:
         from harness.node_command import NodeCommandError, parse
@@ -327,6 +327,10 @@ def run_spec(a: argparse.Namespace) -> Any:
             raise UsageError(f"protocol {proto.name} has no topology {a.topology!r}; choose "
                              f"one of: {', '.join(['full', *sorted(proto.topologies)])}")
         topology = proto.topologies[a.topology]
+    try:
+        node_bugs(a.bug, 1, opt["nodes"])
+    except ValueError as e:
+        raise UsageError(f"--bug: {e}") from None
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1, 2**31)
     nodes = [f"n{i + 1}" for i in range(opt["nodes"])]
     gone = kill_for_good(a.kill_for_good, opt["time_limit"])
@@ -365,10 +369,6 @@ def _sim_replay_spec(a: argparse.Namespace, record: dict[str, Any]) -> Any:
         profile(str(record.get("protocol")))
     except ValueError as e:
         raise UsageError(str(e)) from None
-    mixed = [b for b in record.get("bug") or [] if "@" in str(b)]
-    if mixed:
-        raise UsageError(f"--from {a.from_}: a mixed cluster ({', '.join(mixed)}) cannot run "
-                         "for real yet: a real run switches a bug mode on every node")
     proto = validate_names(record["protocol"], None, list(record.get("bug") or []), "none")
     try:
         spec, mapped = spec_for(record, proto, scale=a.sim_scale or 1.0, seed=a.seed,
@@ -446,7 +446,9 @@ def validate_names(protocol: str, workload: str | None, bugs: list[str], nemesis
     if workload is not None and workload not in proto.workloads:
         raise UsageError(f"protocol {proto.name} has no workload {workload!r}; "
                          f"choose one of: {', '.join(sorted(proto.workloads))}")
-    unknown = [b for b in bugs if b not in proto.bugs]
+    from harness.spec import bug_name
+
+    unknown = [b for b in bugs if bug_name(b) not in proto.bugs]
     if unknown:
         raise UsageError(f"protocol {proto.name} has no bug mode {', '.join(map(repr, unknown))}; "
                          f"choose from: {', '.join(proto.bugs) or '(none)'}")
@@ -717,7 +719,8 @@ def parser() -> argparse.ArgumentParser:
                         "against it")
     r.add_argument("--concurrency", type=positive_int, help="client threads (default: --nodes)")
     r.add_argument("--bug", action="append", default=[], metavar="MODE",
-                   help="switch on one of the protocol's bug modes (listed below); repeatable")
+                   help="switch on one of the protocol's bug modes (listed below); repeatable; "
+                   "MODE@1,3 puts it on servers n1 and n3 only (a mixed cluster)")
     r.add_argument("--node-command", metavar="CMD",
                    help="start your own implementation instead of the reference node: a command "
                         "with {config} (the node's config file), optionally {python} and {id}; "

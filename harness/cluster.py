@@ -144,7 +144,7 @@ class Cluster:
         }
         cfg: dict[str, Any] = {
             "id": n, "num_id": i + 1, "host": HOST, "data_dir": str(data),
-            "ports": self.ports[n], "peers": peers, "bugs": list(self.spec.bugs),
+            "ports": self.ports[n], "peers": peers, "bugs": self.spec.bugs_of(n),
             "seed": self.rng.randrange(2**31),
             "options": {**self.proto.default_options, **self.spec.options},
         }

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -94,6 +94,30 @@ class ProtocolDef:
     hostile: HostileDef | None = None
 
 
+def bug_name(spec: str) -> str:
+    """``forget-vote@1,3`` -> ``forget-vote``: the mode a ``--bug`` value names."""
+    return spec.split("@", 1)[0]
+
+
+def node_bugs(bugs: Iterable[str], server: int, nodes: int) -> list[str]:
+    """The bug modes of server ``server`` (1-based: n1 is 1) of ``nodes``: ``NAME`` is on every
+    server, ``NAME@1,3`` on servers 1 and 3 only, so a mixed cluster runs a correct node beside
+    its bug-mode variant (the same shape as ``harness sim run --bug NAME@1,3``)."""
+    out: list[str] = []
+    for spec in bugs:
+        name, at, where = str(spec).partition("@")
+        try:
+            on = {int(x) for x in where.split(",")} if at else None
+        except ValueError:
+            raise ValueError(f"bug {spec!r}: give NAME or NAME@SERVERS with server numbers, "
+                             "e.g. forget-vote@1,3") from None
+        if on is not None and (not on or not on <= set(range(1, nodes + 1))):
+            raise ValueError(f"bug {spec!r}: servers are numbered 1..{nodes} (n1..n{nodes})")
+        if on is None or server in on:
+            out.append(name)
+    return out
+
+
 def _seed() -> int:
     return random.SystemRandom().randrange(1, 2**31)
 
@@ -139,6 +163,7 @@ class TestSpec:
             if self.nemesis is not None:
                 raise ValueError("give a spec either faults= or a built nemesis=, not both")
             self.nemesis_desc = self.faults.desc
+        node_bugs(self.bugs, 1, self.nodes)  # a NAME@SERVERS naming no server fails here
         for node, at in self.kill_for_good.items():
             if node not in self.node_ids:
                 raise ValueError(f"kill_for_good names {node!r}, which is not one of this "
@@ -147,6 +172,10 @@ class TestSpec:
                 raise ValueError(f"kill_for_good: {node} at {at:g}s is outside the run's time "
                                  f"limit of {self.time_limit:g}s; give a time in [0, "
                                  f"{self.time_limit:g})")
+
+    def bugs_of(self, node: str) -> list[str]:
+        """The bug modes node ``node`` runs (``bugs`` may put a mode on some servers only)."""
+        return node_bugs(self.bugs, self.node_ids.index(node) + 1, self.nodes)
 
     def nemesis_stream(self) -> Generator | None:
         """The nemesis this run plays: ``faults`` drawn from the spec's seed as it is now, or

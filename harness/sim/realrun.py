@@ -13,12 +13,26 @@ with each step (``Mapped.notes``), never silently:
 - ``delay`` -> ``start-latency`` (Toxiproxy on TCP, the relay on UDP) with the target's latency
   and jitter; ``loss``/``dup`` -> ``start-loss``/``start-duplicate`` on UDP protocols; on TCP
   (Toxiproxy has no loss of a stream's bytes) they are skipped and said so.
-- Client steps (``write``, ``send``, ``update``...) are left to the workload, which issues its
-  own; membership steps (``add``/``remove``) have no nemesis op yet and are skipped, said so.
+- Client steps (``write``, ``send``, ``update``, ``race``, ``read``...) are left to the
+  workload, which issues its own.
+- Membership: Garlic Farm's ``remove`` of server ``a`` -> ``leave`` of that node (its own
+  RemoveServer to the leader, the cluster op); ``add`` is skipped, said so (a real server joins
+  only as a late node started outside the cluster, and the sim's five are all members). A
+  DRiP ``decommission`` of node ``b`` -> the cluster's ``decommission`` op.
+- DRiP (the sim's ring n1..n4 with the chord n2-n4 is the real mesh, `FixedTopology`): ``cut``
+  of edge ``a`` adds that link to the cut set (the real partition is the set so far, both
+  ways, as one explicit partition); ``isolate`` cuts node ``b``'s links and gives them back
+  ``a`` + 1 s later; ``stall`` pauses node ``b`` and resumes it ``a`` + 1 s later; ``rejoin``
+  restarts node ``b``.
+- ANTACID: the sim's primary ``p`` and replicas ``r1..r3`` are n1..n4, each replica with the
+  sim's upstreams in its order (r1 <- p; r2 <- r1, p; r3 <- r2, p) and the sim's pull interval
+  and reorder timeout.
 
 Node picks: Garlic Farm's target counts ``b`` from the leader (0 is the leader), so ``b % 5 ==
 0`` becomes ``"leader"`` and the rest ``"follower"`` (the real run cannot know which follower
-the simulation's order meant); the other targets pick member ``b`` by name.
+the simulation's order meant); the other targets pick member ``b`` by name (server ``k`` of
+the sim is ``n<k>``). Bug modes are the file's: ``NAME@1,3`` runs the mode on n1 and n3 only
+(`harness.spec.node_bugs`).
 """
 
 from __future__ import annotations
@@ -47,12 +61,27 @@ class Profile:
     delay: tuple[float, float, float]  # the target's latency base, per-a, jitter per-b (s)
     lead_in_s: float  # simulated time before the schedule (a leader, a formed group)
     leader_relative: bool = False  # b counts from the leader (Garlic Farm's _pick)
+    #: the sim's mesh when not everyone talks (undirected edges over n1..)
+    edges: tuple[tuple[str, str], ...] | None = None
+    #: test options that make the real cluster the sim's (topology, timers)
+    options: dict[str, Any] = field(default_factory=dict)
 
+
+#: DRiP's sim mesh (harness/sim/drip_search.py EDGES): the ring n1..n4 with the chord n2-n4
+DRIP_EDGES = (("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n4", "n1"), ("n2", "n4"))
+#: ANTACID's sim DAG (harness/sim/antacid.py topology(): p, r1..r3 as n1..n4) and its
+#: ArsOptions; the workload on the sim's contended keys is left at the suite's
+ANTACID_SIM = {"upstream": {"n2": ["n1"], "n3": ["n2", "n1"], "n4": ["n3", "n1"]},
+               "pull_interval": 0.5, "reorder_timeout": 3.0}
 
 PROFILES: dict[str, Profile] = {
     "garlicfarm": Profile(5, "tcp", (0.001, 0.02, 0.01), 2.0, leader_relative=True),
     "swim": Profile(5, "udp", (0.002, 0.02, 0.01), 10.0),
     "sds": Profile(5, "udp", (0.001, 0.02, 0.005), 1.0),
+    # a lead-in of 1 s: the sim's mesh starts with its data; real nodes start empty, so the
+    # workload writes something before the first fault
+    "drip": Profile(4, "tcp", (0.001, 0.05, 0.01), 1.0, edges=DRIP_EDGES),
+    "antacid": Profile(4, "tcp", (0.001, 0.05, 0.01), 1.0, options=ANTACID_SIM),
 }
 
 
@@ -100,37 +129,81 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
     simulated one; the lead-in first) then its ops."""
     protocol = rec["protocol"]
     p = profile(protocol)
-    out: list[NemesisStep] = []
+    timed: list[tuple[float, int, dict[str, Any]]] = []  # (at, order, op): later ends sort in
     notes: list[str] = []
-    wait = p.lead_in_s * scale
-    total = wait
+    now = p.lead_in_s * scale
     active: set[str] = set()  # link faults on, so the next one of a kind replaces it
     killed = 0
+    down: set[str] = set()  # named profiles: nodes killed and not restarted
+    cut: set[tuple[str, str]] = set()  # DRiP: the links cut so far (the sim's cuts add up)
 
-    def emit(o: dict[str, Any]) -> None:
-        nonlocal wait
-        out.append((round(wait, 3), o))
-        wait = 0.0
+    def emit(o: dict[str, Any], at: float | None = None) -> None:
+        timed.append((now if at is None else at, len(timed), o))
 
+    def partition_of(links: set[tuple[str, str]]) -> dict[str, Any]:
+        return op("start-partition", {"shape": "explicit", "cut": sorted(
+            [list(e) for e in links] + [[y, x] for x, y in links])})
+
+    def give_back(until: float) -> None:
+        """DRiP ``isolate`` ends due by ``until``: those links back, later cuts kept."""
+        nonlocal cut
+        for end, links in sorted(ends, key=lambda e: e[0]):
+            if end <= until:
+                ends.remove((end, links))
+                cut -= links
+                emit(partition_of(cut) if cut else op("stop-partition"), at=end)
+
+    ends: list[tuple[float, frozenset[tuple[str, str]]]] = []
     for i, (kind, dt, a, b) in enumerate(rec["schedule"]):
-        wait += dt / 1000 * scale
-        total += dt / 1000 * scale
-        if kind == "partition":
+        now += dt / 1000 * scale
+        node = _node(p, b)
+        give_back(now)
+        if protocol == "drip" and kind in ("cut", "isolate", "heal"):
+            if kind == "heal":
+                cut.clear()
+                ends.clear()  # the sim's later give-back of a healed link changes nothing
+                emit(op("stop-partition"))
+                continue
+            links = frozenset({DRIP_EDGES[a % len(DRIP_EDGES)]} if kind == "cut" else
+                              {e for e in DRIP_EDGES if node in e})
+            cut |= links
+            emit(partition_of(cut))
+            if kind == "isolate":  # its own links back a + 1 s later (a later cut stays)
+                ends.append((now + (a + 1) * scale, links))
+                notes.append(f"step {i} isolate: {node}'s links cut for {(a + 1) * scale:g} s; "
+                             "the update the sim starts then is left to the workload")
+        elif kind == "partition":
             emit(op("start-partition", _partition(p, protocol, a, b)))
         elif kind == "heal":
             emit(op("stop-partition"))
         elif kind == "crash":
-            emit(op("kill", {"node": _node(p, b)}))
-            killed += 1
+            if p.leader_relative:
+                emit(op("kill", {"node": node}))
+                killed += 1
+            elif node not in down:
+                emit(op("kill", {"node": node}))
+                down.add(node)
+        elif (kind == "restart" or (kind == "rejoin" and protocol == "drip")) \
+                and not p.leader_relative:
+            if node not in down and protocol == "antacid":
+                continue  # the sim restarts only a server that is down
+            if node not in down:
+                emit(op("kill", {"node": node}))
+            emit(op("restart", {"node": node}))
+            down.discard(node)
         elif kind == "restart":
             if not killed:
-                emit(op("kill", {"node": _node(p, b)}))
+                emit(op("kill", {"node": node}))
             emit(op("restart"))
             killed = 0
         elif kind == "pause":
-            emit(op("pause", {"node": _node(p, b)}))
+            emit(op("pause", {"node": node}))
+        elif kind == "stall":
+            if node not in down:
+                emit(op("pause", {"node": node}))
+                emit(op("resume", {"node": node}), at=now + (a + 1) * scale)
         elif kind == "resume":
-            emit(op("resume"))
+            emit(op("resume", None if p.leader_relative else {"node": node}))
         elif kind == "delay":
             lat = p.delay[0] + p.delay[1] * a
             jit = p.delay[2] * b
@@ -151,14 +224,32 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
             if a:
                 emit(op(f"start-{name}", {"p": a / 10}))
                 active.add(name)
+        elif kind == "remove" and protocol == "garlicfarm":
+            emit(op("leave", {"node": f"n{a % p.nodes + 1}"}))
+        elif kind == "decommission" and protocol == "drip":
+            emit(op("decommission", {"node": node}))
+        elif kind == "add" and protocol == "garlicfarm":
+            notes.append(f"step {i} add: skipped, a real server joins only as a late node "
+                         "started outside the cluster (options.late_nodes), and the sim's five "
+                         "are all members")
         elif kind in ("add", "remove", "leave", "rejoin"):
-            notes.append(f"step {i} {kind}: skipped, the real nemesis has no membership op yet")
+            notes.append(f"step {i} {kind}: skipped, the real nemesis has no membership op for "
+                         f"{protocol} yet")
         elif kind == "hostile":
             notes.append(f"step {i} hostile: skipped, the real 'hostile' fault sends its own "
                          "bursts (harness run --nemesis hostile)")
         else:
             notes.append(f"step {i} {kind}: left to the workload, which sends its own requests")
-    return Mapped(out, total, notes)
+        if kind == "rejoin" and protocol == "drip":
+            notes.append(f"step {i} rejoin: {node} restarted; the update the sim starts at once "
+                         "is left to the workload")
+    out: list[NemesisStep] = []
+    last = 0.0
+    # an end due after the last step is the run's final heal's, as in the sim
+    for at, _, o in sorted((t for t in timed if t[0] <= now), key=lambda t: (t[0], t[1])):
+        out.append((round(at - last, 3), o))
+        last = at
+    return Mapped(out, now, notes)
 
 
 def verdict_line(result: Any, witness: list[dict[str, Any]]) -> str:
@@ -184,6 +275,7 @@ def spec_for(rec: dict[str, Any], proto: Any, *, scale: float = 1.0, seed: int |
     """The TestSpec of a real run that plays replay file ``rec`` on ``proto``'s reference nodes
     (its default workload and checkers, the file's bug modes and seed), and the mapping."""
     from harness.nemesis_generator import from_schedule
+    from harness.replay import FixedTopology
     from harness.spec import TestSpec
 
     if scale <= 0:
@@ -192,9 +284,13 @@ def spec_for(rec: dict[str, Any], proto: Any, *, scale: float = 1.0, seed: int |
     mapped = nemesis_steps(rec, scale)
     spec = TestSpec(
         name=name or f"{proto.name}-sim-replay", protocol=proto, nodes=p.nodes,
-        nemesis=from_schedule(mapped.steps),
+        nemesis=from_schedule(mapped.steps) if mapped.steps else None,
         time_limit=time_limit if time_limit is not None else round(mapped.duration_s + 1.0, 3),
         concurrency=p.nodes, seed=int(rec["seed"]) if seed is None else seed, backend=backend,
-        bugs=list(rec.get("bug") or []), store=store, quiesce_s=quiesce_s)
-    spec.nemesis_desc = f"sim replay ({len(mapped.steps)} ops)"
+        bugs=list(rec.get("bug") or []), store=store, quiesce_s=quiesce_s,
+        topology=None if p.edges is None else FixedTopology(  # type: ignore[arg-type]
+            tuple(sorted(tuple(sorted(e)) for e in p.edges))),
+        options=dict(p.options))
+    if mapped.steps:  # none: a run without faults, which the faults checker does not judge
+        spec.nemesis_desc = f"sim replay ({len(mapped.steps)} ops)"
     return spec, mapped

@@ -4,7 +4,8 @@ ANTACID is a ``transport="tcp"`` protocol: every node -> node BEEP session and e
 session goes through its Toxiproxy link, so partitions, latency and resets act on each link.
 
 Zone topology (``harness run --topology chain|tree|diamond``, which also makes only those
-links; else test option ``topology``, default ``chain``, over a full mesh): node ``n1`` is the zone primary;
+links; else test option ``topology``, default ``chain``, over a full mesh; or test option
+``upstream``, each replica's upstreams in preference order, given whole): node ``n1`` is the zone primary;
 ``chain`` n1 <- n2 <- n3 ...; ``tree`` a binary tree rooted at n1; ``diamond`` layers of two
 (n1 <- {n2, n3} <- {n4, n5} ...), each node listing every node of the layer above as an
 upstream in preference order (rotated per node, so the load spreads). Built with networkx as
@@ -104,6 +105,8 @@ def upstreams(shape: str | nx.DiGraph, nodes: list[str]) -> dict[str, list[str]]
 
 def _node_extra(spec: TestSpec, _i: int, _run_dir: Path) -> dict[str, Any]:
     nodes = spec.node_ids
+    if "upstream" in spec.options:  # given whole (a sim replay's DAG: harness/sim/realrun.py)
+        return {"options": {"primary": nodes[0], "upstream": spec.options["upstream"]}}
     shape: str | nx.DiGraph = str(spec.options.get("topology", "chain"))
     if spec.topology is not None:  # --topology: the links the cluster made are the DAG
         shape = layered(nodes, spec.edges())

@@ -33,6 +33,7 @@ def stored(spec: TestSpec) -> dict:
     ("garlicfarm", "--node-command", "./mynode --config {config} --id {id}"),
     ("garlicfarm", "--kill-for-good", "n1@2.5", "--nemesis", "none", "--time-limit", "10"),
     ("antacid", "--kill-for-good", "n1", "--kill-for-good", "n3@1", "--nemesis", "partition"),
+    ("drip", "--nodes", "4", "--bug", "skip-sync@2,4", "--bug", "syncing-votes-no"),
 ])
 def test_a_command_line_spec_round_trips_to_an_equal_spec(argv):
     spec = spec_of(*argv)
@@ -80,6 +81,13 @@ def test_options_beside_from_override_the_stored_ones(tmp_path):
         spec_of("--from", str(run), "--bug", "nosuch")
     with pytest.raises(cli.UsageError, match="not both"):
         spec_of("garlicfarm", "--from", str(run))
+    # a mode on some servers only (a mixed cluster): the name and the servers are checked
+    mixed = spec_of("sds", "--nodes", "3", "--bug", "no-resend@1,3")
+    assert [mixed.bugs_of(n) for n in mixed.node_ids] == [["no-resend"], [], ["no-resend"]]
+    with pytest.raises(cli.UsageError, match=r"servers are numbered 1\.\.3"):
+        spec_of("sds", "--nodes", "3", "--bug", "no-resend@4")
+    with pytest.raises(cli.UsageError, match="no bug mode 'nosuch@1'"):
+        spec_of("sds", "--bug", "nosuch@1")
     with pytest.raises(cli.UsageError, match="give a PROTOCOL"):
         spec_of()
 

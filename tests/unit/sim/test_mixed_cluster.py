@@ -46,4 +46,9 @@ def test_a_mixed_search_through_the_cli_finds_and_replays(tmp_path, capsys) -> N
     assert "reproduced byte for byte" in capsys.readouterr().out
     assert main(["sim", "run", "garlicfarm", "--bug", "forget-vote@7", "--runs", "1"]) == 254
     assert main(["sim", "run", "swim", "--bug", "no-refutation@1", "--runs", "1"]) == 254
-    assert main(["run", "--from", str(f)]) == 254  # a real run has no per-node bug modes
+    # a real run puts the mode on those servers only (harness/sim/realrun.py)
+    from harness.protocols import get_protocol
+    from harness.sim.realrun import spec_for
+
+    spec, _ = spec_for(rec, get_protocol("garlicfarm"))
+    assert [spec.bugs_of(n) for n in spec.node_ids] == [["forget-vote"]] * 2 + [[]] * 3
