@@ -58,14 +58,19 @@ class CallFailed:
 
 @dataclass(frozen=True)
 class ReadZone:
-    """Client command: the zone's documents and last CSN (for readers and the checker)."""
+    """Client command: the zone's documents and last CSN (for readers and the checker).
+    ``zone`` picks one of a server's zones (`nodes.antacid.zones`); None is its first."""
+
+    zone: str | None = None
 
 
 @dataclass(frozen=True)
 class TruncateLog:
-    """Admin command: drop committed log entries up to ``through_csn`` (inclusive)."""
+    """Admin command: drop committed log entries up to ``through_csn`` (inclusive), in
+    ``zone`` (None: the server's first zone)."""
 
     through_csn: int
+    zone: str | None = None
 
 
 @dataclass
@@ -260,7 +265,8 @@ class ArsCore:
             if p.rounds >= self.options.propagate_rounds and p.group is not None:
                 return self._give_up(gsid, now)
             return [SetTimer(("propagate", gsid), now + self.options.propagate_retry)]
-        body = m.PropagateSubmittedUpdate(gsid, self.server.host, self.server.port, p.group)
+        body = m.PropagateSubmittedUpdate(gsid, self.server.host, self.server.port, p.group,
+                                          self.zone)
         return [self._call(self.upstreams[start], body, "propagate", (gsid, start))]
 
     def _give_up(self, gsid: m.GlobalSubmitID, now: float) -> list[Effect]:
@@ -505,8 +511,8 @@ class ArsCore:
         for d in self.downstreams:
             if d not in self._push_outstanding:
                 self._push_outstanding.add(d)
-                fx.append(self._call(d, m.PushCommittedUpdates(self.server.host, self.server.port),
-                                     "push"))
+                fx.append(self._call(d, m.PushCommittedUpdates(
+                    self.server.host, self.server.port, self.zone), "push"))
         return fx
 
     def _pull(self, upstream: str, now: float, last_seen: int | None = None) -> list[Effect]:

@@ -166,8 +166,12 @@ class SubmittedUpdateResultNotification:
 
 @dataclass(frozen=True)
 class PushCommittedUpdates:
+    """``zone`` (ZoneTopNodeName, our extension, docs/antacid.md decision 13): the zone whose
+    commits prompt the push; None suggests a pull of every zone that upstream feeds."""
+
     upstream_host: str
     upstream_port: int
+    zone: str | None = None
 
 
 @dataclass(frozen=True)
@@ -185,12 +189,15 @@ class PullCommittedUpdates:
 
 @dataclass(frozen=True)
 class PropagateSubmittedUpdate:
-    """``group`` None is a FailedUpdateSubmission."""
+    """``group`` None is a FailedUpdateSubmission. ``zone`` (ZoneTopNodeName, our extension,
+    docs/antacid.md decision 13): the zone the GlobalSubmitID's SSN was allocated in (SSNs are
+    per server per zone, 3.1.2); a FailedUpdateSubmission has no documents to tell it."""
 
     gsid: GlobalSubmitID
     notify_host: str
     notify_port: int
     group: UpdateGroup | None
+    zone: str | None = None
 
 
 @dataclass(frozen=True)
@@ -289,8 +296,9 @@ def _body_el(parent: etree._Element, b: Body) -> None:
             if b.error is not None:
                 _error_el(el, b.error)
         case PushCommittedUpdates():
+            zattrs = {} if b.zone is None else {"ZoneTopNodeName": b.zone}
             _sub(parent, "PushCommittedUpdates", UpstreamHost=b.upstream_host,
-                 UpstreamPort=str(b.upstream_port))
+                 UpstreamPort=str(b.upstream_port), **zattrs)
         case PullCommittedUpdates():
             el = _sub(parent, "PullCommittedUpdates", DownstreamHost=b.downstream_host,
                       DownstreamPort=str(b.downstream_port))
@@ -299,8 +307,9 @@ def _body_el(parent: etree._Element, b: Body) -> None:
                 _sub(rs, "TopNodeOfZoneToReplicate", s.zone)
                 _sub(rs, "LastSeenCSN", str(s.last_seen_csn))
         case PropagateSubmittedUpdate():
+            zattrs = {} if b.zone is None else {"ZoneTopNodeName": b.zone}
             el = _sub(parent, "PropagateSubmittedUpdate", **_gsid_attrs(b.gsid),
-                      NotifyHost=b.notify_host, NotifyPort=str(b.notify_port))
+                      NotifyHost=b.notify_host, NotifyPort=str(b.notify_port), **zattrs)
             if b.group is None:
                 _sub(el, "FailedUpdateSubmission")
             else:
@@ -424,7 +433,8 @@ def _body(el: StdElement) -> Body:
                 _gsid(el), _int(el, "CSN"), el.get("ZoneTopNodeName") or "",
                 _error(err) if err is not None else None)
         case "PushCommittedUpdates":
-            return PushCommittedUpdates(el.get("UpstreamHost") or "", _port(el, "UpstreamPort"))
+            return PushCommittedUpdates(el.get("UpstreamHost") or "", _port(el, "UpstreamPort"),
+                                        el.get("ZoneTopNodeName"))
         case "PullCommittedUpdates":
             states = tuple(ReplState((rs.findtext("TopNodeOfZoneToReplicate") or "").strip(),
                                      _num(rs.findtext("LastSeenCSN"), "LastSeenCSN", 0, U64))
@@ -437,7 +447,8 @@ def _body(el: StdElement) -> Body:
             if group is not None and not group.data:
                 raise ArsProtocolError(MALFORMED_SERVER, "PropagateSubmittedUpdate with no documents")
             return PropagateSubmittedUpdate(_gsid(el), el.get("NotifyHost") or "",
-                                            _port(el, "NotifyPort"), group)
+                                            _port(el, "NotifyPort"), group,
+                                            el.get("ZoneTopNodeName"))
         case "ContentEncodingNegotiation":
             return ContentEncodingNegotiation(el.get("ZoneTopNodeName") or "",
                                               tuple((n.text or "").strip() for n in el))
