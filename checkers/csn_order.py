@@ -6,7 +6,8 @@ Reads (docs/antacid.md, "Checker evidence") each server's journal ``start``, ``c
 ``submit`` ops (value ``{"server", "incarn", "ssn", "csn", "error"}``) and ``read`` ops (ok
 value: a ``ReadZone`` answer).
 
-Properties, each a child result:
+Properties, each a child result, judged per zone (``zone_views``: ARS orders nothing
+across zones; a run of one zone is one view):
 
 * ``csn-order``: every CSN names one GlobalSubmitID on every server, and each server took CSNs
   one by one with no gap (a zone transfer or a restart moves its starting point);
@@ -303,6 +304,14 @@ def check_availability(test: dict[str, Any], nodes: dict[str, dict[str, Any]],
                        history: list[dict[str, Any]]) -> Result:
     """Unavailability (the primary down, submissions without an outcome) is ``unknown`` with
     the reason: the run did not exercise commitment for those, it did not break it."""
+    reasons, stats, subs = _availability(test, nodes, history)
+    return verdict("availability", [], stats, reasons, examined={"submissions": subs},
+                   needs=("submissions",))
+
+
+def _availability(test: dict[str, Any], nodes: dict[str, dict[str, Any]],
+                  history: list[dict[str, Any]]) -> tuple[list[str], dict[str, int], int]:
+    """`check_availability`'s reasons, stats and number of submissions."""
     subs = [op for op in history if op.get("f") == "submit" and op.get("type") in ("ok", "fail",
                                                                                      "info")]
     # an ``info`` submit (no notification within the client's wait) whose GlobalSubmitID the
@@ -325,42 +334,117 @@ def check_availability(test: dict[str, Any], nodes: dict[str, dict[str, Any]],
     if stuck:
         reasons.append(f"{len(stuck)} of {len(subs)} submissions got no commit outcome "
                        "(primary unreachable or reorder timeout): not judged")
-    return verdict("availability", [], {"unresolved": len(stuck), "committed_late": len(late),
-                                         "lost_with_server": len(lost)},
-                   reasons,
-                   examined={"submissions": len(subs)}, needs=("submissions",))
+    return reasons, {"unresolved": len(stuck), "committed_late": len(late),
+                     "lost_with_server": len(lost)}, len(subs)
+
+
+def _zone_of_op(op: dict[str, Any]) -> str | None:
+    v = op.get("value")
+    return v.get("zone") if isinstance(v, dict) else None
+
+
+def zone_views(test: dict[str, Any], nodes: dict[str, dict[str, Any]],
+               history: list[dict[str, Any]]
+               ) -> dict[str | None, tuple[dict[str, Any], dict[str, dict[str, Any]],
+                                           list[dict[str, Any]]]]:
+    """Each zone's (test, nodes, history): ARS orders nothing across zones (3.1.2), so every
+    property is judged per zone. Events, final states (``state["zones"][zone]``) and
+    ``submit``/``read`` ops name their zone; other events and ops (the nemesis's) belong to
+    every zone. A run of one zone (or none named) is one view, as it always was; with
+    several, ``test["primaries"]`` (zone -> node) or the ``start`` events name each
+    primary."""
+    zones: set[str] = set()
+    for obs in nodes.values():
+        zones |= {e["zone"] for e in obs.get("events") or []
+                  if isinstance(e, dict) and e.get("zone")}
+        st = obs.get("state")
+        if isinstance(st, dict) and isinstance(st.get("zones"), dict):
+            zones |= set(st["zones"])
+    zones |= {z for op in history if (z := _zone_of_op(op))}
+    if len(zones) <= 1:
+        return {next(iter(zones), None): (test, nodes, history)}
+    views: dict[str | None, Any] = {}
+    for z in sorted(zones):
+        zn: dict[str, dict[str, Any]] = {}
+        for name, obs in nodes.items():
+            st = obs.get("state")
+            if isinstance(st, dict):
+                held = st.get("zones") if isinstance(st.get("zones"), dict) else {
+                    st.get("zone"): st}
+                if z not in held:
+                    continue  # this node does not serve zone z
+                st = held[z]
+            zn[name] = {**obs, "state": st, "events": [
+                e for e in obs.get("events") or []
+                if not isinstance(e, dict) or e.get("zone") in (None, z)]}
+        zh = [op for op in history if op.get("f") not in ("submit", "read")
+              or _zone_of_op(op) == z]
+        zt = {k: v for k, v in test.items() if k != "primary"}
+        primary = (test.get("primaries") or {}).get(z)
+        if primary:
+            zt["primary"] = primary
+        views[z] = (zt, zn, zh)
+    return views
+
+
+def _in_zone(z: str | None, anomalies: list[Anomaly]) -> list[Anomaly]:
+    if z is None:
+        return anomalies
+    return [Anomaly(a.kind, f"zone {z}: {a.message}", {**a.witness, "zone": z})
+            for a in anomalies]
 
 
 def check(test: dict[str, Any], history: list[dict[str, Any]],
           observations: dict[str, Any]) -> Result:
-    """The composed ANTACID verdict (see the module docstring)."""
+    """The composed ANTACID verdict (see the module docstring), each zone judged apart."""
     nodes = node_observations(observations)
     journal_gaps = evidence_gaps(observations, event_types=("commit", "apply", "start"))
     state_gaps = evidence_gaps(observations, state=True)
     both = sorted(set(journal_gaps + state_gaps))
-    order, groups = check_csn_order(nodes)
-    ssn, ssn_n = check_ssn_order(nodes)
-    atomic, compared, reads = check_group_atomic(nodes, history)
-    double, commits = check_double_commit(nodes)
-    n = {"groups": groups, "ssn_groups": ssn_n, "groups_compared": compared, "reads": reads,
-         "acked": len(_acked(history)), "commits": commits,
-         "nodes_with_state": len(_states(nodes))}
+    names = ("csn-order", "ssn-order", "group-atomic", "acked-present", "no-double-commit",
+             "convergence")
+    found: dict[str, list[Anomaly]] = {k: [] for k in names}
+    n = {"groups": 0, "ssn_groups": 0, "groups_compared": 0, "reads": 0, "acked": 0,
+         "commits": 0, "nodes_with_state": len(_states(nodes))}
+    reasons: list[str] = []
+    avail: dict[str, int] = {"unresolved": 0, "committed_late": 0, "lost_with_server": 0}
+    subs = 0
+    views = zone_views(test, nodes, history)
+    for zone, (zt, zn, zh) in views.items():
+        z = zone if len(views) > 1 else None  # named in anomalies and reasons
+        order, groups = check_csn_order(zn)
+        ssn, ssn_n = check_ssn_order(zn)
+        atomic, compared, reads = check_group_atomic(zn, zh)
+        double, commits = check_double_commit(zn)
+        for k, anomalies in (("csn-order", order), ("ssn-order", ssn), ("group-atomic", atomic),
+                             ("acked-present", check_acked(zn, zh)),
+                             ("no-double-commit", double),
+                             ("convergence", check_convergence(zn))):
+            found[k] += _in_zone(z, anomalies)
+        for k, v in (("groups", groups), ("ssn_groups", ssn_n), ("groups_compared", compared),
+                     ("reads", reads), ("acked", len(_acked(zh))), ("commits", commits)):
+            n[k] += v
+        zr, zs, zsubs = _availability(zt, zn, zh)
+        reasons += [r if z is None else f"zone {z}: {r}" for r in zr]
+        avail = {k: avail[k] + zs[k] for k in avail}
+        subs += zsubs
+    zones = [z for z in views if z is not None]
 
-    def leaf(name: str, anomalies: list[Anomaly], gaps: list[str], *needs: str,
-             seen: tuple[str, ...] = ()) -> Result:
-        return verdict(name, anomalies, {}, gaps, examined={k: n[k] for k in (*needs, *seen)},
+    def leaf(name: str, gaps: list[str], *needs: str, seen: tuple[str, ...] = ()) -> Result:
+        return verdict(name, found[name], {}, gaps, examined={k: n[k] for k in (*needs, *seen)},
                        needs=needs)
 
     children = [
-        leaf("csn-order", order, journal_gaps, "groups"),
-        leaf("ssn-order", ssn, journal_gaps, "ssn_groups"),
-        leaf("group-atomic", atomic, both, "reads", seen=("groups_compared",)),
-        leaf("acked-present", check_acked(nodes, history), state_gaps, "acked",
-             "nodes_with_state"),
-        leaf("no-double-commit", double, journal_gaps, "commits"),
-        leaf("convergence", check_convergence(nodes), state_gaps, "nodes_with_state"),
-        check_availability(test, nodes, history),
+        leaf("csn-order", journal_gaps, "groups"),
+        leaf("ssn-order", journal_gaps, "ssn_groups"),
+        leaf("group-atomic", both, "reads", seen=("groups_compared",)),
+        leaf("acked-present", state_gaps, "acked", "nodes_with_state"),
+        leaf("no-double-commit", journal_gaps, "commits"),
+        leaf("convergence", state_gaps, "nodes_with_state"),
+        verdict("availability", [], avail, reasons, examined={"submissions": subs},
+                needs=("submissions",)),
     ]
     v = worst(c.valid for c in children)
     bad = [c.checker for c in children if c.valid is False]
-    return Result(NAME, v, [], {}, children, note=f"violated: {', '.join(bad)}" if bad else "")
+    return Result(NAME, v, [], {"zones": zones} if len(zones) > 1 else {}, children,
+                  note=f"violated: {', '.join(bad)}" if bad else "")
