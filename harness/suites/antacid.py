@@ -12,6 +12,11 @@ upstream in preference order (rotated per node, so the load spreads). Built with
 a DAG whose edges point down; each node's config gets ``options.primary`` and
 ``options.upstream``.
 
+Zones (test option ``zone_count``, default 1): zone k (``zone.test``, ``zone2.test``, ...)
+has node k as its primary and the same shape rooted there (the node list rotated); each
+node's config gets ``options.zones`` for the zones after the first, and submissions and reads
+go to the zones in turn, each op's value naming its zone (the checkers judge each zone apart).
+
 Workload ``updates``: clients submit update groups of one or two documents ``<zone>.d<k>``
 (contents ``c<process>:<seq>``) at the server their thread is bound to (so submissions come in
 at several servers), at a mean rate of ``1 / submit_interval_s`` (default 0.1 s), with a read
@@ -103,14 +108,43 @@ def upstreams(shape: str | nx.DiGraph, nodes: list[str]) -> dict[str, list[str]]
     return out
 
 
-def _node_extra(spec: TestSpec, _i: int, _run_dir: Path) -> dict[str, Any]:
+def zone_names(spec: TestSpec) -> list[str]:
+    """The zones of a run: test option ``zone`` (default ``zone.test``), then, with
+    ``zone_count`` k > 1, ``zone2.test`` .. ``zone<k>.test``."""
+    count = int(spec.options.get("zone_count", 1))
+    if count < 1:
+        raise ValueError(f"test option zone_count must be at least 1, got {count}")
+    return [str(spec.options.get("zone", ZONE))] + [f"zone{k}.test" for k in range(2, count + 1)]
+
+
+def primaries(spec: TestSpec) -> dict[str, str]:
+    """Zone k's primary is node k (wrapping): zone 1 on n1, zone 2 on n2, ..."""
     nodes = spec.node_ids
-    if "upstream" in spec.options:  # given whole (a sim replay's DAG: harness/sim/realrun.py)
-        return {"options": {"primary": nodes[0], "upstream": spec.options["upstream"]}}
+    return {z: nodes[k % len(nodes)] for k, z in enumerate(zone_names(spec))}
+
+
+def _zone_dag(spec: TestSpec, primary: str) -> dict[str, list[str]]:
+    """One zone's upstreams: the run's shape rooted at ``primary`` (the node list rotated to
+    start there), over the links the cluster made when ``--topology`` chose them."""
+    nodes = spec.node_ids
+    k = nodes.index(primary)
+    rot = nodes[k:] + nodes[:k]
     shape: str | nx.DiGraph = str(spec.options.get("topology", "chain"))
     if spec.topology is not None:  # --topology: the links the cluster made are the DAG
-        shape = layered(nodes, spec.edges())
-    return {"options": {"primary": nodes[0], "upstream": upstreams(shape, nodes)}}
+        shape = layered(rot, spec.edges())
+    return upstreams(shape, rot)
+
+
+def _node_extra(spec: TestSpec, _i: int, _run_dir: Path) -> dict[str, Any]:
+    prim = primaries(spec)
+    first, *more = zone_names(spec)
+    given = spec.options.get("upstream")  # given whole: a sim replay's DAG (harness/sim/realrun.py)
+    opts: dict[str, Any] = {"primary": prim[first],
+                            "upstream": given if given is not None else _zone_dag(spec, prim[first])}
+    if more:
+        opts["zones"] = {z: {"primary": prim[z], "upstream": _zone_dag(spec, prim[z])}
+                         for z in more}
+    return {"options": opts}
 
 
 class _Client:
@@ -130,8 +164,10 @@ class _Client:
         self.ars = AntacidClient(addr.host, addr.port, admin_url=addr.admin_url,
                                  notify_host=addr.host)
 
-    async def _submit(self, docs: dict[str, str]) -> dict[str, Any]:
+    async def _submit(self, docs: dict[str, str], zone: str | None) -> dict[str, Any]:
         value: dict[str, Any] = {"docs": sorted(docs), "node": self.node}
+        if zone is not None:
+            value["zone"] = zone
         try:
             gsid = await self.ars.submit(docs)
         except AntacidRefused as e:
@@ -141,7 +177,7 @@ class _Client:
         value.update(server=f"{gsid.server.host}:{gsid.server.port}",
                      incarn=gsid.server.incarn, ssn=gsid.ssn)
         try:
-            note = await self.ars.result(gsid, self.result_timeout)
+            note = await self.ars.result(gsid, self.result_timeout, zone)
         except AntacidUnavailable as e:
             return {"type": "info", "value": value, "error": str(e)}
         if note.error is not None:
@@ -150,12 +186,16 @@ class _Client:
         return {"type": "ok", "value": {**value, "csn": note.csn, "error": None}}
 
     async def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
+        v = op.get("value")
         if op["f"] == "submit":
-            return await self._submit(op["value"])
+            if isinstance(v, dict) and isinstance(v.get("docs"), dict):  # several zones
+                return await self._submit(v["docs"], v.get("zone"))
+            return await self._submit(v, None)
         if op["f"] == "read":
-            z = await self.ars.read_zone()
-            return {"type": "ok", "value": {"node": self.node, "last_csn": z["last_csn"],
-                                            "docs": z["docs"]}}
+            zone = v.get("zone") if isinstance(v, dict) else None
+            z = await self.ars.read_zone(zone)
+            out = {"node": self.node, "last_csn": z["last_csn"], "docs": z["docs"]}
+            return {"type": "ok", "value": out if zone is None else {**out, "zone": zone}}
         raise DefiniteFailure(f"unknown op {op['f']!r}")
 
     async def close(self) -> None:
@@ -172,17 +212,19 @@ def _generator(spec: TestSpec) -> g.Generator:
     seq = itertools.count(1)
     interval = float(spec.options.get("submit_interval_s", 0.1))
     read_every = int(spec.options.get("read_every", 5))
-    zone = str(spec.options.get("zone", ZONE))
+    zones = zone_names(spec)
 
     def one(ctx: g.Context) -> dict[str, Any]:
         n = next(seq)
+        zone = zones[n % len(zones)]  # submissions (and reads) spread over the zones
         if read_every and n % read_every == 0:
-            return {"f": "read", "value": None}
+            return {"f": "read", "value": None if len(zones) == 1 else {"zone": zone}}
         k = ctx.rng.randrange(8)
         docs = {f"{zone}.d{k}": f"c{ctx.process}:{n}"}
         if ctx.rng.random() < 0.3:
             docs[f"{zone}.d{(k + 1) % 8}"] = f"c{ctx.process}:{n}"
-        return {"f": "submit", "value": docs}
+        return {"f": "submit", "value": docs if len(zones) == 1 else {"zone": zone,
+                                                                      "docs": docs}}
 
     return g.stagger(interval, g.Fn(one))
 

@@ -17,6 +17,7 @@ import contextlib
 import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 
@@ -77,7 +78,12 @@ class AntacidClient:
         self._lock = asyncio.Lock()
         self._listener: asyncio.Server | None = None
         self.results: dict[m.GlobalSubmitID, m.SubmittedUpdateResultNotification] = {}
-        self._result_waiters: dict[m.GlobalSubmitID, list[asyncio.Future[Any]]] = {}
+        #: by (zone, GlobalSubmitID): SSNs are per server per zone, so a server holding
+        #: several zones hands out the same GlobalSubmitID once in each (3.1.2)
+        self.zone_results: dict[tuple[str, m.GlobalSubmitID],
+                                m.SubmittedUpdateResultNotification] = {}
+        self._result_waiters: dict[tuple[str | None, m.GlobalSubmitID],
+                                   list[asyncio.Future[Any]]] = {}
         #: how each result arrived: "listener" (NotifyHost/NotifyPort) or "channel" (the
         #: submission channel, NotifyOkOnCurrentChannel)
         self.arrived: dict[m.GlobalSubmitID, str] = {}
@@ -114,21 +120,26 @@ class AntacidClient:
             return False
         note = msg.body
         self.results[note.gsid] = note
+        self.zone_results[(note.zone, note.gsid)] = note
         self.arrived.setdefault(note.gsid, how)
-        for fut in self._result_waiters.pop(note.gsid, []):
-            if not fut.done():
-                fut.set_result(note)
+        for key in ((note.zone, note.gsid), (None, note.gsid)):
+            for fut in self._result_waiters.pop(key, []):
+                if not fut.done():
+                    fut.set_result(note)
         conn.session.send_rpy(ev.channel, ev.msgno,
                               m.encode(m.ArsResponse(msg.req_num, m.ArsAnswer())))
         return True
 
-    async def result(self, gsid: m.GlobalSubmitID,
-                     timeout: float | None = None) -> m.SubmittedUpdateResultNotification:
-        """The submission's result notification (committed: ``error`` None)."""
-        if gsid in self.results:
+    async def result(self, gsid: m.GlobalSubmitID, timeout: float | None = None,
+                     zone: str | None = None) -> m.SubmittedUpdateResultNotification:
+        """The submission's result notification (committed: ``error`` None); ``zone``: the
+        zone it was submitted in (needed when the server holds several)."""
+        if zone is None and gsid in self.results:
             return self.results[gsid]
+        if zone is not None and (zone, gsid) in self.zone_results:
+            return self.zone_results[(zone, gsid)]
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._result_waiters.setdefault(gsid, []).append(fut)
+        self._result_waiters.setdefault((zone, gsid), []).append(fut)
         try:
             return await asyncio.wait_for(fut, timeout if timeout is not None else self.timeout)
         except TimeoutError as e:
@@ -222,13 +233,16 @@ class AntacidClient:
 
     # ---- reads --------------------------------------------------------------------------
 
-    async def read_zone(self) -> dict[str, Any]:
-        """``{"last_csn": n, "docs": {name: {"content", "csn"}}}`` from the admin endpoint."""
+    async def read_zone(self, zone: str | None = None) -> dict[str, Any]:
+        """``{"last_csn": n, "docs": {name: {"content", "csn"}}}`` of ``zone`` (None: the
+        server's first zone) from the admin endpoint."""
         if self.admin_url is None:
             raise AntacidError("read_zone needs the node's admin URL: AntacidClient(admin_url=...)")
         if self._http is None:
             self._http = aiohttp.ClientSession()
         url = self.admin_url.rstrip("/") + "/antacid/zone"
+        if zone is not None:
+            url += "?" + urlencode({"zone": zone})
         try:
             async with self._http.get(url, timeout=aiohttp.ClientTimeout(total=self.timeout)) as r:
                 r.raise_for_status()

@@ -16,9 +16,10 @@ connection cannot be made, is lost, or no answer comes within ``call_timeout_s``
 
 Topology (node options): ``zone`` (default ``zone.test``), ``primary`` (default the first
 node id in sorted order), ``upstream`` ``{node: [upstream, ...]}`` (default: every other node
-pulls from the primary). Durability: every ``Persist("ars", record)`` is written to the
+pulls from the primary); more zones in ``zones`` ``{zone: {"primary", "upstream"}}`` (same
+defaults), each with its own primary and DAG (`nodes.antacid.zones`). Durability: every ``Persist("ars", record)`` is written to the
 SQLite store ``ars.sqlite`` (`nodes.antacid.store`, WAL) and committed before anything
-leaves; the records of one batch of effects are one transaction. Admin: ``GET /antacid/zone`` (the
+leaves; the records of one batch of effects are one transaction. Admin: ``GET /antacid/zone[?zone=Z]`` (the
 zone's documents and last CSN, a ``ReadZone`` command), ``POST /antacid/truncate``.
 """
 
@@ -36,9 +37,10 @@ from aiohttp import web
 from nodes.antacid import beep
 from nodes.antacid import messages as m
 from nodes.antacid.beep.runtime import BeepConnection, connect, serve
-from nodes.antacid.core import ArsCore, ArsOptions, CallFailed, NotifyDest, ReadZone, TruncateLog
+from nodes.antacid.core import ArsOptions, CallFailed, NotifyDest, ReadZone, TruncateLog
 from nodes.antacid.state import Topology
 from nodes.antacid.store import Store
+from nodes.antacid.zones import ZonedCore
 from nodes.common.admin import AdminServer
 from nodes.common.clock import Clock
 from nodes.common.config import ConfigError, NodeConfig, split_addr
@@ -57,15 +59,20 @@ CONNECT_TIMEOUT_S = 2.0
 UNLINKED = ("", 0)
 
 
-def topology_of(cfg: NodeConfig) -> Topology:
-    """The zone's DAG from the node options (module docstring); a bad one is a ConfigError."""
+def topology_of(cfg: NodeConfig, zone: str | None = None,
+                spec: dict[str, Any] | None = None) -> Topology:
+    """A zone's DAG from the node options (module docstring): the default zone from
+    ``zone``/``primary``/``upstream``, another from its ``zones`` entry ``spec``; a bad one is
+    a ConfigError."""
     ids = sorted([cfg.id, *cfg.peers])
-    primary = str(cfg.option("primary", ids[0]))
-    raw = cfg.option("upstream", None)
+    where = "options" if spec is None else f"options.zones.{zone}"
+    opts = cfg.options if spec is None else spec
+    primary = str(opts.get("primary", ids[0]))
+    raw = opts.get("upstream", None)
     if raw is None:
         raw = {n: [primary] for n in ids if n != primary}
     if not isinstance(raw, dict):
-        raise ConfigError("options.upstream: expected {node: [upstream node, ...]}")
+        raise ConfigError(f"{where}.upstream: expected {{node: [upstream node, ...]}}")
     servers = {cfg.id: (cfg.host, cfg.ports.peer)}
     for p, peer in cfg.peers.items():
         if peer.peer is None:
@@ -75,10 +82,29 @@ def topology_of(cfg: NodeConfig) -> Topology:
     for n in sorted(named - set(servers)):
         servers[n] = UNLINKED  # in the DAG, but no link from here (harness --topology)
     try:
-        return Topology(str(cfg.option("zone", "zone.test")), primary, servers,
+        return Topology(str(zone if zone is not None else cfg.option("zone", "zone.test")),
+                        primary, servers,
                         {str(k): tuple(str(u) for u in v) for k, v in raw.items()})
     except (ValueError, TypeError) as e:
-        raise ConfigError(f"options (zone topology): {e}") from e
+        raise ConfigError(f"{where} (zone topology): {e}") from e
+
+
+def topologies_of(cfg: NodeConfig) -> dict[str, Topology]:
+    """Every zone this node serves: the default zone first (``zone``, ``primary``,
+    ``upstream``, unchanged from one-zone configs), then each of ``zones`` ``{zone:
+    {"primary": node, "upstream": {node: [upstream, ...]}}}`` (same defaults)."""
+    first = topology_of(cfg)
+    out = {first.zone: first}
+    extra = cfg.option("zones", {}) or {}
+    if not isinstance(extra, dict) or not all(isinstance(v, dict) for v in extra.values()):
+        raise ConfigError('options.zones: expected {zone: {"primary": node, "upstream": '
+                          '{node: [upstream node, ...]}}}')
+    for z, spec in extra.items():
+        if str(z) in out:
+            raise ConfigError(f"options.zones: {z!r} is the default zone (options.zone): "
+                              "give each zone once")
+        out[str(z)] = topology_of(cfg, str(z), spec)
+    return out
 
 
 def ars_options(cfg: NodeConfig) -> ArsOptions:
@@ -256,10 +282,19 @@ class AntacidNode(JournalingHost):
         self.clock = Clock()
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self.journal = Journal(cfg.data_dir / "events.jsonl", self.clock)
-        self.topology = topology_of(cfg)
-        self.store = Store(cfg.data_dir / STORE_FILE)
-        durable = self.store.load(new_incarn=max(1, self.clock.wall_ms()))
-        self.core = ArsCore(cfg.id, self.topology, durable, ars_options(cfg), bugs=cfg.bugs)
+        self.topologies = topologies_of(cfg)
+        self.topology = next(iter(self.topologies.values()))  # the default zone's
+        self.store = Store(cfg.data_dir / STORE_FILE, default_zone=self.topology.zone)
+        dropped = sorted(set(self.store.zones()) - set(self.topologies))
+        if dropped:
+            self.store.close()
+            raise ConfigError(f"the data dir {cfg.data_dir} holds zone(s) {dropped} that "
+                              "options no longer name: add them back to options.zones, or "
+                              "start from an empty data dir")
+        incarn = max(1, self.clock.wall_ms())
+        self.core = ZonedCore(cfg.id, self.topologies,
+                              {z: self.store.load(incarn, z) for z in self.topologies},
+                              ars_options(cfg), bugs=cfg.bugs)
         self.loop = CoreLoop(self.core, self, self.clock.monotonic)
         self.answers = Answers()
         self._tokens = itertools.count(1)
@@ -303,14 +338,21 @@ class AntacidNode(JournalingHost):
         if link is None:
             if isinstance(to, NotifyDest):
                 host, port = to.host, to.port
-            elif self.topology.servers.get(to, UNLINKED) != UNLINKED and to != self.cfg.id:
-                host, port = self.topology.servers[to]
+            elif self._addr(to) != UNLINKED and to != self.cfg.id:
+                host, port = self._addr(to)
             else:
                 self.journal.emit("ars-refused", peer=str(to), why="no such destination")
                 self.loop.message(to, CallFailed(msg.req_num))
                 return
             link = self.links[to] = _Link(self, to, host, port)
         link.submit(msg)
+
+    def _addr(self, node: Any) -> tuple[str, int]:
+        """A server's address in any zone's topology (UNLINKED: none we have a link to)."""
+        for t in self.topologies.values():
+            if t.servers.get(node, UNLINKED) != UNLINKED:
+                return t.servers[node]
+        return UNLINKED
 
     def _on_channel(self, to: NotifyDest, msg: m.ArsRequest) -> bool:
         """NotifyOkOnCurrentChannel (3.2.1.1): the notification goes on the submission channel
@@ -387,7 +429,8 @@ class AntacidNode(JournalingHost):
                 ev = await conn.next_event()
                 if isinstance(ev, beep.ChannelStarted):
                     name = ev.content.strip()
-                    names[ev.channel] = name if name in self.topology.servers else None
+                    names[ev.channel] = name if any(
+                        name in t.servers for t in self.topologies.values()) else None
                 elif isinstance(ev, beep.Message):
                     self._request(conn, names.get(ev.channel), ev)
                 elif isinstance(ev, beep.Reply | beep.ErrorReply):
@@ -441,26 +484,39 @@ class AntacidNode(JournalingHost):
         finally:
             self.answers.drop(token)
 
-    async def _zone_h(self, _req: web.Request) -> web.Response:
-        return web.json_response(await self._command(ReadZone()))
+    def _zone_arg(self, zone: Any) -> str | None:
+        if zone is not None and zone not in self.topologies:
+            raise web.HTTPBadRequest(text=f"zone {zone!r} is not served here; zones: "
+                                     f"{list(self.topologies)}")
+        return None if zone is None else str(zone)
+
+    async def _zone_h(self, req: web.Request) -> web.Response:
+        return web.json_response(await self._command(ReadZone(
+            self._zone_arg(req.query.get("zone")))))
 
     async def _truncate_h(self, req: web.Request) -> web.Response:
         try:
-            through = int((await req.json())["through_csn"])
+            body = await req.json()
+            through = int(body["through_csn"])
         except (ValueError, KeyError, TypeError):
-            return web.json_response({"error": 'expected JSON body {"through_csn": <int>}'},
-                                     status=400)
-        return web.json_response(await self._command(TruncateLog(through)))
+            return web.json_response({"error": 'expected JSON body {"through_csn": <int>, '
+                                      '"zone": <zone, optional>}'}, status=400)
+        return web.json_response(await self._command(TruncateLog(
+            through, self._zone_arg(body.get("zone")))))
 
     def state(self) -> dict[str, Any]:
-        d = self.core.durable
-        return {"id": self.cfg.id, "zone": self.topology.zone, "primary": self.core.primary,
-                "upstreams": list(self.core.upstreams), "incarn": d.incarn,
-                "last_csn": d.last_csn, "last_ssn": d.last_ssn,
-                # the ReadZone shape: the final state the ordering checker compares
-                "docs": {n: {"content": c, "csn": csn} for n, (c, csn) in d.docs.items()},
-                "log_len": len(d.log), "pending": len(d.pending), "io": dict(self.io),
-                "refused": self.refused.snapshot()}
+        zones = {}
+        for z, core in self.core.zones.items():
+            d = core.durable
+            zones[z] = {"zone": z, "primary": core.primary, "upstreams": list(core.upstreams),
+                        "incarn": d.incarn, "last_csn": d.last_csn, "last_ssn": d.last_ssn,
+                        # the ReadZone shape: the final state the ordering checker compares
+                        "docs": {n: {"content": c, "csn": csn}
+                                 for n, (c, csn) in d.docs.items()},
+                        "log_len": len(d.log), "pending": len(d.pending)}
+        # the default zone's fields at the top (one-zone readers), every zone under "zones"
+        return {"id": self.cfg.id, **zones[self.topology.zone], "zones": zones,
+                "io": dict(self.io), "refused": self.refused.snapshot()}
 
     # ---- life ---------------------------------------------------------------------------
 
