@@ -50,7 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from checkers.csn_order import reachable_csn
+from checkers.csn_order import reachable_csn, zone_views
 from checkers.drip_undone import drop_undone
 from checkers.membership import check_convergence
 from checkers.observations import evidence_gaps, node_observations
@@ -271,6 +271,10 @@ def reach(test: Test, history: History, observations: Obs, protocol: str) -> Res
     # ANTACID with a node killed for good: a replica cut off from every live holder (no
     # failover in ARS) is not required to get CSNs past what it can still reach
     can = reachable_csn(node_observations(observations)) if protocol == "antacid" else None
+    can_in: dict[str, dict[str, int] | None] = {}  # per zone, for "<zone>#<csn>" items
+    if protocol == "antacid":
+        for z, (_, zn, _) in zone_views(test, node_observations(observations), history).items():
+            can_in[str(z)] = reachable_csn(zn)
     for item, f in sorted(first.items(), key=lambda kv: kv[1]):
         due = max(f, win.heal) + bound
         if due > win.end:
@@ -279,6 +283,11 @@ def reach(test: Test, history: History, observations: Obs, protocol: str) -> Res
         for node in live:
             if can is not None and node in can and isinstance(item, int) and item > can[node]:
                 continue
+            if isinstance(item, str) and "#" in item:
+                z, _, c = item.rpartition("#")
+                zcan = can_in.get(z)
+                if zcan is not None and node in zcan and int(c) > zcan[node]:
+                    continue
             got = held.get(node, {}).get(item)
             if got is None or got > due:
                 anomalies.append(Anomaly(

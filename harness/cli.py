@@ -299,6 +299,9 @@ def run_spec(a: argparse.Namespace) -> Any:
         if a.topology is not None:
             raise UsageError("--topology cannot change a replayed run: --from keeps the stored "
                              "run's topology")
+        if a.zones is not None:
+            raise UsageError("--zones cannot change a replayed run: --from keeps the stored "
+                             "run's zones (its options.zone_count)")
         overrides = {"nodes": a.nodes, "time_limit": a.time_limit, "nemesis": a.nemesis,
                      "nemesis_interval": a.nemesis_interval, "backend": a.backend,
                      "seed": a.seed, "workload": a.workload, "concurrency": a.concurrency,
@@ -331,6 +334,12 @@ def run_spec(a: argparse.Namespace) -> Any:
         node_bugs(a.bug, 1, opt["nodes"])
     except ValueError as e:
         raise UsageError(f"--bug: {e}") from None
+    options = {}
+    if a.zones is not None:
+        if proto.name != "antacid":
+            raise UsageError(f"--zones is for antacid (zones with a primary each); protocol "
+                             f"{proto.name} has none")
+        options["zone_count"] = a.zones
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1, 2**31)
     nodes = [f"n{i + 1}" for i in range(opt["nodes"])]
     gone = kill_for_good(a.kill_for_good, opt["time_limit"])
@@ -346,7 +355,7 @@ def run_spec(a: argparse.Namespace) -> Any:
         faults=Faults(opt["nemesis"], opt["nemesis_interval"]), time_limit=opt["time_limit"],
         concurrency=a.concurrency or opt["nodes"], backend=opt["backend"], bugs=a.bug,
         store=a.store, seed=seed, node_command=a.node_command, topology=topology,
-        quiesce_s=quiesce_for(proto, opt["nodes"]), kill_for_good=gone,
+        quiesce_s=quiesce_for(proto, opt["nodes"]), kill_for_good=gone, options=options,
     )
 
 
@@ -360,7 +369,7 @@ def _sim_replay_spec(a: argparse.Namespace, record: dict[str, Any]) -> Any:
     fixed = {"--nodes": a.nodes, "--nemesis": a.nemesis, "--nemesis-interval": a.nemesis_interval,
              "--workload": a.workload, "--topology": a.topology, "--concurrency": a.concurrency,
              "--bug": a.bug or None, "--node-command": a.node_command,
-             "--kill-for-good": a.kill_for_good or None}
+             "--kill-for-good": a.kill_for_good or None, "--zones": a.zones}
     given = [k for k, v in fixed.items() if v is not None]
     if given:
         raise UsageError(f"{', '.join(given)} cannot change a sim replay: its schedule, bug modes "
@@ -730,6 +739,9 @@ def parser() -> argparse.ArgumentParser:
                         "and leave it down through the final heal: the checkers judge the run "
                         "without it (ANTACID's primary: availability unknown, safety judged on "
                         "the replicas); beside --nemesis; repeatable")
+    r.add_argument("--zones", type=positive_int, metavar="N",
+                   help="ANTACID: N zones on every node, zone k's primary on node k (wrapping), "
+                        "submissions spread over them; each zone judged apart (default: 1)")
     r.add_argument("--name", help="test name, the store directory the run goes in (default: "
                                   "PROTOCOL-WORKLOAD)")
     r.add_argument("--store", help=STORE_HELP)

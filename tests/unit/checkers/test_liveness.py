@@ -208,3 +208,28 @@ def test_quiet_window_ends_at_collect_time_not_at_the_last_op() -> None:
     assert liveness.check(_test("garlicfarm"), h, obs).valid == "unknown"
     r = liveness.check({**_test("garlicfarm"), "collect_s": 13.0}, h, obs)
     assert r.valid is True and r.stats["end_s"] == 13.0
+
+
+def _ars_node(zones: dict[str, list[tuple[float, int]]], primary_of: str = "") -> dict[str, Any]:
+    evs = [_ev(t, "commit" if z == primary_of else "apply", csn=c, zone=z)
+           for z, pts in zones.items() for t, c in pts]
+    return {"events": sorted(evs, key=lambda e: e["t"]), "state": {"docs": {}, "last_csn": 0}}
+
+
+def test_antacid_csns_are_items_per_zone() -> None:
+    """Zone a's CSN 20 held does not stand for zone b's CSN 20: a node stuck in zone b is
+    caught although its zone-a CSNs pass every zone-b number (zone-blind, it would pass)."""
+    za = [(0.5 * k, k + 1) for k in range(1, 30)]
+    zb = [(0.5 * k, k + 1) for k in range(1, 12)]  # zone b commits until 5.5 s
+    obs = {"nodes": {"n1": _ars_node({"a": za, "b": zb}, "a"),
+                     "n2": _ars_node({"a": za, "b": zb}, "b"),
+                     "n3": _ars_node({"a": za, "b": zb[:6]})}}  # n3: zone b stops at CSN 7
+    # zone b's last commits come after the heal so they are due within the run
+    obs["nodes"]["n2"]["events"] += [_ev(10.5, "commit", csn=13, zone="b")]
+    obs["nodes"]["n1"]["events"] += [_ev(10.6, "apply", csn=13, zone="b")]
+    r = liveness.check(_test("antacid"), _history(10.0, 15.0), obs)
+    assert r.valid is False and r.stats["stuck_nodes"] == ["n3"]
+    assert {a.witness["item"] for a in r.anomalies} == {f"b#{c}" for c in range(8, 14)}
+    obs["nodes"]["n3"]["events"] += [_ev(11.0, "apply", csn=c, zone="b") for c in range(8, 14)]
+    r = liveness.check(_test("antacid"), _history(10.0, 15.0), obs)
+    assert r.valid is True, r.explain()
