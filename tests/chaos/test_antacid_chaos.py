@@ -68,12 +68,25 @@ def test_correct_tree_partitions(chaos_run) -> None:
               min_ok=5)
 
 
+def test_correct_two_zones_diamond_replica_kills(chaos_run) -> None:
+    """Two zones (primaries n1 and n2, the diamond rooted at each), replicas killed: every
+    zone judged apart and valid."""
+    chaos_run(spec("antacid-two-zones-kills", 5, "diamond", time_limit=10.0,
+                   options={"zone_count": 2}, schedule=replica_kills()), min_ok=10)
+
+
 # ---- bug modes: caught by their leaf ------------------------------------------------------
 
 @pytest.mark.smoke
 def test_bug_csn_reused_is_caught(chaos_run) -> None:
     chaos_run(partial(spec, "antacid-bug-csn-reused", 3, bugs=["csn-reused"],
                       schedule=slow_links()),
+              expect="csn-order.csn-order", anomaly="csn-conflict", min_ok=5)
+
+
+def test_bug_csn_reused_is_caught_with_two_zones(chaos_run) -> None:
+    chaos_run(partial(spec, "antacid-bug-csn-reused-zones", 3, bugs=["csn-reused"],
+                      schedule=slow_links(), options={"zone_count": 2}),
               expect="csn-order.csn-order", anomaly="csn-conflict", min_ok=5)
 
 
