@@ -177,8 +177,10 @@ class ZonedCore:
             z = b.zone
             if z is None and b.group is not None:
                 z, err = self._submission_zone(b.group)
-                if err is not None:
-                    return self._answer(peer, req, replace(err, code=m.UPSTREAM_ZONE_NOT_HELD))
+                if err is not None:  # 123001 is the submission server's; upstream: 123002
+                    code = m.UPSTREAM_ZONE_NOT_HELD if err.code == m.ZONE_NOT_HELD else err.code
+                    return self._answer(peer, req, m.ArsError.of(code, self.server,
+                                                                 err.specifics))
             elif z is None and len(self.zones) == 1:
                 z = self.default
         elif isinstance(b, m.SubmittedUpdateResultNotification | m.ContentEncodingNegotiation

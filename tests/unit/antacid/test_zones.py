@@ -189,3 +189,18 @@ def test_the_zone_attributes_cross_the_wire() -> None:
     fail = m.PropagateSubmittedUpdate(gsid, "n3.test", 5003, None)
     fx = z.cores["n2"].on_message("n3", m.ArsRequest(4, fail), 0.0)
     assert fx[0].msg.result.code == m.UPSTREAM_ZONE_NOT_HELD  # type: ignore[union-attr]
+
+
+def test_a_propagation_without_zone_goes_by_its_documents() -> None:
+    z = net()
+    gsid = m.GlobalSubmitID(m.ServerId("n3.test", 5003, 7), 1)
+
+    def offer(*names: str) -> m.ArsAnswer | m.ArsError:
+        group = m.UpdateGroup(tuple(m.DatumAndOp(n, "v") for n in names))
+        body = m.PropagateSubmittedUpdate(gsid, "n3.test", 5003, group)  # an old sender
+        wire = m.parse(m.encode(m.ArsRequest(8, body)))
+        return z.cores["n1"].on_message("n2", wire, 0.0)[0].msg.result  # type: ignore[union-attr]
+
+    assert offer(f"{ZA}.x", f"{ZB}.x").code == m.SPANS_ZONES  # type: ignore[union-attr]
+    assert offer("blocks:c.x").code == m.UPSTREAM_ZONE_NOT_HELD  # type: ignore[union-attr]
+    assert offer(f"{ZA}.x").gsid == gsid  # type: ignore[union-attr]  # zone a's primary takes it
