@@ -18,6 +18,7 @@ from typing import Any
 
 from checkers import csn_order
 from harness.sim.antacid import AntacidSim
+from harness.sim.play import play
 from harness.sim.search import Outcome, Step, Target, witness_of
 from nodes.antacid.core import BUGS
 
@@ -56,9 +57,6 @@ class _Run:
         else:
             sim.fault_step(kind, n, a, b, delay=(0.001, 0.05, 0.01))
 
-    def heal_all(self) -> None:
-        self.sim.heal_everything(self.names, latency=0.001)
-
     def progress(self) -> dict[str, Any] | None:
         """Liveness: after the last heal, a submission at the deepest replica commits. None:
         it did."""
@@ -77,16 +75,13 @@ class _Run:
 def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     """Run ``schedule`` on a fresh primary and three replicas and judge it."""
     r = _Run(seed, bugs)
-    for s in schedule:
-        r.step(s)
-    r.heal_all()
-    stuck = r.progress()
     sim = r.sim
+    stuck = play(sim, schedule, r.step, ids=r.names, latency=0.001, settle=r.progress)
     history = sim.finish()
     res = csn_order.check(sim.test(), history, sim.observations())
     witness: list[dict[str, Any]] = witness_of(res)
     if stuck:
-        witness.append({"checker": "liveness", **stuck})
+        witness.append(stuck)
     trace = sim.trace_bytes() + json.dumps(history, sort_keys=True, default=str).encode()
     return Outcome(not witness, witness, trace, history, sim.now)
 

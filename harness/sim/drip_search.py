@@ -29,16 +29,8 @@ from typing import Any
 
 from checkers import twopc
 from harness.sim.drip import DripSim
-from harness.sim.driver import RunCap
-from harness.sim.search import (
-    MAX_EVENTS,
-    WALL_CAP_S,
-    Outcome,
-    Step,
-    Target,
-    cap_witness,
-    witness_of,
-)
+from harness.sim.play import capped, play
+from harness.sim.search import Outcome, Step, Target, witness_of
 
 EDGES = [("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n4", "n1"), ("n2", "n4")]
 NODES = ["n1", "n2", "n3", "n4"]
@@ -109,6 +101,28 @@ class _Run:
         """Every node up, running and active (no sync under way)."""
         return all(self.sim.running(n) and self.sim.core(n).state == "active" for n in NODES)
 
+    def progress(self) -> dict[str, Any] | None:
+        """Liveness: once the mesh is quiet after the last heal, an update at n1 commits.
+        None: it did."""
+        sim = self.sim
+        end = sim.now + SETTLE_S
+        sim.run_for(STEP_S)
+        while not self.quiet() and sim.now < end:
+            sim.run_for(STEP_S)
+        final = self.update("n1", "final")
+        end = sim.now + SETTLE_S
+        while sim.outcome(final) is None and sim.now < end:
+            sim.run_for(STEP_S)
+        sim.run_for(TAIL_S)
+        if sim.committed(final):
+            return None
+        a = sim.outcome(final)
+        return {"kind": "no-progress-after-heal",
+                "message": f"an update at n1 once the mesh was quiet after the last heal (or "
+                           f"{SETTLE_S:g} s after it) did not commit in {SETTLE_S + TAIL_S:g} s "
+                           f"(answer {None if a is None else (a.status, a.body)})",
+                "witness": {"t": sim.now}}
+
     def history(self) -> list[dict[str, Any]]:
         """invoke/complete pairs of every update, as `checkers.twopc` reads a run."""
         h: list[dict[str, Any]] = []
@@ -128,33 +142,10 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     """Run ``schedule`` on a fresh mesh, heal, settle, update once more, and judge it."""
     r = _Run(seed, bugs)
     sim = r.sim
-    sim.cap(MAX_EVENTS, WALL_CAP_S)
-    witness: list[dict[str, Any]] = []
-    try:
-        for s in schedule:
-            r.step(s)
-        sim.heal_everything(NODES, latency=0.001)
-        end = sim.now + SETTLE_S
-        sim.run_for(STEP_S)
-        while not r.quiet() and sim.now < end:
-            sim.run_for(STEP_S)
-        final = r.update("n1", "final")
-        end = sim.now + SETTLE_S
-        while sim.outcome(final) is None and sim.now < end:
-            sim.run_for(STEP_S)
-        sim.run_for(TAIL_S)
-        if not sim.committed(final):
-            a = sim.outcome(final)
-            witness.append({"checker": "liveness", "kind": "no-progress-after-heal",
-                            "message": f"an update at n1 once the mesh was quiet after the "
-                                       f"last heal (or {SETTLE_S:g} s after it) did not commit "
-                                       f"in {SETTLE_S + TAIL_S:g} s (answer "
-                                       f"{None if a is None else (a.status, a.body)})",
-                            "witness": {"t": sim.now}})
-    except RunCap as e:
-        witness.append(cap_witness(e))
+    stuck = play(sim, schedule, r.step, ids=NODES, latency=0.001, settle=r.progress)
+    witness: list[dict[str, Any]] = [] if stuck is None else [stuck]
     history = r.history()
-    if not any(w["kind"].endswith("-cap") for w in witness):
+    if not capped(stuck):
         witness += witness_of(twopc.check({}, history, sim.observations()))
     trace = sim.trace_bytes() + json.dumps([history, witness], sort_keys=True,
                                            default=str).encode()

@@ -27,17 +27,14 @@ from checkers.raft import (
     vote_safety,
 )
 from checkers.result import Result
-from harness.sim.driver import RunCap
 from harness.sim.garlicfarm import GfSim, app_entry
+from harness.sim.play import play
 from harness.sim.search import (
-    MAX_EVENTS,
     STORM_MSGS_PER_S,
-    WALL_CAP_S,
     Outcome,
     Step,
     Target,
     bugs_by_node,
-    cap_witness,
     witness_of,
 )
 from nodes.garlicfarm import hostile
@@ -149,9 +146,6 @@ class _Run:
             sent += sim.inject(0, i, seen_as, data)
         return sent
 
-    def heal_all(self) -> None:
-        self.sim.heal_everything(IDS, latency=0.001)
-
     def progress(self) -> dict[str, Any] | None:
         """Liveness: after the last heal, a write is committed by a leader. None: it was."""
         sim = self.sim
@@ -195,19 +189,8 @@ class _Run:
 def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     """Run ``schedule`` on a fresh 5-server cluster and judge it."""
     r = _Run(seed, bugs)
-    r.sim.cap(MAX_EVENTS, WALL_CAP_S)
-    stuck: dict[str, Any] | None
-    try:
-        r.sim.wait_leader()
-        for s in schedule:
-            r.step(s)
-        r.heal_all()
-        stuck = r.progress()
-    except RunCap as e:
-        stuck = cap_witness(e)
-    except CodecError as e:  # a core asked to send what its codec cannot encode
-        stuck = {"kind": "node-exception", "message": f"{type(e).__name__}: {e}",
-                 "witness": {"t": r.sim.now}}
+    stuck = play(r.sim, schedule, r.step, ids=IDS, latency=0.001, settle=r.progress,
+                 before=r.sim.wait_leader, node_errors=(CodecError,))
     r.replies()
     obs = r.observations()
     witness: list[dict[str, Any]] = []
@@ -215,7 +198,7 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
         res: Result = chk({}, [], obs)
         witness += witness_of(res)
     if stuck:
-        witness.append({"checker": "liveness", **stuck})
+        witness.append(stuck)
     trace = r.sim.trace_bytes() + json.dumps(r.ops, sort_keys=True).encode()
     return Outcome(not witness, witness, trace, r.ops, r.sim.now)
 

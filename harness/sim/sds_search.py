@@ -23,17 +23,9 @@ import json
 from typing import Any
 
 from checkers import ordering
-from harness.sim.driver import RunCap
+from harness.sim.play import play
 from harness.sim.sds import SdsSim
-from harness.sim.search import (
-    MAX_EVENTS,
-    WALL_CAP_S,
-    Outcome,
-    Step,
-    Target,
-    cap_witness,
-    witness_of,
-)
+from harness.sim.search import Outcome, Step, Target, witness_of
 from nodes.sds.core import SdsOptions
 
 NAMES = [f"n{i}" for i in range(5)]
@@ -100,15 +92,9 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     """Run ``schedule`` on a fresh five-node channel, heal, settle, and judge it."""
     r = _Run(seed, bugs)
     sim = r.sim
-    sim.cap(MAX_EVENTS, WALL_CAP_S)
-    witness: list[dict[str, Any]] = []
-    try:
-        for s in schedule:
-            r.step(s)
-        sim.heal_everything(NAMES, latency=0.001)
-        sim.run_for(SETTLE_S)
-    except RunCap as e:
-        witness.append(cap_witness(e))
+    stuck = play(sim, schedule, r.step, ids=NAMES, latency=0.001,
+                 settle=lambda: sim.run_for(SETTLE_S))
+    witness: list[dict[str, Any]] = [] if stuck is None else [stuck]
     if not witness:
         witness += witness_of(ordering.check({}, r.history, sim.observations()))
     trace = sim.trace_bytes() + json.dumps([r.history, witness], sort_keys=True,

@@ -22,16 +22,8 @@ from typing import Any
 
 from checkers.membership import check_convergence
 from faults.hostile import Target as HostileTarget
-from harness.sim.driver import RunCap
-from harness.sim.search import (
-    MAX_EVENTS,
-    WALL_CAP_S,
-    Outcome,
-    Step,
-    Target,
-    cap_witness,
-    witness_of,
-)
+from harness.sim.play import play
+from harness.sim.search import Outcome, Step, Target, witness_of
 from harness.sim.swim import SwimSim, address
 from nodes.swim import hostile
 from nodes.swim.core import Options
@@ -99,22 +91,20 @@ def _states(sim: SwimSim) -> dict[str, dict[str, Any] | None]:
     return out
 
 
+def _settle(sim: SwimSim) -> None:
+    """After the last heal: every member that left joins again, then `SETTLE_S`."""
+    for i, core in sorted(sim.cores.items()):
+        if core.left:
+            sim.command(i, "rejoin")
+    sim.run_for(SETTLE_S)
+
+
 def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     """Run ``schedule`` on a freshly formed 5-member group and judge its final views."""
     sim = SwimSim(N, OPTS, seed=seed, bugs=bugs)
-    sim.cap(MAX_EVENTS, WALL_CAP_S)
-    witness: list[dict[str, Any]] = []
-    try:
-        sim.run_for(FORM_S)
-        for s in schedule:
-            _step(sim, s)
-        sim.heal_everything(IDS, latency=0.002)
-        for i, core in sorted(sim.cores.items()):
-            if core.left:  # the last heal: every member that left joins again
-                sim.command(i, "rejoin")
-        sim.run_for(SETTLE_S)
-    except RunCap as e:
-        witness.append(cap_witness(e))
+    stuck = play(sim, schedule, lambda s: _step(sim, s), ids=IDS, latency=0.002,
+                 before=lambda: sim.run_for(FORM_S), settle=lambda: _settle(sim))
+    witness: list[dict[str, Any]] = [] if stuck is None else [stuck]
     if not witness:
         names = [f"n{i}" for i in IDS]
         witness += witness_of(check_convergence(_states(sim), names, set(names)))

@@ -105,9 +105,9 @@ def test_a_retry_storm_after_the_last_heal_is_a_liveness_failure() -> None:
 
 def test_a_runaway_run_stops_at_its_event_cap_and_fails_the_same_way_twice(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import harness.sim.gf_search as gf
+    import harness.sim.play as play
 
-    monkeypatch.setattr(gf, "MAX_EVENTS", 20_000)  # the storm passes 100,000 too, slower
+    monkeypatch.setattr(play, "MAX_EVENTS", 20_000)  # the storm passes 100,000 too, slower
     sched = [*STORM[:-1], ["dup", 10, 4, 0], ["delay", 10, 0, 0], ["write", 400, 0, 0]]
     a = run(sched, 1, ("commit-without-majority",))
     assert "event-cap" in {w["kind"] for w in a.witness}
