@@ -88,9 +88,11 @@ BENCHES = {"garlicfarm": garlicfarm, "swim": swim, "sds": sds}
 
 
 def bug_table(only: list[str] | None, seeds: int, budget_s: float, shrink_s: float,
-              bugs: list[str] | None = None) -> None:
+              bugs: list[str] | None = None, per_seed: bool = False) -> None:
     """One row per (protocol, bug mode): found/seeds, median seconds to the first failure
-    (over the seeds that found it), median shrunk size, the witness kinds seen."""
+    (over the seeds that found it), median shrunk size, the witness kinds seen; with
+    ``per_seed``, first a line per seed: runs to the first failure (the load-independent
+    measure), its wall seconds, the shrunk size."""
     from harness.sim.cli import targets
     from harness.sim.search import search
 
@@ -105,6 +107,11 @@ def bug_table(only: list[str] | None, seeds: int, budget_s: float, shrink_s: flo
             times, sizes, kinds = [], [], set()
             for seed in range(1, seeds + 1):
                 f = search(t, seed, (bug,), budget_s, shrink_s=shrink_s)
+                if per_seed:
+                    print(f"  {name} {bug} seed {seed}: " + (
+                        f"not found in {budget_s:g} s" if f is None else
+                        f"{f.first_failure_runs} runs, {f.first_failure_s:.1f} s, "
+                        f"shrunk to {len(f.schedule)} steps"), flush=True)
                 if f is not None:
                     times.append(f.first_failure_s)
                     sizes.append(len(f.schedule))
@@ -128,9 +135,11 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=60.0)
     ap.add_argument("--shrink", type=float, default=20.0)
     ap.add_argument("--bug", action="append", help="only this bug mode (repeatable)")
+    ap.add_argument("--per-seed", action="store_true",
+                    help="bug table: also each seed's runs and seconds to the first failure")
     a = ap.parse_args()
     if a.bug_table:
-        bug_table(a.only, a.seeds, a.budget, a.shrink, a.bug)
+        bug_table(a.only, a.seeds, a.budget, a.shrink, a.bug, a.per_seed)
         return
     out = {}
     for name in a.only or BENCHES:

@@ -6,7 +6,8 @@ Kinds: ``partition`` (shape ``a``: 0 isolate server ``b``; 1 two/three split; 2 
 ``crash``, ``restart``, ``pause``/``resume`` (server ``b`` counted from the leader) (SIGSTOP/SIGCONT), ``loss`` and ``dup`` (rate
 ``a``/10), ``delay`` (latency 1 + 20·``a`` ms, jitter 10·``b`` ms: jitter reorders),
 ``write`` (a client entry to the leader), ``add``/``remove`` (a membership change of server
-``a`` sent to the leader), and when asked (``--hostile``) ``hostile``: one burst of
+``a`` sent to the leader; with none, sent the moment the next one is elected: a change that
+meets a new leader is where Raft's membership rules matter), and when asked (``--hostile``) ``hostile``: one burst of
 `nodes.garlicfarm.hostile`'s messages at server ``b`` (``a % 3``: 0 all, 1 what any sender can
 make, 2 extreme values on a member's link). Every server keeps its records durable at once (the core persists
 before it sends), so a crash loses exactly what was in memory; clock skew is not drawn (the
@@ -56,6 +57,11 @@ BUGS = ("unsafe-config-change", "commit-without-majority", "forget-vote", "sync-
         "ack-before-fsync")
 CHECKS = (election_safety, vote_safety, state_machine_safety, committed_not_lost,
           membership_safety)
+#: an ``add``/``remove`` with no leader waits for one this long (several elections: the
+#: longest election timeout is 0.6 s), looking every `POLL_S` (within one network delay of
+#: the election, so before the new leader's first entry can commit)
+LEADER_WAIT_S = 2.0
+POLL_S = 0.0005
 SETTLE_S = 3.0  # after the last heal: five times the longest election timeout (0.6 s)
 
 
@@ -90,8 +96,15 @@ class _Run:
         order = sorted(IDS, key=lambda j: (j not in lead, j))
         return order[b % len(order)]
 
-    def _request(self, kind: str, req: Request, value: Any) -> None:
+    def _request(self, kind: str, req: Request, value: Any, waited: float = 0.0) -> None:
         lead = self._leader()
+        if lead is None and kind != "write" and waited < LEADER_WAIT_S:
+            # an administrator's change waits for the next leader, as JRaft's client retries:
+            # it then reaches a leader in the moment after its election, the one moment a
+            # leader may not yet start a change (no entry of its term committed)
+            self.sim.at(self.sim.now + POLL_S,
+                        lambda: self._request(kind, req, value, waited + POLL_S))
+            return
         if lead is None:
             self.ops.append({"t": round(self.sim.now, 6), "f": kind, "value": value,
                              "type": "fail", "error": "no leader"})
