@@ -8,8 +8,11 @@ Kinds (node ``b`` of ``n1..n4``, edge ``a`` of the five): ``cut`` (cut edge ``a`
 which is what the late-vote bug modes need) and ``update`` (a client update at node ``b`` of
 key ``k`` + ``a`` mod 2); then the shapes a busy mesh meets, each in one step: ``race`` (two
 updates of that key, at node ``b`` and at the node opposite, in one millisecond: two
-initiators contend for one key), ``stall`` (node ``b`` paused now and resumed ``a`` + 1
-seconds later while the schedule goes on: its votes arrive after the vote timeout),
+initiators contend for one key), ``stall`` (node ``b`` paused and resumed ``a`` + 1
+seconds later while the schedule goes on: its votes arrive after the vote timeout; paused now,
+or, while a vote is open elsewhere, the moment ``b`` takes it (at most 0.1 s on): a voter
+that hangs between taking a request and answering it, which is what the late-vote bug modes
+need; the last heal waits for a stall or an isolate to end),
 ``rejoin`` (node ``b`` restarted and, in the same millisecond, an update at the next node:
 the request reaches a node still syncing) and ``isolate`` (every link of node ``b`` cut, and
 healed ``a`` + 1 seconds later, when an update starts at the next node: a node that found
@@ -37,11 +40,13 @@ NODES = ["n1", "n2", "n3", "n4"]
 KINDS = ("cut", "heal", "crash", "restart", "pause", "resume", "loss", "dup", "delay",
          "update", "race", "stall", "rejoin", "isolate")
 BUGS = ("retake-duplicate-votes", "skip-sync", "commit-partial-vote", "forget-in-progress",
-        "syncing-votes-no")
-# not searched (docs/sim.md): act-on-late-votes and commit-after-abort (a ``stall`` gives the
-# initiator a late yes, but the late voter's answer does not name it among the voters, so the
-# kept-open vote never completes), inactive-takes-part (no schedule found that hands an
-# inactive node a request before its next heartbeat)
+        "syncing-votes-no", "act-on-late-votes", "commit-after-abort")
+# not searched (docs/sim.md): inactive-takes-part (its witness, inactive-participated, is what
+# the correct core gives too while an initiator that went inactive commits its open vote)
+#: a ``stall`` waits at most this long for an open vote to reach its node, looking every
+#: `POLL_S` (well inside one hop: a relay answers a few milliseconds after it takes a vote)
+STALL_WAIT_S = 0.1
+POLL_S = 0.0005
 SETTLE_S = 30.0  # the most a settle waits: request timeouts, syncs and retries many times
 STEP_S = 0.5  # how often a settle looks whether it may stop
 #: after the final update's decision: more than a vote timeout and a lock's lifetime
@@ -53,6 +58,8 @@ class _Run:
     def __init__(self, seed: int, bugs: tuple[str, ...]) -> None:
         self.sim = DripSim(EDGES, seed=seed, bugs=bugs, jitter=0.002)
         self.updates: list[tuple[str, str, int, str]] = []  # node, key, value, uid
+        #: when the last ``stall`` or ``isolate`` ends (the last heal waits for it)
+        self.busy_until = 0.0
 
     def update(self, n: str, key: str) -> str:
         uid = f"u{len(self.updates)}"
@@ -75,9 +82,8 @@ class _Run:
                 if sim.running(m):
                     self.update(m, f"k{a % 2}")
         elif kind == "stall":
-            if sim.running(n):
-                sim.pause(n)
-                sim.at(sim.now + a + 1, lambda: sim.resume(n))
+            self.busy_until = max(self.busy_until, sim.now + STALL_WAIT_S + a + 1)
+            self._stall(n, a + 1, 0.0)
         elif kind == "rejoin":
             sim.restart(n)
             if sim.running(nxt):
@@ -87,8 +93,27 @@ class _Run:
             for e in links:
                 sim.cut(*e)
             sim.at(sim.now + a + 1, lambda: self._rejoin_links(links, nxt, a))
+            self.busy_until = max(self.busy_until, sim.now + a + 1)
         else:
             sim.fault_step(kind, n, a, b, delay=(0.001, 0.05, 0.01))
+
+    def _stall(self, n: str, for_s: float, waited: float) -> None:
+        """``stall``: pause ``n`` for ``for_s``; while a vote is open at another node and has
+        not reached ``n``, first wait (up to `STALL_WAIT_S`) until ``n`` takes it, so the
+        stall catches ``n`` between taking a request and answering it: a participant that
+        hangs mid-vote, the fault 2PC's timeouts are for."""
+        sim = self.sim
+        if not sim.running(n):
+            return
+        mid_vote = any(not t.decided and t.upstream is not None
+                       for t in sim.core(n).tallies.values())
+        elsewhere = any(not t.decided for m in NODES if m != n and sim.running(m)
+                        for t in sim.core(m).tallies.values())
+        if not mid_vote and elsewhere and waited < STALL_WAIT_S:
+            sim.at(sim.now + POLL_S, lambda: self._stall(n, for_s, waited + POLL_S))
+            return
+        sim.pause(n)
+        sim.at(sim.now + for_s, lambda: sim.resume(n))
 
     def _rejoin_links(self, links: list[tuple[str, str]], n: str, a: int) -> None:
         """``isolate``'s end: its links back (only those) and an update at ``n``."""
@@ -97,9 +122,21 @@ class _Run:
         if self.sim.running(n):
             self.update(n, f"k{a % 2}")
 
+    def play_out(self) -> None:
+        """After the last step: a ``stall`` or ``isolate`` still on lasts as long as it said
+        (the last heal would end it early, and a stalled voter's late answer is what the
+        late-vote bug modes need)."""
+        if self.busy_until > self.sim.now:
+            self.sim.run_until(self.busy_until)
+
     def quiet(self) -> bool:
-        """Every node up, running and active (no sync under way)."""
-        return all(self.sim.running(n) and self.sim.core(n).state == "active" for n in NODES)
+        """Every node up, running and active (no sync under way), and each sees all its peers
+        up: a node still counting a peer as down leaves it out of a vote (which then aborts,
+        rightly: "no vote from" it), so an update sent before the next heartbeat round would
+        judge how fast views heal, not whether the mesh recovers."""
+        return all(self.sim.running(n) and self.sim.core(n).state == "active"
+                   and all(self.sim.core(n).peer_up.get(p) for p in self.sim.core(n).peers)
+                   for n in NODES)
 
     def progress(self) -> dict[str, Any] | None:
         """Liveness: once the mesh is quiet after the last heal, an update at n1 commits.
@@ -142,7 +179,8 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     """Run ``schedule`` on a fresh mesh, heal, settle, update once more, and judge it."""
     r = _Run(seed, bugs)
     sim = r.sim
-    stuck = play(sim, schedule, r.step, ids=NODES, latency=0.001, settle=r.progress)
+    stuck = play(sim, schedule, r.step, ids=NODES, latency=0.001, settle=r.progress,
+                 finish=r.play_out)
     witness: list[dict[str, Any]] = [] if stuck is None else [stuck]
     history = r.history()
     if not capped(stuck):

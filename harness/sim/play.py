@@ -18,18 +18,21 @@ Stuck = dict[str, Any] | None
 def play(sim: Simulation, schedule: list[Step], step: Callable[[Step], None], *,
          ids: Iterable[Any], latency: float, settle: Callable[[], Stuck] = lambda: None,
          before: Callable[[], object] = lambda: None,
+         finish: Callable[[], object] = lambda: None,
          node_errors: tuple[type[Exception], ...] = ()) -> dict[str, Any] | None:
     """Run ``schedule`` on ``sim`` under the search's caps: ``before`` (a group forms, a leader
     is elected), each step, the last heal of ``ids`` (links at ``latency``), then ``settle``,
     which waits for recovery and says whether the cluster is stuck. Returns the liveness
     witness (``checker: liveness``), or None. A run past its cap is stopped and its cap is the
     witness; an exception of ``node_errors`` (a core asked for what its codec cannot encode)
-    is a ``node-exception``. The safety checkers are the target's to run on what was played."""
+    is a ``node-exception``. ``finish`` runs after the last step, before the heal (a step
+    whose fault lasts past the schedule's end plays out: a stall is not cut short). The safety checkers are the target's to run on what was played."""
     sim.cap(MAX_EVENTS, WALL_CAP_S)
     try:
         before()
         for s in schedule:
             step(s)
+        finish()
         sim.heal_everything(ids, latency=latency)
         stuck = settle()
     except RunCap as e:

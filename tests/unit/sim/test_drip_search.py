@@ -37,12 +37,41 @@ def test_a_short_search_finds_and_shrinks_retake_duplicate_votes() -> None:
 @pytest.mark.parametrize(("schedule", "bug", "kind"), [
     ([["race", 0, 0, 0]], "forget-in-progress", "conflicting-commits"),
     ([["rejoin", 0, 0, 1]], "syncing-votes-no", "syncing-voted-no"),
+    # n2 hangs between taking n1's vote request and answering it, for 3 s: n1 aborts on its
+    # vote timeout, then n2's yes arrives; the late-vote bugs commit on it
+    ([["update", 0, 0, 0], ["stall", 0, 2, 1]], "act-on-late-votes", "late-vote-acted-on"),
+    ([["update", 0, 0, 0], ["stall", 0, 2, 1]], "commit-after-abort", "aborted-update-applied"),
 ])
 def test_one_busy_step_shows_a_bug_mode_the_correct_core_survives(
         schedule: list[list[object]], bug: str, kind: str) -> None:
     assert run(schedule, 1, ()).ok
     out = run(schedule, 1, (bug,))
     assert kind in {w["kind"] for w in out.witness}
+
+
+@pytest.mark.parametrize(("schedule", "seed"), [
+    # found by the search of act-on-late-votes (seed 2) but failing the correct core too
+    ([["pause", 0, 0, 1], ["rejoin", 0, 0, 0], ["rejoin", 4, 0, 1]], 2),
+    ([["isolate", 2, 1, 1]], 3),  # n2 cut off for 2 s; the last heal waits for it to end
+])
+def test_the_final_update_waits_until_every_node_sees_its_peers_up(
+        schedule: list[list[object]], seed: int) -> None:
+    """A node still counting a peer down leaves it out of the vote, which aborts ("no vote
+    from n2"): the final update used to go out before the next heartbeat round healed the
+    views, and these runs failed liveness on a correct mesh."""
+    out = run(schedule, seed, ())
+    assert out.ok, out.witness
+    assert out.ops[-1]["type"] == "ok"
+
+
+@pytest.mark.xfail(strict=True, reason="correct DRiP core: an initiator that goes inactive "
+                   "with its vote open still commits and applies it (docs/sim.md, DRiP)")
+def test_an_initiator_gone_inactive_does_not_apply_its_open_update() -> None:
+    """n4 cut off for 1 s, n1 for 3 s; n1 starts an update at 1 s, goes inactive at 2 s
+    (no heartbeat answered) and at 3 s, its links back, commits and applies it while its
+    journal says inactive (spec 4.7). Found by the search (act-on-late-votes, seed 1)."""
+    out = run([["isolate", 0, 0, 3], ["isolate", 0, 2, 0]], 1, ())
+    assert "inactive-participated" not in {w["kind"] for w in out.witness}, out.witness
 
 
 def test_a_quiet_mesh_ends_the_settle_early() -> None:
