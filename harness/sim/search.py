@@ -22,6 +22,8 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 
+from harness.spec import node_bugs
+
 Step = list[Any]  # [kind, dt_ms, a, b]
 
 #: per-run caps (`Simulation.cap`): a 5-server Garlic Farm run of 24 steps processes ~2,000
@@ -90,18 +92,11 @@ def bug_name(spec: str) -> str:
 
 def bugs_by_node(bugs: tuple[str, ...], ids: tuple[int, ...]) -> dict[int, frozenset[str]]:
     """Each server's bug modes: ``NAME`` on every server, ``NAME@1,3`` on servers 1 and 3
-    only (a mixed cluster: a core and its bug-mode variant side by side)."""
-    out: dict[int, set[str]] = {i: set() for i in ids}
-    for spec in bugs:
-        name, _, where = spec.partition("@")
-        on = ids if not where else tuple(int(x) for x in where.split(","))
-        bad = [i for i in on if i not in out]
-        if bad:
-            raise ValueError(f"{spec}: no server {', '.join(map(str, bad))}; servers are "
-                             f"{', '.join(map(str, ids))}")
-        for i in on:
-            out[i].add(name)
-    return {i: frozenset(b) for i, b in out.items()}
+    only (a mixed cluster: a core and its bug-mode variant side by side). Parsed as a real
+    run parses ``--bug`` (`harness.spec.node_bugs`), so a replay file means the same on both."""
+    if tuple(ids) != tuple(range(1, len(ids) + 1)):
+        raise ValueError(f"servers must be numbered 1..{len(ids)}, got {ids}")
+    return {i: frozenset(node_bugs(bugs, i, len(ids))) for i in ids}
 
 
 class OutOfBudget(Exception):
