@@ -83,6 +83,7 @@ async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, Any]:
         cpu = {n: cpu_s(m.procs[n].pid) - cpu0[n] for n in m.ids}
         states = [await m.state(s, n) for n in m.ids]
         sent = [st.get("batches", {}) for st in states]
+        conns = [st.get("peer_connections", {}) for st in states]
     reqs, items = sum(b.get("sent", 0) for b in sent), sum(b.get("sent_items", 0) for b in sent)
     lat.sort()
     per = max(len(lat), 1)
@@ -91,6 +92,10 @@ async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, Any]:
             "other": sum(n for st, n in refused.items() if st not in (409, 503, 504)),
             "seconds": round(dt, 2),
             "batches": reqs, "items_per_batch": round(items / reqs, 1) if reqs else 0,
+            #: TLS connections the nodes opened to each other (whole run) and peer requests
+            #: they sent: reuse keeps the first near the number of links
+            "peer_connections_opened": sum(c.get("opened", 0) for c in conns),
+            "peer_requests": sum(c.get("requests", 0) for c in conns),
             "updates_per_s": round(len(lat) / dt, 1),
             "latency_ms_p50": round(1000 * statistics.median(lat), 1) if lat else -1,
             "latency_ms_p95": round(1000 * lat[int(0.95 * len(lat))], 1) if lat else -1,

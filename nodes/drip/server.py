@@ -239,6 +239,9 @@ class DripNode(JournalingHost):
         self._batch_bytes = self.opts.sync_batch_bytes
         #: /batch requests sent and taken, and the messages in them (docs/drip.md "Batches")
         self.batch_stats = {"sent": 0, "sent_items": 0, "taken": 0, "taken_items": 0}
+        #: TLS connections this node opened to peers, and requests it sent: with keep-alive
+        #: reuse the first stays near the peer count while the second grows with the load
+        self.conn_stats = {"opened": 0, "requests": 0}
         #: every background task (peer requests, the committer), guarded (nodes.common.tasks)
         self.background = Background(self)
         self.runners: list[web.AppRunner] = []
@@ -247,9 +250,13 @@ class DripNode(JournalingHost):
 
     # ---- life cycle -------------------------------------------------------------------------
     async def start(self) -> None:
+        trace = aiohttp.TraceConfig()
+        trace.on_connection_create_end.append(self._conn_opened)
+        trace.on_request_start.append(self._request_started)
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=self.client_ssl, limit=64),
-            timeout=aiohttp.ClientTimeout(total=self.opts.peer_timeout_s))
+            timeout=aiohttp.ClientTimeout(total=self.opts.peer_timeout_s),
+            trace_configs=[trace])
         # the largest peer body is a sync batch: its byte bound, or one largest value alone
         peer_app = web.Application(client_max_size=self.opts.sync_batch_bytes
                                    + self.opts.max_value_bytes + 64 * 1024)
@@ -264,6 +271,12 @@ class DripNode(JournalingHost):
         self.admin.set_ready()
         log.info("drip node %s serving peers on %d (TLS), clients on %d", self.me,
                  self.cfg.ports.peer, self.cfg.ports.client)
+
+    async def _conn_opened(self, *_: Any) -> None:
+        self.conn_stats["opened"] += 1
+
+    async def _request_started(self, *_: Any) -> None:
+        self.conn_stats["requests"] += 1
 
     async def _serve(self, app: web.Application, port: int, ssl_ctx: Any) -> None:
         """Serve ``app`` through a `ConnGuard` (connection limit, head-read timeout): aiohttp
@@ -316,7 +329,7 @@ class DripNode(JournalingHost):
     # ---- outgoing ---------------------------------------------------------------------------
     def _snapshot(self) -> dict[str, Any]:
         return {**self.core.snapshot(), "refused": self.refusals.snapshot(),
-                "batches": dict(self.batch_stats),
+                "batches": dict(self.batch_stats), "peer_connections": dict(self.conn_stats),
                 "admission": {"cap": round(self._slots.cap, 1), "active": self._slots.active}}
 
     def _note_refusal(self, reason: str, **detail: Any) -> None:

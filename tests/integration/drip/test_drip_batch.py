@@ -54,6 +54,9 @@ def test_a_batch_with_one_refused_update_commits_the_others(mesh, jwt_mode: str)
             sent = await _batches(m, s)
             assert sent["n1"]["sent"] > 0 and sent["n1"]["sent_items"] > sent["n1"]["sent"], sent
             assert sum(b["taken"] for b in sent.values()) >= sent["n1"]["sent"], sent
+            # keep-alive: the TLS connections to a peer are reused, not one per request
+            conns = (await m.state(s, "n1"))["peer_connections"]
+            assert conns["requests"] > 4 * conns["opened"] > 0, conns
 
             async def everywhere() -> bool:
                 for n in IDS5:
