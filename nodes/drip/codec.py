@@ -248,22 +248,39 @@ def decode_json(raw: bytes) -> Any:
         raise CodecError(f"body: JSON nested deeper than {MAX_DEPTH}") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise CodecError(f"body is not valid JSON: {e}") from None
-    _check_tree(d)
+    _check_tree(d, _may_hold_surrogates(raw) if raw else True,
+                raw.count(b"[") + raw.count(b"{") >= MAX_DEPTH if raw else True)
     return d
 
 
-def _check_tree(d: Any) -> None:
-    """Depth and surrogates of a parsed body, walked without recursion."""
+def _may_hold_surrogates(raw: bytes) -> bool:
+    """False only when no string parsed from ``raw`` can hold a lone surrogate: UTF-8 (json
+    takes UTF-16/32 when the first bytes hold a NUL or a BOM) with no ``\\u`` escape and no
+    0xED byte (the UTF-8 lead byte of U+D800-U+DFFF, which json decodes with surrogatepass)."""
+    return b"\\u" in raw or b"\xed" in raw or b"\x00" in raw[:4] or raw[:2] in (
+        b"\xff\xfe", b"\xfe\xff")
+
+
+def _check_tree(d: Any, strings: bool = True, deep: bool = True) -> None:
+    """Depth and surrogates of a parsed body, walked without recursion. ``strings`` False: no
+    string can hold a surrogate (`_may_hold_surrogates`); ``deep`` False: the raw body has
+    fewer brackets than MAX_DEPTH. Each skips work that was most of a batch's decoding."""
+    if not strings and not deep:
+        return
     todo: list[tuple[Any, int]] = [(d, 0)]
     while todo:
         x, depth = todo.pop()
         if isinstance(x, str):
-            if _SURROGATE.search(x):
+            if strings and _SURROGATE.search(x):
                 raise CodecError("body: a string holds a lone surrogate (not valid Unicode)")
         elif isinstance(x, dict | list):
             if depth >= MAX_DEPTH:
                 raise CodecError(f"body: JSON nested deeper than {MAX_DEPTH}")
-            items = [*x.keys(), *x.values()] if isinstance(x, dict) else x
+            if strings:
+                items = [*x.keys(), *x.values()] if isinstance(x, dict) else x
+            else:
+                items = [y for y in (x.values() if isinstance(x, dict) else x)
+                         if isinstance(y, dict | list)]
             todo.extend((y, depth + 1) for y in items)
 
 

@@ -223,3 +223,23 @@ def test_heartbeat_member_list_is_bounded() -> None:
 def test_a_configured_value_size_applies() -> None:
     with pytest.raises(CodecError, match="max_value_bytes"):
         Update.from_json({"id": "u", "key": "k", "value": "x" * 100}, codec.Limits(64))
+
+
+@pytest.mark.parametrize("raw", [
+    '{"k":"\\ud800"}'.encode(),  # an escape
+    b'{"k":"\xed\xa0\x80"}',  # a UTF-8-encoded surrogate, which json takes (surrogatepass)
+    '{"k":"\ud800"}'.encode("utf-16-le", "surrogatepass"),  # UTF-16, no BOM
+    '{"k":"\ud800"}'.encode("utf-16", "surrogatepass"),  # UTF-16 with a BOM
+])
+def test_every_way_to_a_lone_surrogate_is_caught_despite_the_fast_path(raw: bytes) -> None:
+    """decode_json skips the string walk only when no string can hold a surrogate."""
+    with pytest.raises(codec.CodecError, match="lone surrogate"):
+        codec.decode_json(raw)
+
+
+def test_the_fast_path_still_checks_depth_and_takes_plain_bodies() -> None:
+    deep = b'{"a":' * 40 + b"1" + b"}" * 40
+    with pytest.raises(codec.CodecError, match="nested deeper"):
+        codec.decode_json(deep)
+    ok = {"items": [{"k": "\ud7ff \u00e9", "v": [1, {"x": "y"}]}] * 50}
+    assert codec.decode_json(json.dumps(ok, ensure_ascii=False).encode()) == ok
