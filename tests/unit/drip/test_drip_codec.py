@@ -226,7 +226,7 @@ def test_a_configured_value_size_applies() -> None:
 
 
 @pytest.mark.parametrize("raw", [
-    '{"k":"\\ud800"}'.encode(),  # an escape
+    b'{"k":"\\ud800"}',  # an escape
     b'{"k":"\xed\xa0\x80"}',  # a UTF-8-encoded surrogate, which json takes (surrogatepass)
     '{"k":"\ud800"}'.encode("utf-16-le", "surrogatepass"),  # UTF-16, no BOM
     '{"k":"\ud800"}'.encode("utf-16", "surrogatepass"),  # UTF-16 with a BOM
