@@ -96,6 +96,10 @@ async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, Any]:
             #: they sent: reuse keeps the first near the number of links
             "peer_connections_opened": sum(c.get("opened", 0) for c in conns),
             "peer_requests": sum(c.get("requests", 0) for c in conns),
+            #: SQLite group commits of all nodes per committed update (whole run)
+            "group_commits_per_update": {
+                k: round(sum(st.get("group_commits", {}).get(k, 0) for st in states) / per, 2)
+                for k in ("fsynced", "unsynced", "records")},
             "updates_per_s": round(len(lat) / dt, 1),
             "latency_ms_p50": round(1000 * statistics.median(lat), 1) if lat else -1,
             "latency_ms_p95": round(1000 * lat[int(0.95 * len(lat))], 1) if lat else -1,

@@ -65,6 +65,8 @@ class Store:
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.executescript(SCHEMA)
         self._cur: sqlite3.Cursor | None = None  # the open transaction
+        #: group commits: fsynced, unsynced (delivery marks only) and the records in them
+        self.commit_stats = {"fsynced": 0, "unsynced": 0, "records": 0}
         # reads of values (sync pages, client reads) on their own connection: they see the
         # last committed state, never a half-written group (WAL readers do not block writes)
         self.reader = self.db if self.path == ":memory:" else sqlite3.connect(
@@ -158,9 +160,12 @@ class Store:
         event loop by the node's committer, never while another write is open."""
         if not records:
             return
+        self.commit_stats["records"] += len(records)
         if all(isinstance(r, Delivered) for r in records):
+            self.commit_stats["unsynced"] += 1
             self._unsynced(lambda cur: [_write(cur, r) for r in records])
             return
+        self.commit_stats["fsynced"] += 1
         assert self._cur is None, "commit_records while another transaction is open"
         cur = self.db.cursor()
         cur.execute("BEGIN IMMEDIATE")
