@@ -59,12 +59,14 @@ def cmd_run(a: argparse.Namespace) -> int:
         raise _usage(f"{t.name} has no bug mode {', '.join(bad)}; choose from "
                          f"{', '.join(t.bugs)}")
     bugs = tuple(a.bug)
-    extra = ("hostile",) if a.hostile else ()
-    if extra and "hostile" not in t.optional:
-        raise _usage(f"{t.name} has no hostile kind in its schedules yet; drop --hostile")
+    extra = (("hostile",) if a.hostile else ()) + (("skew",) if a.skew else ())
+    for k in extra:
+        if k not in t.optional:
+            raise _usage(f"{t.name} has no {k} kind in its schedules yet; drop --{k}")
     from harness.sim.search import search  # hypothesis: imported only when a search runs
     print(f"searching {t.name} schedules, seed {a.seed}, bug {','.join(bugs) or '(none)'}, "
-          f"budget {a.budget:g} s{', with hostile peers' if extra else ''}", file=sys.stderr)
+          f"budget {a.budget:g} s{', with hostile peers' if a.hostile else ''}"
+          f"{', with clock skew' if a.skew else ''}", file=sys.stderr)
     if t.per_node:
         from harness.sim.search import bugs_by_node
 
@@ -130,7 +132,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     r.add_argument("--hostile", action="store_true",
                    help="draw the hostile kind too: an adversarial peer's burst of the "
                         "protocol's own messages (extreme fields, forged senders, replays, "
-                        "truncation) at one node (swim)")
+                        "truncation) at one node (garlicfarm, swim, sds)")
+    r.add_argument("--skew", action="store_true",
+                   help="draw the skew kind too: one node's monotonic clock runs at half or "
+                        "twice true speed, or its calendar clock steps 60 s back or forward "
+                        "(every protocol)")
     r.add_argument("--out", metavar="FILE", help="replay file to write on a failure "
                                                  "(default: sim-PROTOCOL-SEED.json)")
     r.set_defaults(fn=cmd_run)

@@ -17,7 +17,7 @@ need; the last heal waits for a stall or an isolate to end),
 the request reaches a node still syncing) and ``isolate`` (every link of node ``b`` cut, and
 healed ``a`` + 1 seconds later, when an update starts at the next node: a node that found
 itself alone meets a request before its next heartbeat). A bug mode is switched on in every
-node. Not drawn yet: membership changes, clock skew, hostile peers.
+node. Clock skew only when asked (``--skew``). Not drawn yet: membership changes, hostile peers.
 
 A run settles until it is quiet instead of for a fixed time (a DRiP run is the costliest of
 the targets: every hop is an HTTP request in JSON): after the last heal, until every node is
@@ -190,4 +190,4 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     return Outcome(not witness, witness, trace, history, sim.now)
 
 
-TARGET = Target("drip", KINDS, BUGS, run)
+TARGET = Target("drip", KINDS, BUGS, run, optional=("skew",))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
+import math
 import random
 import time
 from collections.abc import Callable, Hashable, Iterable
@@ -72,6 +73,28 @@ class SimNode:
     #: records written but not yet fsynced (only a node whose `Simulation.buffers` says so:
     #: a bug mode that acknowledges before its fsync); a crash loses them
     unsynced: list[Persist] = field(default_factory=list)
+    #: the node's own clocks (`Simulation.skew`): its monotonic clock reads
+    #: ``base_local + rate * (now - base_t)`` (None: true time, the fast path); its calendar
+    #: clock is that plus ``wall_offset`` seconds (a stepped wall clock, e.g. by NTP)
+    clock: tuple[float, float, float] | None = None  # (base_t, base_local, rate)
+    wall_offset: float = 0.0
+
+    def local(self, t: float) -> float:
+        """Virtual time ``t`` on this node's monotonic clock."""
+        c = self.clock
+        return t if c is None else c[1] + c[2] * (t - c[0])
+
+    def global_(self, local: float) -> float:
+        """The first virtual time this node's monotonic clock reads ``local`` (a timer's due
+        time): rounded up, so a timer never fires a hair before its core's own due time (a
+        core that re-arms a timer not yet due would loop at one instant)."""
+        c = self.clock
+        if c is None:
+            return local
+        t = c[0] + (local - c[1]) / c[2]
+        while self.local(t) < local:
+            t = math.nextafter(t, math.inf)
+        return t
 
 
 class RunCap(Exception):
@@ -123,6 +146,8 @@ class Simulation:
         self._plain_arrive = type(self).arrive is Simulation.arrive
         #: frame -> its decoded message, for a wire whose messages are immutable (see `Wire`)
         self._decoded: dict[bytes, Any] | None = {} if wire is not None and wire.immutable else None
+        #: some node's clock is skewed (`skew`): inputs then go through `SimNode.local`
+        self._skewed = False
 
     # ---- the clock
     def _push(self, at: float, kind: str, node: Any, data: Any) -> int:
@@ -138,7 +163,8 @@ class Simulation:
         max_events = self.max_events
         wall_deadline = self.wall_deadline
         # frames decoded before, handed over here when ``arrive`` is not overridden (`_deliver`)
-        memo = self._decoded if self._plain_arrive else None
+        memo = self._decoded if self._plain_arrive and not self._skewed else None
+        skewed = self._skewed
         while q and q[0][0] <= t:
             at, seq, kind, node, data = pop(q)
             if at > self.now:
@@ -168,13 +194,16 @@ class Simulation:
                         continue  # fired again by resume
                     del n.timers[name]
                     assert n.core is not None
-                    self._perform(n, n.core.on_timer(name, self.now))
+                    self._perform(n, n.core.on_timer(name, n.local(self.now) if skewed
+                                                     else self.now))
             elif kind == "boot":
                 if n.boot == data and not n.up:
                     self._start(n)
             elif kind == "call":
                 data()
                 max_events, wall_deadline = self.max_events, self.wall_deadline
+                if self._skewed and not skewed:
+                    skewed, memo = True, None
         self.now = max(self.now, t)
 
     def cap(self, max_events: int | None, wall_s: float | None) -> None:
@@ -253,6 +282,35 @@ class Simulation:
             if n.up and not n.paused:
                 self._deliver(n, src, raw)
 
+    #: a ``skew`` step's knob ``a``: (clock rate, calendar step in seconds). A node's monotonic
+    #: clock never goes back (Python's, that every runtime reads, cannot): it runs slow or
+    #: fast; its calendar clock (a core's ``wall(now)``) may be stepped either way.
+    SKEWS: tuple[tuple[float, float], ...] = ((1.0, 0.0), (0.5, 0.0), (2.0, 0.0),
+                                              (1.0, -60.0), (1.0, 60.0))
+
+    def skew(self, i: Any, rate: float, wall_step: float = 0.0) -> None:
+        """From now on node ``i``'s monotonic clock runs at ``rate`` times true time
+        (continuing from what it reads now, so it never jumps), and its calendar clock is
+        stepped by ``wall_step`` seconds. Its pending timers fire when its own clock reaches
+        them. Kept across restarts: the clock is the machine's, not the process's."""
+        if rate <= 0:
+            raise ValueError(f"clock rate must be positive, got {rate}")
+        n = self.nodes[i]
+        due = {name: n.local(at) for name, (at, _) in n.timers.items()}
+        n.clock = None if rate == 1.0 and n.clock is None else (self.now, n.local(self.now), rate)
+        n.wall_offset += wall_step
+        if n.clock is not None:
+            self._skewed = True
+        for name, local_at in sorted(due.items(), key=lambda kv: n.timers[kv[0]][1]):
+            if n.up:
+                self._set_timer(n, name, max(self.now, n.global_(local_at)))
+        self.trace.append((self.now, "skew", i, rate, n.wall_offset))
+
+    def wall(self, i: Any, now: float) -> float:
+        """Node ``i``'s calendar clock offset (seconds) at its monotonic time ``now``: a
+        core's ``wall(now)`` adds it, so a ``skew`` step can step a node's calendar."""
+        return now + self.nodes[i].wall_offset
+
     def partition(self, *groups: Iterable[Any]) -> None:
         self.net.partition(*groups)
         self.trace.append((self.now, "partition", [sorted(map(str, g)) for g in groups]))
@@ -270,7 +328,8 @@ class Simulation:
                    delay: tuple[float, float, float]) -> None:
         """A search schedule's step of a kind every target shares, aimed at node ``i`` with
         knobs ``a``/``b``: heal, crash, restart, pause, resume, loss and dup (``a``/10), delay
-        (latency ``delay[0] + delay[1] * a``, jitter ``delay[2] * b``); any other kind (a
+        (latency ``delay[0] + delay[1] * a``, jitter ``delay[2] * b``), skew (node ``i``'s
+        clocks by ``SKEWS[a]``); any other kind (a
         target's own, when it did not apply) does nothing."""
         if kind == "heal":
             self.heal()
@@ -293,9 +352,12 @@ class Simulation:
         elif kind == "delay":
             self.net.latency, self.net.jitter = delay[0] + delay[1] * a, delay[2] * b
             self.trace.append((self.now, "delay", self.net.latency, self.net.jitter))
+        elif kind == "skew":
+            self.skew(i, *self.SKEWS[a % len(self.SKEWS)])
 
     def heal_everything(self, ids: Iterable[Any], latency: float) -> None:
-        """A search run's last heal: every fault undone and every node of ``ids`` running, so
+        """A search run's last heal: every fault undone (a skewed clock runs at true rate
+        again) and every node of ``ids`` running, so
         what follows judges recovery (liveness), not the faults."""
         self.heal()
         self.net.loss, self.net.dup, self.net.latency, self.net.jitter = 0.0, 0.0, latency, 0.0
@@ -304,6 +366,9 @@ class Simulation:
                 self.resume(i)
             if not self.nodes[i].up:
                 self.restart(i)
+            c = self.nodes[i].clock
+            if c is not None and c[2] != 1.0:
+                self.skew(i, 1.0)  # runs true again (from what it reads: no jump)
         self.trace.append((self.now, "final-heal"))
 
     @property
@@ -342,18 +407,19 @@ class Simulation:
         msg = memo.get(raw) if memo is not None else None  # `_decode`, its hit inline
         if msg is None:
             msg = self._decode(raw)
+        now = n.local(self.now) if self._skewed else self.now
         if self._plain_arrive:
             assert n.core is not None
-            self._perform(n, n.core.on_message(src, msg, self.now))
+            self._perform(n, n.core.on_message(src, msg, now))
             return
         handed = self.arrive(n.id, src, msg)
         if handed is not None:
             assert n.core is not None
-            self._perform(n, n.core.on_message(handed[0], handed[1], self.now))
+            self._perform(n, n.core.on_message(handed[0], handed[1], now))
 
     def _input(self, n: SimNode, call: Callable[[Core, float], list[Effect]]) -> None:
         assert n.core is not None
-        self._perform(n, call(n.core, self.now))
+        self._perform(n, call(n.core, n.local(self.now) if self._skewed else self.now))
 
     def _answer_later(self, caller: Any, boot: int, after: float,
                       give: Callable[[Core, float], list[Effect]], *,
@@ -417,7 +483,7 @@ class Simulation:
                 heapq.heappush(q, (at, next(seq), "deliver", dst, (seen_as, raw)))
 
     def _timer_effect(self, n: SimNode, e: SetTimer) -> None:
-        self._set_timer(n, e.name, e.at)
+        self._set_timer(n, e.name, e.at if n.clock is None else n.global_(e.at))
 
     def _persist(self, n: SimNode, e: Persist) -> None:
         flush_s = self.buffers(n, e)

@@ -83,7 +83,7 @@ class GfSim(Simulation):
             bugs = self.bugs_of.get(i, self.bugs)
             return GarlicFarmCore(i, self.bootstrap_of[i], stored_state(durable, bugs), rng,
                                   self.opts, bugs, seeds=tuple(j for j in ids if j != i),
-                                  wall=lambda now: 1.8e9 + now)
+                                  wall=lambda now, i=i: 1.8e9 + self.wall(i, now))
 
         super().__init__(ids, make, seed=seed, wire=WIRE, latency=latency, jitter=jitter,
                          loss=loss)

@@ -10,8 +10,8 @@ Kinds: ``partition`` (shape ``a``: 0 isolate server ``b``; 1 two/three split; 2 
 meets a new leader is where Raft's membership rules matter), and when asked (``--hostile``) ``hostile``: one burst of
 `nodes.garlicfarm.hostile`'s messages at server ``b`` (``a % 3``: 0 all, 1 what any sender can
 make, 2 extreme values on a member's link). Every server keeps its records durable at once (the core persists
-before it sends), so a crash loses exactly what was in memory; clock skew is not drawn (the
-core reads no wall clock for a safety decision).
+before it sends), so a crash loses exactly what was in memory; clock skew only when asked
+(``--skew``, `Simulation.SKEWS`: the core reads no clock for a safety decision).
 """
 
 from __future__ import annotations
@@ -216,5 +216,5 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     return Outcome(not witness, witness, trace, r.ops, r.sim.now)
 
 
-TARGET = Target("garlicfarm", KINDS, BUGS, run, optional=("hostile",),
+TARGET = Target("garlicfarm", KINDS, BUGS, run, optional=("hostile", "skew"),
                 per_node=IDS)

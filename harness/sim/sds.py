@@ -36,7 +36,7 @@ class SdsSim(Simulation):
 
         def make(n: str, durable: list[Persist], _boot: int, rng: random.Random) -> SdsCore:
             return SdsCore(n, names, opts, bugs.get(n, ()), rng, EPOCH_MS,
-                           wall=lambda now: EPOCH_MS / 1000 + now, durable=restored(durable))
+                           wall=lambda now, n=n: EPOCH_MS / 1000 + self.wall(n, now), durable=restored(durable))
 
         super().__init__(names, make, seed=seed, latency=latency_ms / 1000,
                          jitter=jitter_ms / 1000, loss=loss, dup=dup)

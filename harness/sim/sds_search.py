@@ -13,19 +13,23 @@ tie-break or an arrival-order log needs to show) and ``thread`` (a ``burst`` at 
 then 5 ms later every other running node answers once: answers stamped from a clock that
 missed the burst's Lamport times show a missing Lamport update). A bug mode is switched on in
 every node.
-Not drawn: clock skew (the core orders by Lamport time; the wall clock only seeds it),
-hostile peers.
+When asked, ``hostile`` (``--hostile``: one burst of `nodes.sds.hostile`'s datagrams at
+node ``b`` from an address outside the channel; ``a`` odd: only those that decode) and
+``skew`` (``--skew``: `Simulation.SKEWS`; the calendar clock seeds the Lamport clock).
 """
 
 from __future__ import annotations
 
 import json
+import random
+from dataclasses import dataclass
 from typing import Any
 
 from checkers import ordering
 from harness.sim.play import play
 from harness.sim.sds import SdsSim
 from harness.sim.search import Outcome, Step, Target, witness_of
+from nodes.sds import hostile
 from nodes.sds.core import SdsOptions
 
 NAMES = [f"n{i}" for i in range(5)]
@@ -42,6 +46,34 @@ ANSWER_MS = 5
 OPTS = SdsOptions(resend_unacked_ms=500, resend_possibly_ms=1500, sync_interval_ms=500,
                   t_min_ms=200, t_max_ms=2000)
 SETTLE_S = 20.0  # after the last heal: many resend, sync and repair rounds
+
+
+#: the hostile peer's address: not a participant, as the real fault's own socket is not
+ATTACKER = "mallory"
+
+
+@dataclass(frozen=True)
+class _Named:
+    """A `nodes.sds.hostile.Target`: a participant by its sender id."""
+
+    node: str
+
+
+def hostile_burst(sim: SdsSim, n: str, a: int) -> int:
+    """One burst of SDS's hostile datagrams at participant ``n`` from the attacker's address
+    (``a % 2``: 0 every kind, 1 only the ones that decode, so the core's checks, not the
+    codec's, are what is hit); how many reached the network. The datagrams come from
+    `nodes.sds.hostile` (the real ``hostile`` fault's), drawn from a random seeded by the
+    run's seed and the time, so a replay sends the same bytes."""
+    rng = random.Random(f"{sim.seed}:hostile:{sim.now!r}:{n}")
+    targets = [_Named(n)] + [_Named(m) for m in NAMES if m != n]
+    sent = 0
+    for node, kind, data in hostile.messages(rng, targets):
+        if node != n or (a % 2 == 1 and kind in ("truncated", "garbage")):
+            continue
+        sim.trace.append((sim.now, "hostile", n, kind))
+        sent += sim.inject(ATTACKER, n, ATTACKER, data)
+    return sent
 
 
 class _Run:
@@ -84,6 +116,8 @@ class _Run:
                 self._round(skip=n)
         elif kind == "round":
             self._round()
+        elif kind == "hostile":
+            hostile_burst(sim, n, a)
         else:
             sim.fault_step(kind, n, a, b, delay=(0.001, 0.02, 0.005))
 
@@ -102,4 +136,4 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     return Outcome(not witness, witness, trace, r.history, sim.now)
 
 
-TARGET = Target("sds", KINDS, BUGS, run)
+TARGET = Target("sds", KINDS, BUGS, run, optional=("hostile", "skew"))

@@ -112,4 +112,4 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     return Outcome(not witness, witness, trace, [], sim.now)
 
 
-TARGET = Target("swim", KINDS, BUGS, run, optional=("hostile",))
+TARGET = Target("swim", KINDS, BUGS, run, optional=("hostile", "skew"))

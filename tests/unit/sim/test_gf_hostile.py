@@ -51,7 +51,7 @@ def test_the_shrunk_max_term_failure_now_replays_live_with_the_burst_refused(cap
 
 
 def test_hostile_is_optional_and_the_search_finds_nothing_at_seed_1(tmp_path, capsys) -> None:
-    assert "hostile" not in KINDS and TARGET.optional == ("hostile",)
+    assert "hostile" not in KINDS and TARGET.optional == ("hostile", "skew")
     f = tmp_path / "h.json"
     assert main(["sim", "run", "garlicfarm", "--hostile", "--seed", "1", "--runs", "300",
                  "--out", str(f)]) == 0

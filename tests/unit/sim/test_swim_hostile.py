@@ -44,7 +44,7 @@ def test_a_hostile_schedule_runs_the_same_byte_for_byte() -> None:
 
 
 def test_hostile_is_drawn_only_when_asked() -> None:
-    assert "hostile" not in KINDS and TARGET.optional == ("hostile",)
+    assert "hostile" not in KINDS and TARGET.optional == ("hostile", "skew")
     with pytest.raises(ValueError, match="no optional kind"):
         search(TARGET, 1, (), 5.0, runs=1, extra=("clock",))
 
