@@ -12,7 +12,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from harness.sim.driver import Simulation, Wire
+from nodes.antacid import hostile
 from nodes.antacid import messages as m
+from nodes.antacid.beep import LISTENER, ChannelStarted, Message, Session, SessionClosed
 from nodes.antacid.core import ArsCore, ArsOptions, CallFailed, NotifyDest, ReadZone
 from nodes.antacid.state import Durable, Topology
 from nodes.common.effects import Persist
@@ -58,6 +60,57 @@ class AntacidSim(Simulation):
                          latency=latency_ms / 1000, jitter=jitter_ms / 1000, loss=loss, dup=dup)
         self.boot_all()
         self.run_for(0)
+
+    #: the hostile peer's address: no server's, as the real fault's own connection is not
+    ATTACKER = "mallory"
+
+    def hostile_burst(self, n: str, a: int = 0) -> int:
+        """One burst of ANTACID's hostile exchanges at server ``n``: `nodes.antacid.hostile`'s
+        (the real ``hostile`` fault's) BEEP byte streams, read by the listener's own BEEP
+        session (`nodes.antacid.beep.Session`), as the node's listener reads them: a framing
+        attack ends the session there (traced ``hostile-closed``); each whole MSG on a channel
+        started naming a server goes onto the network from the attacker, handed to ``n``'s core
+        as from that server (XML the codec refuses is dropped as ``undecodable``, where the
+        node answers an ARSError). The core's answers go to the server posed as, which drops
+        them as answers to no call of its own. A client channel's MSGs (no server named) are
+        traced, not delivered: a node refuses a server request there before its core, and the
+        generator's client submissions are malformed. ``a % 2 == 1``: only the exchanges that
+        reach the core. Drawn from a random seeded by the run's seed and the time, so a replay
+        sends the same bytes. Returns how many messages reached the network."""
+        rng = random.Random(f"{self.seed}:hostile:{self.now!r}:{n}")
+
+        class _T:
+            def __init__(self, node: str) -> None:
+                self.node = node
+
+        targets = [_T(n)] + [_T(o) for o in self.ids if o != n]
+        sent = 0
+        for node, kind, data in hostile.messages(rng, targets):
+            if node != n:
+                continue
+            listener = Session(LISTENER, (hostile.PROFILE,))
+            names: dict[int, str | None] = {}
+            bodies: list[tuple[str | None, bytes]] = []
+            closed = False
+            for ev in listener.receive_data(data):
+                if isinstance(ev, ChannelStarted):
+                    name = ev.content.strip()
+                    names[ev.channel] = name if name in self.topo.servers else None
+                elif isinstance(ev, Message):
+                    bodies.append((names.get(ev.channel), ev.body))
+                elif isinstance(ev, SessionClosed):
+                    closed = True
+            if a % 2 == 1 and not any(peer for peer, _ in bodies):
+                continue
+            self.trace.append((self.now, "hostile", n, kind))
+            for peer, body in bodies:
+                if peer is None:
+                    self.trace.append((self.now, "hostile-client-msg", n, len(body)))
+                else:
+                    sent += self.inject(self.ATTACKER, n, peer, body)
+            if closed:
+                self.trace.append((self.now, "hostile-closed", n, kind))
+        return sent
 
     @property
     def cores(self) -> dict[str, ArsCore]:

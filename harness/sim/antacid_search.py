@@ -54,6 +54,8 @@ class _Run:
                        (f"blocks:z.g{(a + 1) % 3}", f"w{w}", "write"))
         elif kind == "read" and sim.running(n):
             sim.read(n)
+        elif kind == "hostile":
+            sim.hostile_burst(n, a)
         else:
             sim.fault_step(kind, n, a, b, delay=(0.001, 0.05, 0.01))
 
@@ -86,4 +88,4 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     return Outcome(not witness, witness, trace, history, sim.now)
 
 
-TARGET = Target("antacid", KINDS, BUGS, run, optional=("skew",))
+TARGET = Target("antacid", KINDS, BUGS, run, optional=("hostile", "skew"))
