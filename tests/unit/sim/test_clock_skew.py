@@ -113,3 +113,15 @@ def test_the_cli_draws_skew_only_when_asked(tmp_path, capsys) -> None:
     assert main(["sim", "run", "garlicfarm", "--skew", "--seed", "1", "--runs", "20",
                  "--out", str(f)]) == 0
     assert "with clock skew" in capsys.readouterr().err and not f.exists()
+
+
+def test_a_replay_file_with_skew_steps_reproduces_byte_for_byte(tmp_path, capsys) -> None:
+    from harness.sim import replayfile
+
+    s = [["skew", 10, 2, 0], ["skew", 20, 1, 1], ["crash", 100, 0, 2], ["skew", 30, 4, 3]]
+    out = drip_search.run(s, 1, ("skip-sync",))
+    assert not out.ok and b'"skew"' in out.trace
+    f = tmp_path / "skew.json"
+    replayfile.write(f, replayfile.record("drip", 1, ("skip-sync",), s, out))
+    assert main(["sim", "replay", str(f)]) == 1  # 1: the failure it keeps, reproduced
+    assert "reproduced byte for byte" in capsys.readouterr().out
