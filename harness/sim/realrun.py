@@ -238,6 +238,9 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
         elif kind == "hostile":
             notes.append(f"step {i} hostile: skipped, the real 'hostile' fault sends its own "
                          "bursts (harness run --nemesis hostile)")
+        elif kind == "skew":
+            notes.append(f"step {i} skew: skipped, not mapped yet (a calendar step, a=3/4, is "
+                         "the real 'clock-skew' op; a clock rate, a=1/2, has no real fault)")
         else:
             notes.append(f"step {i} {kind}: left to the workload, which sends its own requests")
         if kind == "rejoin" and protocol == "drip":

@@ -125,3 +125,11 @@ def test_a_replay_file_with_skew_steps_reproduces_byte_for_byte(tmp_path, capsys
     replayfile.write(f, replayfile.record("drip", 1, ("skip-sync",), s, out))
     assert main(["sim", "replay", str(f)]) == 1  # 1: the failure it keeps, reproduced
     assert "reproduced byte for byte" in capsys.readouterr().out
+
+
+def test_a_real_run_from_a_file_says_a_skew_step_is_not_mapped() -> None:
+    from harness.sim.realrun import nemesis_steps
+
+    r = {"protocol": "garlicfarm", "seed": 1, "bug": [], "schedule": [["skew", 0, 3, 0]],
+         "ops": [], "witness": [], "trace_sha256": "0" * 64}
+    assert "skew: skipped, not mapped yet" in nemesis_steps(r).notes[0]
