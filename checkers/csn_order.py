@@ -22,7 +22,9 @@ across zones; a run of one zone is one view):
 * ``availability``: the primary was up at the end and every submission got an outcome (a
   submission the client stopped waiting for counts as one when its GlobalSubmitID was
   committed later, ``committed_late``; one never answered because the nemesis killed its
-  submission server meanwhile is the kill's, ``lost_with_server``); when not, ``unknown``
+  submission server meanwhile is the kill's, ``lost_with_server``; one never given a
+  GlobalSubmitID that provably did not commit was never taken, ``never_taken``: see
+  ``_never_taken``); when not, ``unknown``
   with the reason. Unavailability is never an inconsistency: a submission
   without an outcome is not required anywhere.
 """
@@ -300,6 +302,26 @@ def _lost_with_server(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _never_taken(history: list[dict[str, Any]], nodes: dict[str, dict[str, Any]],
+                 primary: str | None, exclude: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``info`` submits with no GlobalSubmitID (no answer to SubmitUpdate) that provably did
+    not commit: the primary's journal is here and every GlobalSubmitID committed anywhere is
+    one some submit in the history was given. The spec binds a server only once it returns
+    the GlobalSubmitID (4.2.1: the answer says it holds the group durably), so such a
+    submission was never promised and, as it did not commit, it has a definite outcome: not
+    committed (as ``AntacidNotSent``'s ``fail``). A commit no history submit names could be
+    one of them, so then they all stay unjudged."""
+    if primary is None or not _events(nodes.get(primary) or {}, "start"):
+        return []  # no primary journal: commits it made may be missing from the evidence
+    known = {_gsid(op.get("value") or {}) for op in history if op.get("f") == "submit"}
+    committed = {_gsid(ev) for ev in _commits(nodes).values()} - {None}
+    if committed - known:
+        return []
+    return [op for op in history
+            if op.get("f") == "submit" and op.get("type") == "info"
+            and not _gsid(op.get("value") or {}) and op not in exclude]
+
+
 def check_availability(test: dict[str, Any], nodes: dict[str, dict[str, Any]],
                        history: list[dict[str, Any]]) -> Result:
     """Unavailability (the primary down, submissions without an outcome) is ``unknown`` with
@@ -320,9 +342,11 @@ def _availability(test: dict[str, Any], nodes: dict[str, dict[str, Any]],
     committed = {_gsid(ev) for ev in _commits(nodes).values()} - {None}
     late = [op for op in subs if op["type"] == "info" and _gsid(op.get("value") or {}) in committed]
     lost = _lost_with_server(history)
-    stuck = [op for op in subs if (op["type"] == "info" and op not in late and op not in lost) or (
-        op["type"] == "fail" and (op.get("value") or {}).get("error") in UNAVAILABLE_CODES)]
     primary = _primary(test, nodes)
+    untaken = _never_taken(history, nodes, primary, lost)
+    stuck = [op for op in subs if (op["type"] == "info" and op not in late and op not in lost
+                                   and op not in untaken) or (
+        op["type"] == "fail" and (op.get("value") or {}).get("error") in UNAVAILABLE_CODES)]
     reasons = []
     if primary is None:
         reasons.append("no primary known (no test['primary'], no start event with primary)")
@@ -335,7 +359,7 @@ def _availability(test: dict[str, Any], nodes: dict[str, dict[str, Any]],
         reasons.append(f"{len(stuck)} of {len(subs)} submissions got no commit outcome "
                        "(primary unreachable or reorder timeout): not judged")
     return reasons, {"unresolved": len(stuck), "committed_late": len(late),
-                     "lost_with_server": len(lost)}, len(subs)
+                     "lost_with_server": len(lost), "never_taken": len(untaken)}, len(subs)
 
 
 def _zone_of_op(op: dict[str, Any]) -> str | None:

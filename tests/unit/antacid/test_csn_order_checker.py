@@ -223,3 +223,32 @@ def test_nothing_to_examine_is_unknown_with_reasons() -> None:
     r = run({}, [], {})
     assert r.valid == "unknown"
     assert "no node observations" in r.find("csn-order").note
+
+
+def test_a_submission_never_given_an_id_that_did_not_commit_was_never_taken() -> None:
+    """No answer to SubmitUpdate, r1 not killed: no promise was made (the GlobalSubmitID is the
+    promise), and every committed GlobalSubmitID is one a client was given, so it did not
+    commit: a definite outcome. A commit no submit names could be it: then unjudged."""
+    test, history, obs = good()
+    history[1] = {**history[1], "type": "info",
+                  "value": {"server": B, "incarn": 1, "ssn": 1}}  # committed late: known
+    history += [
+        {"index": 3, "process": 0, "f": "submit", "type": "ok",
+         "value": {"server": A, "incarn": 1, "ssn": 2, "csn": 4}},
+        {"index": 4, "process": 2, "f": "submit", "type": "invoke", "time": 10, "node": "r1",
+         "value": {"z.a": "c2:9"}},
+        {"index": 5, "process": 2, "f": "submit", "type": "info", "time": 15, "node": "r1",
+         "value": {"z.a": "c2:9"}, "error": "timeout"}]
+    av = run(test, history, obs).find("availability")
+    assert av.valid is True, av.explain()
+    assert (av.stats["never_taken"], av.stats["unresolved"], av.stats["committed_late"]) == (
+        1, 0, 1)
+    # CSN 4 (A SSN 2) committed but no submit was told that ID: it could be the unanswered
+    # one, so the run cannot say that one did not commit
+    unnamed = [op for op in history if op["index"] != 3]
+    av = run(test, unnamed, obs).find("availability")
+    assert av.valid == "unknown" and (av.stats["never_taken"], av.stats["unresolved"]) == (0, 1)
+    # without the primary's journal, commits may be missing: not judged either way
+    obs["nodes"]["p"]["events"] = []
+    av = run(test, history, obs).find("availability")
+    assert av.valid == "unknown" and av.stats["never_taken"] == 0
