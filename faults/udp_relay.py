@@ -32,6 +32,8 @@ it with `UdpRelayClient` over HTTP/JSON, or in-process as `UdpRelay` (same async
     POST /links   {"links": [{"src", "dst", "dst_addr": "host:port"}]}
                                       -> {"links": [{"src", "dst", "listen": "host:port"}]}
     GET  /links                       -> the same list for every link
+    POST /retarget {"dst", "host"}    -> {"links": [...]}  (links into dst now deliver to
+                                         that host, same port: a restarted container's IP)
     POST /faults  {"flows": [[src, dst], ...], "cut"?, "drop"?, "latency_ms"?, "jitter_ms"?}
                                       -> {"flows": [...]}  (given fields replace, others stay)
     POST /heal    {"flows": [...] | null, "kind": "cut"|"loss"|"latency"|null}
@@ -171,6 +173,19 @@ class UdpRelay:
 
     def links(self) -> dict[Flow, str]:
         return {f: fmt_addr(link.listen_addr) for f, link in self._links.items()}
+
+    async def retarget(self, dst: str, host: str) -> list[Flow]:
+        """Deliver every link into ``dst`` to ``host`` (port unchanged): a node on a docker
+        bridge is reached at its container's address, which it gets only once started (and may
+        change on a restart); from there it sees each datagram coming from the relay socket
+        it was configured with, as on loopback."""
+        flows = sorted(f for f in self._links if f[1] == dst)
+        if not flows:
+            raise ValueError(f"no link into {dst!r}")
+        for f in flows:
+            link = self._links[f]
+            link.dst_addr = (host, link.dst_addr[1])
+        return flows
 
     def _rng(self, flow: Flow) -> random.Random:
         if flow not in self._rngs:
@@ -328,6 +343,14 @@ def control_app(relay: UdpRelay, stop: asyncio.Event | None = None) -> web.Appli
             return web.json_response({"error": str(e)}, status=400)
         return web.json_response({"links": link_list(made)})
 
+    async def post_retarget(req: web.Request) -> web.Response:
+        body = await req.json()
+        try:
+            flows = await relay.retarget(str(body["dst"]), str(body["host"]))
+        except (KeyError, TypeError, ValueError) as e:
+            return web.json_response({"error": str(e)}, status=400)
+        return web.json_response({"links": [list(f) for f in flows]})
+
     async def get_links(_: web.Request) -> web.Response:
         return web.json_response({"links": link_list(relay.links())})
 
@@ -363,15 +386,18 @@ def control_app(relay: UdpRelay, stop: asyncio.Event | None = None) -> web.Appli
 
     app = web.Application()
     app.add_routes([web.get("/health", health), web.post("/links", post_links),
-                    web.get("/links", get_links), web.post("/faults", post_faults),
+                    web.get("/links", get_links), web.post("/retarget", post_retarget),
+                    web.post("/faults", post_faults),
                     web.post("/heal", post_heal), web.get("/stats", get_stats),
                     web.post("/shutdown", shutdown)])
     return app
 
 
-async def serve(control_port: int, seed: int, host: str = "127.0.0.1") -> None:
-    """Run the relay with its control API until /shutdown or SIGTERM."""
-    relay = UdpRelay(seed=seed, host=host)
+async def serve(control_port: int, seed: int, host: str = "127.0.0.1",
+                link_host: str | None = None) -> None:
+    """Run the relay with its control API until /shutdown or SIGTERM; link sockets on
+    ``link_host`` (default ``host``: a docker bridge's gateway, where containers reach it)."""
+    relay = UdpRelay(seed=seed, host=link_host or host)
     stop = asyncio.Event()
     runner = web.AppRunner(control_app(relay, stop), access_log=None)
     await runner.setup()
@@ -417,6 +443,10 @@ class UdpRelayClient:
         data = await self._call("POST", "/links", body)
         return {(x["src"], x["dst"]): x["listen"] for x in data["links"]}
 
+    async def retarget(self, dst: str, host: str) -> list[Flow]:
+        data = await self._call("POST", "/retarget", {"dst": dst, "host": host})
+        return [(a, b) for a, b in data["links"]]
+
     async def set_faults(self, flows: Iterable[Flow], cut: bool | None = None,
                          drop: float | None = None, latency_ms: float | None = None,
                          jitter_ms: float | None = None,
@@ -449,10 +479,10 @@ class UdpRelayProcess:
     """A relay subprocess that dies with us (see `osutil.procs`); a context manager."""
 
     def __init__(self, seed: int = 0, host: str = "127.0.0.1", control_port: int = 0,
-                 startup_timeout_s: float = 10.0) -> None:
+                 startup_timeout_s: float = 10.0, link_host: str | None = None) -> None:
         self.proc = procs.spawn(
             [sys.executable, "-m", "faults.udp_relay", "--control-port", str(control_port),
-             "--seed", str(seed), "--host", host],
+             "--seed", str(seed), "--host", host, "--link-host", link_host or host],
             stdout=subprocess.PIPE, cwd=Path(__file__).resolve().parent.parent)
         try:
             self.url = self._read_url(startup_timeout_s)
@@ -559,9 +589,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--control-port", type=int, required=True,
                    help="HTTP control port (0: pick one; the URL is printed on stdout)")
     p.add_argument("--seed", type=int, default=0, help="seed for drops and jitter")
-    p.add_argument("--host", default="127.0.0.1", help="address for all sockets")
+    p.add_argument("--host", default="127.0.0.1", help="address for the control API")
+    p.add_argument("--link-host", default=None,
+                   help="address for the link sockets (default: --host)")
     args = p.parse_args(argv)
-    asyncio.run(serve(args.control_port, args.seed, args.host))
+    asyncio.run(serve(args.control_port, args.seed, args.host, args.link_host))
 
 
 if __name__ == "__main__":

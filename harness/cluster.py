@@ -76,7 +76,7 @@ class Cluster:
             self.node_specs[n] = self._write_config(n, i)
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3))
         first = [n for n in self.nodes if n not in self.late]
-        await asyncio.gather(*(self.backend.start(self.node_specs[n]) for n in first))
+        await asyncio.gather(*(self._start_node(n) for n in first))
         await asyncio.gather(*(self.wait_healthy(n) for n in first))
         from faults.nemesis import Nemesis
 
@@ -117,7 +117,9 @@ class Cluster:
             from faults.udp_relay import UdpLinks, UdpRelayProcess
 
             # our own relay process, started from this (main) thread like Toxiproxy
-            self._relay = UdpRelayProcess(seed=self.rng.randrange(2**31))
+            # link sockets where the nodes reach them (a docker bridge's gateway, say)
+            self._relay = UdpRelayProcess(seed=self.rng.randrange(2**31),
+                                          link_host=getattr(self.backend, "proxy_host", HOST))
             self._links = await UdpLinks.create(self._relay.client(), upstream)
         else:
             # started from this (main) thread, so PR_SET_PDEATHSIG ties the server to us
@@ -229,6 +231,16 @@ class Cluster:
     async def heal_all(self) -> dict[str, Any]:
         return await self._faults.heal_all()
 
+    async def _start_node(self, n: str) -> None:
+        await self.backend.start(self.node_specs[n])
+        direct = getattr(self.backend, "direct_host", None)
+        if self._relay is not None and direct is not None:
+            # UDP on a docker bridge: the relay delivers to the container's own address, so
+            # the node sees each peer's datagrams from the relay socket it was configured with
+            host = await asyncio.to_thread(direct, n)
+            if host is not None:
+                await self._links.relay.retarget(n, host)
+
     # ---- NodeControl (what faults/nemesis.py drives) ------------------------------------
     async def kill(self, node: str) -> None:
         await self.backend.kill(node)
@@ -236,7 +248,7 @@ class Cluster:
     async def restart(self, node: str) -> None:
         if self.backend.is_running(node):
             return
-        await self.backend.start(self.node_specs[node])
+        await self._start_node(node)
         await self.wait_healthy(node)
 
     async def pause(self, node: str) -> None:

@@ -136,6 +136,22 @@ class DockerBackend:
         assert self._gateway is not None
         return self._gateway
 
+    def direct_host(self, node_id: str) -> str | None:
+        """Where the host reaches a started node's ports directly: its container's address on
+        the run's bridge (a published port's proxy would rewrite the sender, and UDP nodes
+        know their peers by sender address: faults.udp_relay's ``retarget``); None on the
+        host network, where 127.0.0.1 is direct."""
+        if self.network == "host":
+            return None
+        c = self._container(node_id)
+        c.reload()
+        net = (c.attrs.get("NetworkSettings") or {}).get("Networks") or {}
+        ip = (net.get(self._net.name) or {}).get("IPAddress") if self._net is not None else None
+        if not ip:
+            raise BackendError(f"{node_id} has no address on the run's bridge "
+                               f"({self._net.name if self._net else 'no network'}); is it running?")
+        return str(ip)
+
     def _ensure_network(self, run_dir: str | None = None) -> None:
         with self._net_lock:  # nodes start concurrently: one network per run
             if self._net is not None:

@@ -95,6 +95,9 @@ def test_echo_chaos_on_backend(backend, chaos_run, request):
     # and the client's notification listener on the bridge's gateway
     pytest.param("antacid", "docker-bridge", id="antacid-docker-bridge",
                  marks=[pytest.mark.smoke]),
+    # SWIM, the UDP one: the relay's link sockets on the gateway, delivering to each
+    # container's own address, so members still know each other by sender address
+    pytest.param("swim", "docker-bridge", id="swim-docker-bridge", marks=[pytest.mark.smoke]),
     # the same random faults on the local backend, beside the other three
     pytest.param("antacid", "local", id="antacid-local", marks=[pytest.mark.smoke])])
 def test_protocol_chaos_on_backend(protocol, backend, chaos_run, request):

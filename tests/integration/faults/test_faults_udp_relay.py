@@ -222,3 +222,40 @@ def test_relay_process_over_http_and_no_leak_after_close() -> None:
     assert not pid_alive(pid)
     assert not port_listening(control)
     assert not any(port_listening(p, socket.SOCK_DGRAM) for p in udp_ports)
+
+
+def test_link_sockets_on_their_own_host_and_retarget_to_a_moved_node() -> None:
+    """The docker-bridge shape on loopback aliases: control on 127.0.0.1, link sockets on
+    127.0.0.2 (the gateway), b on 127.0.0.3 (its container), first known only at 127.0.0.1
+    (where nothing listens). Before the retarget b gets nothing; after it, b gets a's
+    datagram from b's own address for a, and b's reply reaches a through the reverse link."""
+    async def body(proc: UdpRelayProcess) -> None:
+        loop = asyncio.get_running_loop()
+        _, a = await loop.create_datagram_endpoint(Peer, local_addr=("127.0.0.2", 0))
+        _, b = await loop.create_datagram_endpoint(Peer, local_addr=("127.0.0.3", 0))
+        client = proc.client()
+        links = await UdpLinks.create(client, {("a", "b"): f"127.0.0.1:{port_of(b.addr)}",
+                                               ("b", "a"): a.addr})
+        try:
+            assert all(parse_addr(x)[0] == "127.0.0.2" for x in links.listen.values())
+            assert proc.url.startswith("http://127.0.0.1:")
+            a.send(b"ping1", links.listen[("a", "b")])
+            await settle()
+            assert b.got == []
+            assert await client.retarget("b", "127.0.0.3") == [("a", "b")]
+            a.send(b"ping2", links.listen[("a", "b")])
+            await settle()
+            assert [(d, fmt_addr(s)) for d, s, _ in b.got] == [(b"ping2", links.listen[("b", "a")])]
+            assert [d for d, _, _ in a.got] == [b"pong2"]
+            try:
+                await client.retarget("nobody", "127.0.0.3")
+                raise AssertionError("a retarget to an unknown node must be refused")
+            except RuntimeError as e:
+                assert "no link into 'nobody'" in str(e)
+        finally:
+            await links.close()
+            a.transport.close()
+            b.transport.close()
+
+    with UdpRelayProcess(seed=5, link_host="127.0.0.2") as proc:
+        asyncio.run(asyncio.wait_for(body(proc), 20))
