@@ -35,7 +35,9 @@ Items and "held", per protocol (``PROTOCOLS``):
 state was collected, minus those that left (``removed`` in Raft, ``left`` in SWIM). A node that
 journaled but whose state could not be collected makes the verdict ``unknown`` (it may have
 been live); a node that never started, or that the nemesis killed for good (``gone``), is not
-required to progress.
+required to progress, and an item only gone nodes ever held (an SDS message its sender logged
+and died with) is required of no one (``died_with_gone`` in the stats). In SWIM a gone node
+must end dead or left in every live view (``checkers.membership.check_convergence``).
 
 Time: journal ``t`` is the node's wall clock, put on the history's axis with
 ``test["started_wall"]`` (the runner records it). Clock skew is reset by the heal, so the
@@ -53,7 +55,7 @@ from typing import Any
 from checkers.csn_order import reachable_csn, zone_views
 from checkers.drip_undone import drop_undone
 from checkers.membership import check_convergence
-from checkers.observations import evidence_gaps, node_observations
+from checkers.observations import evidence_gaps, gone_nodes, node_observations
 from checkers.options import option
 from checkers.result import Anomaly, Result, verdict
 from vocabulary.faults import is_nemesis
@@ -275,9 +277,14 @@ def reach(test: Test, history: History, observations: Obs, protocol: str) -> Res
     if protocol == "antacid":
         for z, (_, zn, _) in zone_views(test, node_observations(observations), history).items():
             can_in[str(z)] = reachable_csn(zn)
+    # an item only nodes killed for good ever held (an SDS message its sender logged and died
+    # with, a DRiP update only its dead initiator applied) can reach no live node: the kill's
+    # doing, not a stall of the others
+    gone = set(gone_nodes(observations))
+    died = {i for i in first if gone and all(n in gone for n, got in held.items() if i in got)}
     for item, f in sorted(first.items(), key=lambda kv: kv[1]):
         due = max(f, win.heal) + bound
-        if due > win.end:
+        if due > win.end or item in died:
             continue
         judged += 1
         for node in live:
@@ -300,7 +307,8 @@ def reach(test: Test, history: History, observations: Obs, protocol: str) -> Res
                      "got": None if got is None else round(got, 3)}))
     stuck = sorted({a.witness["node"] for a in anomalies})
     stats = {"bound_s": bound, "heal_s": round(win.heal, 3), "end_s": round(win.end, 3),
-             "live_nodes": live, "items_seen": len(first), "stuck_nodes": stuck}
+             "live_nodes": live, "items_seen": len(first), "stuck_nodes": stuck,
+             **({"died_with_gone": len(died)} if died else {})}
     note = ""
     if not judged and win.end - win.heal < bound:
         note = (f"the run ended {win.end - win.heal:.2f}s after the last heal, sooner than the "
@@ -323,7 +331,7 @@ def convergence(test: Test, history: History, observations: Obs) -> Result:
     obs = node_observations(observations)
     states = {n: (obs.get(n) or {}).get("state") for n in nodes}
     started = {n for n in nodes if (obs.get(n) or {}).get("events")}
-    r = check_convergence(states, nodes, started)
+    r = check_convergence(states, nodes, started, gone_nodes(observations))
     r.checker = NAME
     r.stats = {**r.stats, **stats}
     return r

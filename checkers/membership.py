@@ -44,12 +44,12 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
-from checkers.observations import evidence_gaps
+from checkers.observations import evidence_gaps, gone_nodes
 from checkers.options import option
 from checkers.result import NOT_EXERCISED, Anomaly, Result, compose, not_exercised
 from vocabulary.history import pairs
@@ -289,9 +289,12 @@ def _journals(al: Aligned) -> int:
 
 
 def check_convergence(states: dict[str, dict[str, Any] | None], nodes: list[str],
-                      ever_started: set[str]) -> Result:
+                      ever_started: set[str], gone: Collection[str] = ()) -> Result:
+    """Every live member's final view holds exactly the other live members as alive. A node
+    with no final state is neither required nor forbidden, unless it was killed for good
+    (``gone``): that is no gap, and the others must have it dead or left, not alive."""
     anomalies: list[Anomaly] = []
-    missing = [n for n in nodes if states.get(n) is None and n in ever_started]
+    missing = [n for n in nodes if states.get(n) is None and n in ever_started and n not in gone]
     live = {n for n in nodes if states.get(n) is not None and not states[n].get("left")}
     views: dict[str, set[str]] = {}
     for o in sorted(live):
@@ -588,9 +591,10 @@ def check(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
         tl.end = max(tl.end, al.end)
     states = {n: (obs_nodes.get(n) or {}).get("state") for n in nodes}
     started = {n for n in nodes if (obs_nodes.get(n) or {}).get("events")}
+    gone = gone_nodes(observations)
     capacity = int(option(test, "capacity", node_opts.get("capacity", 0)) or 0)
     results = [
-        check_convergence(states, nodes, started),
+        check_convergence(states, nodes, started, gone),
         check_accuracy(al, tl, nodes, grace, option(test, "swim_max_fp_per_member_hour", 0.0),
                        option(test, "swim_max_false_suspicions_per_member_hour")),
         check_completeness(al, tl, nodes, window, period,

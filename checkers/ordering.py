@@ -9,7 +9,9 @@ Properties, each a child result:
 
 * ``causal-delivery``: no node put a message in its log before every id in its ``deps``;
 * ``common-order``: any two ids held by two nodes are in the same order in both final logs;
-* ``acked-not-lost``: a send the client saw ``ok`` is in every final log;
+* ``acked-not-lost``: a send the client saw ``ok`` is in every final log (but for one made
+  at a node the nemesis killed for good that no live node holds: SDS acknowledges a send once
+  its own node logged it, and what only a dead node ever had can reach nobody);
 * ``no-duplicates``: no node delivered (or logs) one id twice;
 * ``convergence``: every message a node that is live at the end sent is in every final log
   (the run heals and quiesces before the states are taken);
@@ -39,9 +41,10 @@ on node clocks), repair counts, datagrams per delivered entry.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from typing import Any
 
-from checkers.observations import evidence_gaps, node_observations, verdict, where
+from checkers.observations import evidence_gaps, gone_nodes, node_observations, verdict, where
 from checkers.result import Anomaly, Result, worst
 
 NAME = "ordering"
@@ -326,11 +329,22 @@ def _ok_sends(history: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]
     return out
 
 
-def check_acked(history: list[dict[str, Any]], logs: dict[str, list[dict[str, Any]]]
-                ) -> list[Anomaly]:
+def died_with_gone(history: list[dict[str, Any]], logs: dict[str, list[dict[str, Any]]],
+                   gone: Collection[str]) -> set[str]:
+    """Payloads of ok sends made at a node killed for good (``gone``) that no final log holds:
+    they died with their node, so no live node can get them (not a loss of the others')."""
+    anywhere = {e.get("payload") for log in logs.values() for e in log}
+    return {p for p, op in _ok_sends(history) if op.get("node") in gone and p not in anywhere}
+
+
+def check_acked(history: list[dict[str, Any]], logs: dict[str, list[dict[str, Any]]],
+                gone: Collection[str] = ()) -> list[Anomaly]:
     held = {n: {e.get("payload") for e in log} for n, log in logs.items()}
+    excused = died_with_gone(history, logs, gone)
     out = []
     for payload, op in _ok_sends(history):
+        if payload in excused:
+            continue
         lacking = sorted(n for n, ps in held.items() if payload not in ps)
         if lacking:
             out.append(Anomaly(
@@ -409,6 +423,7 @@ def check(test: dict[str, Any], history: list[dict[str, Any]],
     """The composed ordering verdict (see the module docstring)."""
     nodes = node_observations(observations)
     logs = {n: e for n, obs in nodes.items() if (e := _entries(obs)) is not None}
+    gone = gone_nodes(observations)
     journal_gaps = evidence_gaps(observations, event_types=("send", "deliver"))
     state_gaps = evidence_gaps(observations, state=True)
     both = sorted(set(journal_gaps + state_gaps))
@@ -431,7 +446,7 @@ def check(test: dict[str, Any], history: list[dict[str, Any]],
         leaf("causal-delivery", check_causal(nodes), journal_gaps, "deliveries"),
         leaf("common-order", order, state_gaps, "entries_compared",
              seen=("nodes_with_state", "log_entries")),
-        leaf("acked-not-lost", check_acked(history, logs), state_gaps, "ok_sends",
+        leaf("acked-not-lost", check_acked(history, logs, gone), state_gaps, "ok_sends",
              "nodes_with_state"),
         leaf("no-duplicates", check_duplicates(nodes), journal_gaps, "deliveries"),
         leaf("convergence", check_convergence(nodes, logs), both, "sends", "nodes_with_state"),
@@ -445,6 +460,8 @@ def check(test: dict[str, Any], history: list[dict[str, Any]],
         leaf("same-set", check_same_set(nodes, logs), both, "nodes_with_state", "log_entries",
              seen=("sends",)),
     ]
+    if died := died_with_gone(history, logs, gone):
+        children[2].stats["ok_sends_died_with_gone"] = len(died)
     v = worst(c.valid for c in children)
     bad = [c.checker for c in children if c.valid is False]
     return Result(NAME, v, [], stats(nodes, history), children,

@@ -94,6 +94,22 @@ def test_five_nodes_kill_and_restart_under_loss(chaos_run) -> None:
         (0.5, STOP_LOSS)]), min_ok=MIN_OK_PER_S * 10)
 
 
+def test_node_killed_for_good_while_isolated(chaos_run) -> None:
+    """n2 is cut off, keeps sending (each send is acked once n2 logged it), and is killed for
+    good before the heal: what only n2 had died with it. The four others must still converge
+    on everything any of them holds, drain their buffers and keep delivering; n2's lost
+    sends are neither a loss of theirs nor their stall (``gone``: no final state owed)."""
+    res = run(chaos_run, partial(sds_spec, "sds-5-gone", 5, [
+        (1.0, {"f": "start-partition", "value": {"shape": "isolate", "node": "n2"}}),
+        (2.0, {"f": "kill", "value": {"node": "n2", "for_good": True}}),
+        (0.5, {"f": "stop-partition", "value": None})], time_limit=8.0),
+        min_ok=MIN_OK_PER_S * 8)
+    assert (res.run_dir.path / "nodes/n2/gone.json").is_file()
+    assert res.result.find("liveness").stats["live_nodes"] == ["n1", "n3", "n4", "n5"]
+    died = res.result.find("ordering.acked-not-lost").stats.get("ok_sends_died_with_gone", 0)
+    assert died > 0, "n2 acked nothing while cut off: the case was not exercised"
+
+
 def test_nine_nodes_ten_percent_loss(chaos_run) -> None:
     run(chaos_run, partial(sds_spec, "sds-9-loss10", 9, [(0.5, loss(0.1)), (7.0, STOP_LOSS)],
                            options={"send_interval_s": 0.1}),

@@ -99,6 +99,20 @@ def test_swim_10_nodes_kills_pauses_partitions(chaos_run: Any) -> None:
 
 
 @pytest.mark.chaos
+def test_swim_member_killed_for_good_is_dead_in_every_view(chaos_run: Any) -> None:
+    """n3 killed for good (the final heal leaves it down, ``gone``): it owes no final view,
+    and every survivor must end with it dead, not alive; its crash, lasting to the end, is
+    judged for completeness."""
+    spec = swim_spec("swim-gone", 5, [(2.0, op("kill", {"node": "n3", "for_good": True}))],
+                     time_limit=10)
+    res = chaos_run(spec, min_ok=CLOCK_SYNC)
+    assert (res.run_dir.path / "nodes/n3/gone.json").is_file()
+    f = figures(res)
+    assert f["convergence"]["live"] == ["n1", "n2", "n4", "n5"]
+    assert f["completeness"]["judged"] >= 1
+
+
+@pytest.mark.chaos
 def test_swim_partition_heals_with_a_join_token(chaos_run: Any) -> None:
     """Every JoinReq proves the token, reconnects across the healed cut included: they once
     went without it, were refused, and the halves never merged again. (The kill after the

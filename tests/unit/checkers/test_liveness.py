@@ -144,6 +144,25 @@ def test_sds_node_that_stops_delivering_is_caught_and_catch_up_is_valid() -> Non
     assert r.valid is False and r.stats["stuck_nodes"] == ["n3"]
 
 
+def test_sds_messages_only_a_node_killed_for_good_held_are_not_the_others_stall() -> None:
+    """n1 sends m0..m39 and the others deliver all but m37..m39, which n1 logged and then died
+    with (killed for good, gone): no live node ever had them, so no one is behind. A message
+    a live node holds is still owed to every live node; and n1 merely without a final state
+    (not gone) leaves the verdict unknown, as before."""
+    msgs = [(0.3 * k, f"m{k}") for k in range(40)]
+    got = _sds_node(msgs[:-3])
+    dead = {**_sds_node(msgs, own=True), "state": None, "gone": True}
+    t, h = _test("sds"), _history(10.0, 15.0)
+    r = liveness.check(t, h, {"nodes": {"n1": dead, "n2": got, "n3": got}})
+    assert r.valid is True and r.stats["died_with_gone"] == 3, r.explain()
+    assert r.stats["live_nodes"] == ["n2", "n3"]
+    r = liveness.check(t, h, {"nodes": {"n1": dead, "n2": _sds_node(msgs), "n3": got}})
+    assert r.valid is False and r.stats["stuck_nodes"] == ["n3"]
+    assert sorted(a.witness["item"] for a in r.anomalies) == ["m37", "m38", "m39"]
+    r = liveness.check(t, h, {"nodes": {"n1": {**dead, "gone": False}, "n2": got, "n3": got}})
+    assert r.valid is not True
+
+
 def test_drip_node_missing_a_committed_update_is_caught() -> None:
     ups = [(0.5 * k, f"u{k}") for k in range(26)]
 

@@ -122,3 +122,23 @@ def test_an_entry_held_twice_in_a_final_log(golden: Golden) -> None:
     assert [a.kind for a in c.anomalies] == ["duplicate-in-log"]
     assert c.anomalies[0].witness == {"node": "n1", "id": "a"}
     assert c.anomalies[0].message == "n1's final log holds a 2 times"
+
+
+def test_an_acked_send_only_its_gone_node_had_died_with_it() -> None:
+    """n3 acked p-d (logged it) and was killed for good before anyone got it: no live node can
+    get it, so it is not a loss of theirs. Once a live node holds it, every live node owes it;
+    and with n3 merely missing (not gone) it is lost as before."""
+    h, obs = good()
+    h.append({"index": 2, "process": 1, "type": "ok", "f": "send",
+              "value": {"v": "p-d", "id": "d", "lamport": 4}, "node": "n3"})
+    obs["nodes"]["n3"] = {"events": [ev(0, "send", "d", 4, "n3", t=10.3)], "state": None,
+                          "gone": True, "missing": []}
+    lost = child(ordering.check({}, h, obs), "acked-not-lost")
+    assert lost.valid is True and lost.stats["ok_sends_died_with_gone"] == 1, lost
+    obs["nodes"]["n1"]["state"]["log"].append(entry("d", 4, "n3"))
+    lost = child(ordering.check({}, h, obs), "acked-not-lost")
+    assert lost.valid is False and lost.anomalies[0].witness["missing_at"] == ["n2"]
+    obs["nodes"]["n1"]["state"]["log"].pop()
+    obs["nodes"]["n3"]["gone"] = False
+    lost = child(ordering.check({}, h, obs), "acked-not-lost")
+    assert [a.witness["missing_at"] for a in lost.anomalies] == [["n1", "n2"]]

@@ -46,6 +46,22 @@ def test_a_node_without_a_final_state_is_neither_required_nor_forbidden() -> Non
     assert check_convergence(states, NODES, {"n1", "n2", "n3"}).valid is True  # never started
 
 
+def test_a_node_killed_for_good_must_be_dead_or_left_in_every_view() -> None:
+    """n4 gone for good: no final state by design, so no gap; the others converged to it
+    being dead (not in their alive set). One still holding it alive has not converged."""
+    states: dict[str, Any] = {n: view(n, [m for m in NODES if m not in (n, "n4")]) for n in NODES}
+    states["n4"] = None
+    r = check_convergence(states, NODES, set(NODES), gone=["n4"])
+    assert r.valid is True and r.stats["live"] == ["n1", "n2", "n3"], r
+    states["n2"] = view("n2", ["n1", "n3", "n4"])
+    r = check_convergence(states, NODES, set(NODES), gone=["n4"])
+    assert r.valid is False
+    assert [(a.kind, a.witness["node"], a.witness["extra"]) for a in r.anomalies] == [
+        ("view-mismatch", "n2", ["n4"])]
+    # merely unreachable at the end (not gone): neither required nor forbidden, as before
+    assert check_convergence(states, NODES, set(NODES)).valid == "unknown"
+
+
 def test_a_torn_journal_makes_every_journal_check_unknown(golden: Golden) -> None:
     o = obs()
     o["nodes"]["n3"]["missing"] = [{"what": "event", "type": None, "detail": "torn line 7"}]
