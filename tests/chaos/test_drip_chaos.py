@@ -202,12 +202,12 @@ def test_bug_commit_after_abort_is_caught(chaos_run) -> None:
 
 
 def test_correct_member_killed_for_good_then_decommissioned(chaos_run) -> None:
-    """n4 is killed and never restarted: every update aborts (all-yes lacks n4) until another
+    """n4 is killed for good (never restarted, not even by the final heal): every update aborts (all-yes lacks n4) until another
     member decommissions it through ``POST /admin/members``; then updates commit again, and
     the checker judges each decision against the membership of its epoch (issue 23)."""
     import json
 
-    steps = sch.explicit([(2.0, sch.op("kill", {"node": "n4"})),
+    steps = sch.explicit([(2.0, sch.op("kill", {"node": "n4", "for_good": True})),
                           (4.0, sch.op("decommission", {"node": "n4"}))])
     res = chaos_run(spec("drip-decommission", 4, ring, time_limit=14.0, schedule=steps),
                     min_ok=MIN_OK_PER_S * 4)
@@ -222,6 +222,7 @@ def test_correct_member_killed_for_good_then_decommissioned(chaos_run) -> None:
     after = [e for e in decides if e.get("epoch") == 1 and e["outcome"] == "commit"]
     assert after, "no update committed after n4 was decommissioned"
     assert all("n4" not in e["required"] for e in after)
+    assert (nodes / "n4" / "gone.json").is_file()  # the final heal did not bring it back
 
 
 # ---- issue 26 planted back: caught by the provenance leaves under the hostile nemesis -------
