@@ -431,7 +431,8 @@ def check(test: dict[str, Any], history: list[dict[str, Any]],
     n = {"groups": 0, "ssn_groups": 0, "groups_compared": 0, "reads": 0, "acked": 0,
          "commits": 0, "nodes_with_state": len(_states(nodes))}
     reasons: list[str] = []
-    avail: dict[str, int] = {"unresolved": 0, "committed_late": 0, "lost_with_server": 0}
+    avail: dict[str, int] = {"unresolved": 0, "committed_late": 0, "lost_with_server": 0,
+                             "never_taken": 0}
     subs = 0
     views = zone_views(test, nodes, history)
     for zone, (zt, zn, zh) in views.items():
