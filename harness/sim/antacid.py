@@ -1,8 +1,12 @@
-"""ANTACID on the simulator: the real `ArsCore` per server of one zone's DAG, every message
+"""ANTACID on the simulator: the real `ArsCore` per server of one zone's DAG (several zones:
+the real `ZonedCore`, zone k's primary on server k, as the suite places them), every message
 through the real XML codec, request/response calls that end in ``CallFailed`` when no answer
 comes in ``call_timeout`` (what the BEEP runtime does), and a client that submits, reads and
 takes result notifications (answering them, as a NotifyHost would). It records the history
-and observations `checkers.csn_order` reads (docs/antacid.md, "Checker evidence")."""
+and observations `checkers.csn_order` reads (docs/antacid.md, "Checker evidence"); with
+several zones each op, journal event and final state names its zone, so the checker judges
+each zone apart, and results are keyed by (zone, GlobalSubmitID). One zone runs `ArsCore`
+alone, so every one-zone run stays byte for byte what it was."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from nodes.antacid import messages as m
 from nodes.antacid.beep import LISTENER, ChannelStarted, Message, Session, SessionClosed
 from nodes.antacid.core import ArsCore, ArsOptions, CallFailed, NotifyDest, ReadZone
 from nodes.antacid.state import Durable, Topology
+from nodes.antacid.zones import ZonedCore, restore_zones, zone_of
 from nodes.common.effects import Persist
 
 #: where every simulated client wants its result notifications
@@ -32,6 +37,29 @@ def topology(n_replicas: int = 3, zone: str = "blocks:z") -> Topology:
     return Topology(zone, "p", servers, up)
 
 
+def zone_name(k: int) -> str:
+    """Zone ``k`` (from 0): ``blocks:z``, ``blocks:z2``, ``blocks:z3``, ..."""
+    return "blocks:z" if k == 0 else f"blocks:z{k + 1}"
+
+
+def zone_topologies(zones: int, n_replicas: int = 3) -> dict[str, Topology]:
+    """``zones`` zones over the servers of `topology`: zone k's primary is server k (``p``,
+    ``r1``, ...; wrapping), its DAG `topology`'s shape over the servers rotated to start there
+    (as the suite roots each zone's shape at its own primary). Zone 0 is `topology` itself."""
+    if zones < 1:
+        raise ValueError(f"an ANTACID simulation holds at least one zone, got {zones}")
+    servers = topology(n_replicas).servers
+    names = list(servers)
+    out: dict[str, Topology] = {}
+    for k in range(zones):
+        i = k % len(names)
+        rot = names[i:] + names[:i]
+        up = {rot[j]: ((rot[0],) if j == 1 else (rot[j - 1], rot[0]))
+              for j in range(1, len(rot))}
+        out[zone_name(k)] = Topology(zone_name(k), rot[0], servers, up)
+    return out
+
+
 class AntacidSim(Simulation):
     """The servers of ``topo``; ``submit``/``read`` make the history, ``observations`` the
     rest of what the checker reads."""
@@ -39,22 +67,31 @@ class AntacidSim(Simulation):
     def __init__(self, topo: Topology | None = None, options: ArsOptions | None = None,
                  seed: int = 0, loss: float = 0.0, dup: float = 0.0, latency_ms: int = 1,
                  jitter_ms: int = 0, call_timeout: float = 0.5,
-                 bugs: Mapping[str, Iterable[str]] | None = None) -> None:
+                 bugs: Mapping[str, Iterable[str]] | None = None, zones: int = 1) -> None:
+        if topo is not None and zones != 1:
+            raise ValueError("give either a topology (one zone) or zones, not both")
         self.topo = topo or topology()
+        #: zone -> its DAG; the first is ``topo``'s zone (the default zone)
+        self.topos = {self.topo.zone: self.topo} if zones == 1 else zone_topologies(zones)
         opts = options or ArsOptions(pull_interval=0.5, reorder_timeout=3.0)
         self.call_timeout = call_timeout
         self.bugs = {k: tuple(v) for k, v in (bugs or {}).items()}
         self.history: list[dict[str, Any]] = []
         self._open: set[tuple[Any, int, Any, int]] = set()
         self._by_token: dict[int, dict[str, Any]] = {}
-        self._by_gsid: dict[tuple[str, int, int], dict[str, Any]] = {}
-        self._outcomes: dict[tuple[str, int, int], tuple[int, int | None]] = {}
+        self._by_gsid: dict[tuple[str, str, int, int], dict[str, Any]] = {}
+        self._outcomes: dict[tuple[str, str, int, int], tuple[int, int | None]] = {}
         self._process = itertools.count()
         names = list(self.topo.servers)
 
-        def make(n: str, durable: list[Persist], _boot: int, _rng: random.Random) -> ArsCore:
-            d = Durable.restore([p.record for p in durable], 100 + names.index(n))
-            return ArsCore(n, self.topo, d, opts, bugs=self.bugs.get(n, ()))
+        def make(n: str, durable: list[Persist], _boot: int,
+                 _rng: random.Random) -> ArsCore | ZonedCore:
+            records, incarn = [p.record for p in durable], 100 + names.index(n)
+            if not self.zoned:
+                return ArsCore(n, self.topo, Durable.restore(records, incarn), opts,
+                               bugs=self.bugs.get(n, ()))
+            return ZonedCore(n, self.topos, restore_zones(records, self.topos, incarn), opts,
+                             bugs=self.bugs.get(n, ()))
 
         super().__init__(names, make, seed=seed, wire=Wire(m.encode, m.parse),
                          latency=latency_ms / 1000, jitter=jitter_ms / 1000, loss=loss, dup=dup)
@@ -113,8 +150,15 @@ class AntacidSim(Simulation):
         return sent
 
     @property
+    def zoned(self) -> bool:
+        """Several zones: `ZonedCore` servers, zones named in ops, events and states."""
+        return len(self.topos) > 1
+
+    @property
     def cores(self) -> dict[str, ArsCore]:
-        return {i: n.core for i, n in self.nodes.items() if isinstance(n.core, ArsCore)}
+        """Each running server's core of the default zone."""
+        return {i: n.core.zones[n.core.default] if isinstance(n.core, ZonedCore) else n.core
+                for i, n in self.nodes.items() if isinstance(n.core, ArsCore | ZonedCore)}
 
     # ---- the calls
     def route(self, src: Any, to: Any, msg: Any) -> list[tuple[Any, Any]]:
@@ -144,14 +188,15 @@ class AntacidSim(Simulation):
         """The client gets a result notification: complete its op, answer the server."""
         b = req.body
         if isinstance(b, m.SubmittedUpdateResultNotification):
-            self._outcomes.setdefault(_key(b.gsid), (b.csn, b.error.code if b.error else None))
-            self._complete(_key(b.gsid))
+            key = _key(b.zone, b.gsid)
+            self._outcomes.setdefault(key, (b.csn, b.error.code if b.error else None))
+            self._complete(key)
         boot = self.nodes[src].boot
         self._answer_later(src, boot, self.net.latency,
                            lambda c, now: c.on_message(to, m.ArsResponse(req.req_num), now),
                            open_=lambda: True, close=lambda: None)
 
-    def _complete(self, key: tuple[str, int, int]) -> None:
+    def _complete(self, key: tuple[str, str, int, int]) -> None:
         """The first notification decides the op (a primary may notify before the submit's
         own reply is handled: the outcome waits in ``_outcomes``)."""
         op, got = self._by_gsid.get(key), self._outcomes.get(key)
@@ -165,9 +210,12 @@ class AntacidSim(Simulation):
         """Submit one UpdateGroup of (name, content, action) at ``node``; the op completes
         when the result notification comes (``info`` at ``finish`` if it never does)."""
         group = m.UpdateGroup(tuple(m.DatumAndOp(n, c, a) for n, c, a in docs))
+        zone = (zone_of(docs[0][0], self.topos) if docs else None) or self.topo.zone
         op = {"index": len(self.history), "process": next(self._process), "f": "submit",
               "type": "invoke", "node": node, "time": self.now,
               "value": {"docs": [d[0] for d in docs]}}
+        if self.zoned:
+            op["value"]["zone"] = zone
         self.history.append(op)
         answer = self.replies[self.command(node, m.SubmitUpdate(group, CLIENT.host,
                                                                 CLIENT.port))]
@@ -177,12 +225,15 @@ class AntacidSim(Simulation):
             g = answer.gsid
             op["value"].update(server=f"{g.server.host}:{g.server.port}",
                                incarn=g.server.incarn, ssn=g.ssn)
-            self._by_gsid[_key(g)] = op
-            self._complete(_key(g))
+            self._by_gsid[_key(zone, g)] = op
+            self._complete(_key(zone, g))
         return op
 
-    def read(self, node: str) -> dict[str, Any]:
-        value = self.replies[self.command(node, ReadZone())]
+    def read(self, node: str, zone: str | None = None) -> dict[str, Any]:
+        """A ReadZone of ``zone`` (None: the default zone) at ``node``."""
+        value = self.replies[self.command(node, ReadZone(zone))]
+        if self.zoned:
+            value = {**value, "zone": zone or self.topo.zone}
         op = {"index": len(self.history), "process": next(self._process), "f": "read",
               "type": "ok", "node": node, "time": self.now, "value": value}
         self.history.append(op)
@@ -202,13 +253,25 @@ class AntacidSim(Simulation):
             evs = [{"seq": k, "t": e.t, "type": e.type, **e.fields}
                    for k, e in enumerate(e for e in self.events if e.node == n)]
             up = self.nodes[n].up and not self.nodes[n].paused
-            nodes[n] = {"events": evs, "missing": [],
-                        "state": self.replies[self.command(n, ReadZone())] if up else None}
+            nodes[n] = {"events": evs, "missing": [], "state": self._state(n) if up else None}
         return {"nodes": nodes, "run_dir": "sim"}
 
+    def _state(self, n: str) -> dict[str, Any]:
+        """``n``'s final ReadZone; with several zones the default zone's at the top and every
+        zone's under ``zones`` (the real server's ``/admin/state`` shape)."""
+        if not self.zoned:
+            return self.replies[self.command(n, ReadZone())]  # type: ignore[no-any-return]
+        zones = {z: self.replies[self.command(n, ReadZone(z))] for z in self.topos}
+        return {**zones[self.topo.zone], "zones": zones}
+
     def test(self) -> dict[str, Any]:
-        return {"name": "antacid-sim", "primary": self.topo.primary, "seed": self.seed}
+        t = {"name": "antacid-sim", "primary": self.topo.primary, "seed": self.seed}
+        if self.zoned:
+            t["primaries"] = {z: topo.primary for z, topo in self.topos.items()}
+        return t
 
 
-def _key(g: m.GlobalSubmitID) -> tuple[str, int, int]:
-    return (f"{g.server.host}:{g.server.port}", g.server.incarn, g.ssn)
+def _key(zone: str, g: m.GlobalSubmitID) -> tuple[str, str, int, int]:
+    """A submission's result key: GlobalSubmitIDs are per (server, zone) (SSNs count per
+    zone), so the zone is part of it."""
+    return (zone, f"{g.server.host}:{g.server.port}", g.server.incarn, g.ssn)

@@ -47,8 +47,20 @@ def _target(name: str) -> Target:
     return ts[name]
 
 
+def _zoned(t: Target, zones: int) -> Target:
+    """``t`` over ``zones`` zones (``--zones``, a replay file's ``zones``): ANTACID only."""
+    if zones == 1:
+        return t
+    if t.name != "antacid" or zones < 1:
+        raise _usage(f"--zones {zones}: only antacid runs several zones, and at least one; "
+                     "drop --zones or give a positive count")
+    from harness.sim.antacid_search import target
+
+    return target(zones)
+
+
 def cmd_run(a: argparse.Namespace) -> int:
-    t = _target(a.protocol)
+    t = _zoned(_target(a.protocol), a.zones)
     from harness.sim.search import bug_name
 
     if not t.per_node and any("@" in b for b in a.bug):
@@ -66,7 +78,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     from harness.sim.search import search  # hypothesis: imported only when a search runs
     print(f"searching {t.name} schedules, seed {a.seed}, bug {','.join(bugs) or '(none)'}, "
           f"budget {a.budget:g} s{', with hostile peers' if a.hostile else ''}"
-          f"{', with clock skew' if a.skew else ''}", file=sys.stderr)
+          f"{', with clock skew' if a.skew else ''}"
+          f"{f', {a.zones} zones' if a.zones != 1 else ''}", file=sys.stderr)
     if t.per_node:
         from harness.sim.search import bugs_by_node
 
@@ -80,6 +93,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         print(f"no failing schedule found within {a.budget:g} s")
         return 0
     rec = replayfile.record(t.name, a.seed, bugs, found.schedule, found.outcome)
+    if a.zones != 1:
+        rec["zones"] = a.zones
     out = Path(a.out or f"sim-{t.name}-{a.seed}.json")
     replayfile.write(out, rec)
     print(replayfile.screen(rec))
@@ -93,9 +108,11 @@ def cmd_replay(a: argparse.Namespace) -> int:
         rec = replayfile.read(Path(a.file))
     except ValueError as e:
         raise _usage(str(e)) from e
-    t = _target(rec["protocol"])
+    t = _zoned(_target(rec["protocol"]), int(rec.get("zones", 1)))
     outcome = t.run([list(s) for s in rec["schedule"]], int(rec["seed"]), tuple(rec["bug"]))
     now = replayfile.record(t.name, int(rec["seed"]), tuple(rec["bug"]), rec["schedule"], outcome)
+    if "zones" in rec:
+        now["zones"] = rec["zones"]
     print(replayfile.screen(now))
     want = rec.get("trace_sha256")
     if want and want != now["trace_sha256"]:
@@ -137,6 +154,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                    help="draw the skew kind too: one node's monotonic clock runs at half or "
                         "twice true speed, or its calendar clock steps 60 s back or forward "
                         "(every protocol)")
+    r.add_argument("--zones", type=int, default=1, metavar="N",
+                   help="run N zones, zone k's primary on server k, each zone judged apart; "
+                        "written to the replay file (antacid) (default: 1)")
     r.add_argument("--out", metavar="FILE", help="replay file to write on a failure "
                                                  "(default: sim-PROTOCOL-SEED.json)")
     r.set_defaults(fn=cmd_run)

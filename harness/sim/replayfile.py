@@ -2,7 +2,8 @@
 
 A file holds ``protocol``, ``seed``, ``bug`` (list), ``schedule`` (steps), ``ops`` (the client
 operations and their answers), ``witness`` (the checker's anomalies) and ``trace_sha256``:
-the hash of the run's bytes, which a replay must reproduce exactly.
+the hash of the run's bytes, which a replay must reproduce exactly; ``zones`` when an ANTACID
+search ran several (``--zones``; absent: one).
 """
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ def digest(outcome: Outcome) -> str:
 
 def screen(rec: dict[str, Any], width: int = 100) -> str:
     """The schedule and the witness, short enough for one screen."""
-    lines = [f"{rec['protocol']} seed {rec['seed']} bug {','.join(rec['bug']) or '(none)'}: "
-             f"{len(rec['schedule'])} step(s)"]
+    zones = f", {rec['zones']} zones" if rec.get("zones", 1) != 1 else ""
+    lines = [f"{rec['protocol']} seed {rec['seed']} bug {','.join(rec['bug']) or '(none)'}"
+             f"{zones}: {len(rec['schedule'])} step(s)"]
     t = 0
     for kind, dt, a, b in rec["schedule"]:
         t += dt

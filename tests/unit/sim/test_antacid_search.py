@@ -14,7 +14,7 @@ import pytest
 
 from harness.cli import main
 from harness.sim import replayfile
-from harness.sim.antacid_search import TARGET, run
+from harness.sim.antacid_search import TARGET, run, target
 from harness.sim.cli import targets
 from harness.sim.search import search
 
@@ -63,3 +63,33 @@ def test_partial_group_is_found_shrunk_and_replayed(tmp_path: Path,
 def test_the_cli_refuses_a_bug_mode_antacid_has_not() -> None:
     assert main(["sim", "run", "antacid", "--bug", "unsafe-config-change",
                  "--budget", "1s"]) == 254
+
+
+def test_two_zones_run_byte_for_byte_and_one_zone_is_the_plain_target() -> None:
+    assert target(1) is TARGET
+    sched = [["write", 0, 0, 2], ["write", 0, 1, 0], ["partition", 50, 1, 0], ["read", 10, 1, 3],
+             ["write", 10, 3, 1], ["crash", 30, 0, 1], ["heal", 200, 0, 0], ["restart", 5, 0, 1]]
+    a, b = target(2).run(sched, 4, ()), run(sched, 4, (), zones=2)
+    assert a.trace == b.trace and a.trace != run(sched, 4, ()).trace
+    assert a.ok, a.witness
+    zones = {op["value"]["zone"] for op in a.ops if op["f"] == "submit" and op["type"] == "ok"}
+    assert zones == {"blocks:z", "blocks:z2"}
+
+
+def test_csn_reused_over_two_zones_is_found_and_its_replay_file_keeps_the_zones(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "z.json"
+    assert main(["sim", "run", "antacid", "--zones", "2", "--bug", "csn-reused", "--seed", "1",
+                 "--runs", "200", "--shrink-runs", "60", "--budget", "600s",
+                 "--out", str(out)]) == 1
+    rec = json.loads(out.read_text())
+    assert rec["zones"] == 2 and "zone blocks:z" in json.dumps(rec["witness"])
+    capsys.readouterr()
+    assert main(["sim", "replay", str(out)]) == 1
+    screen = capsys.readouterr().out
+    assert "2 zones" in screen and "reproduced byte for byte" in screen
+
+
+def test_zones_are_refused_for_a_target_of_one_zone() -> None:
+    assert main(["sim", "run", "swim", "--zones", "2", "--budget", "1s"]) == 254
+    assert main(["sim", "run", "antacid", "--zones", "0", "--budget", "1s"]) == 254
