@@ -26,7 +26,9 @@ with each step (``Mapped.notes``), never silently:
   restarts node ``b``.
 - ANTACID: the sim's primary ``p`` and replicas ``r1..r3`` are n1..n4, each replica with the
   sim's upstreams in its order (r1 <- p; r2 <- r1, p; r3 <- r2, p) and the sim's pull interval
-  and reorder timeout.
+  and reorder timeout. A file of several zones (``zones``, ``harness sim run --zones``) runs as
+  many (test option ``zone_count``): the suite's zone k (``zone<k>.test``) is the sim's, its
+  primary node k and its upstreams the sim's (test option ``zone_upstream``).
 
 Node picks: Garlic Farm's target counts ``b`` from the leader (0 is the leader), so ``b % 5 ==
 0`` becomes ``"leader"`` and the rest ``"follower"`` (the real run cannot know which follower
@@ -272,6 +274,20 @@ def verdict_line(result: Any, witness: list[dict[str, Any]]) -> str:
     return f"NOT confirmed: the real run's verdict is unknown (simulated witness: {kinds})"
 
 
+def antacid_zones(zones: int) -> dict[str, Any]:
+    """Test options that make the suite's zones the sim's ``zones`` zones (zone 1 is
+    ``ANTACID_SIM``'s): ``zone_count`` and each later zone's upstreams over n1..n4."""
+    from harness.sim.antacid import zone_topologies
+
+    if zones == 1:
+        return {}
+    topos = list(zone_topologies(zones).values())
+    node = {s: f"n{i}" for i, s in enumerate(topos[0].servers, 1)}
+    return {"zone_count": zones, "zone_upstream": {
+        f"zone{k}.test": {node[r]: [node[u] for u in ups] for r, ups in t.upstream.items()}
+        for k, t in enumerate(topos[1:], 2)}}
+
+
 def spec_for(rec: dict[str, Any], proto: Any, *, scale: float = 1.0, seed: int | None = None,
              time_limit: float | None = None, name: str | None = None, store: str | None = None,
              backend: str = "local", quiesce_s: float = 3.0) -> tuple[Any, Mapped]:
@@ -293,7 +309,8 @@ def spec_for(rec: dict[str, Any], proto: Any, *, scale: float = 1.0, seed: int |
         bugs=list(rec.get("bug") or []), store=store, quiesce_s=quiesce_s,
         topology=None if p.edges is None else FixedTopology(  # type: ignore[arg-type]
             tuple(sorted(tuple(sorted(e)) for e in p.edges))),
-        options=dict(p.options))
+        options={**p.options, **(antacid_zones(int(rec.get("zones", 1)))
+                                 if rec["protocol"] == "antacid" else {})})
     if mapped.steps:  # none: a run without faults, which the faults checker does not judge
         spec.nemesis_desc = f"sim replay ({len(mapped.steps)} ops)"
     return spec, mapped

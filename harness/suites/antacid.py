@@ -16,6 +16,8 @@ Zones (test option ``zone_count``, default 1): zone k (``zone.test``, ``zone2.te
 has node k as its primary and the same shape rooted there (the node list rotated); each
 node's config gets ``options.zones`` for the zones after the first, and submissions and reads
 go to the zones in turn, each op's value naming its zone (the checkers judge each zone apart).
+Test option ``zone_upstream`` (zone -> each replica's upstreams, given whole; a sim replay's
+zones, harness/sim/realrun.py) replaces a later zone's shape.
 
 Workload ``updates``: clients submit update groups of one or two documents ``<zone>.d<k>``
 (contents ``c<process>:<seq>``) at the server their thread is bound to (so submissions come in
@@ -142,7 +144,9 @@ def _node_extra(spec: TestSpec, _i: int, _run_dir: Path) -> dict[str, Any]:
     opts: dict[str, Any] = {"primary": prim[first],
                             "upstream": given if given is not None else _zone_dag(spec, prim[first])}
     if more:
-        opts["zones"] = {z: {"primary": prim[z], "upstream": _zone_dag(spec, prim[z])}
+        zone_up = spec.options.get("zone_upstream") or {}
+        opts["zones"] = {z: {"primary": prim[z],
+                             "upstream": zone_up.get(z) or _zone_dag(spec, prim[z])}
                          for z in more}
     return {"options": opts}
 

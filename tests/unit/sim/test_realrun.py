@@ -163,3 +163,17 @@ def test_an_unmapped_protocol_or_a_scale_on_a_test_json_is_refused(tmp_path, cap
     t.write_text(json.dumps({"name": "x", "protocol": "garlicfarm", "faults": None}))
     assert main(["run", "--from", str(t), "--sim-scale", "2"]) == 254
     assert "--sim-scale is for a sim replay file" in " ".join(capsys.readouterr().err.split())
+
+
+def test_an_antacid_file_of_two_zones_runs_the_sims_zones() -> None:
+    r = {**rec("antacid", [["write", 0, 0, 3]]), "zones": 2}
+    spec, _ = spec_for(r, get_protocol("antacid"))
+    assert spec.options["zone_count"] == 2
+    from harness.suites.antacid import _node_extra
+
+    opts = _node_extra(spec, 0, None)["options"]  # type: ignore[arg-type]
+    assert opts["primary"] == "n1" and opts["upstream"] == spec.options["upstream"]
+    assert opts["zones"] == {"zone2.test": {"primary": "n2", "upstream": {
+        "n3": ["n2"], "n4": ["n3", "n2"], "n1": ["n4", "n2"]}}}
+    one, _ = spec_for(rec("antacid", []), get_protocol("antacid"))
+    assert "zone_count" not in one.options
