@@ -74,31 +74,33 @@ class Journal:
                       fragment_type=self.torn_type)
 
     def _recover(self) -> int:
+        """Scan the file a line at a time (memory bounded by the longest event, not the file:
+        a DRiP joiner's journal holds every value it synced), refill the tail, and cut a torn
+        last line. The first line that is not a whole event ends the scan."""
         if not self.path.exists():
             return 0
-        data = self.path.read_bytes()
         good = 0
         next_seq = 0
-        pos = 0
-        while pos < len(data):
-            nl = data.find(b"\n", pos)
-            if nl < 0:
-                break
-            line = data[pos:nl]
-            try:
-                ev = json.loads(line)
-                if not isinstance(ev, dict) or not isinstance(ev.get("seq"), int):
-                    raise ValueError("not an event")
-            except ValueError:
-                break
-            next_seq = ev["seq"] + 1
-            self._tail.append(elided(ev, len(line)))
-            pos = nl + 1
-            good = pos
-        if good < len(data):
-            self.torn_bytes = len(data) - good
-            m = _TYPE_RE.search(data[good:good + 4096])
-            self.torn_type = m.group(1).decode() if m else None
+        with open(self.path, "rb") as f:
+            for line in f:
+                if not line.endswith(b"\n"):
+                    break
+                try:
+                    ev = json.loads(line)
+                    if not isinstance(ev, dict) or not isinstance(ev.get("seq"), int):
+                        raise ValueError("not an event")
+                except ValueError:
+                    break
+                next_seq = ev["seq"] + 1
+                self._tail.append(elided(ev, len(line) - 1))
+                good += len(line)
+            size = f.seek(0, os.SEEK_END)
+            if good < size:
+                f.seek(good)
+                m = _TYPE_RE.search(f.read(4096))
+                self.torn_type = m.group(1).decode() if m else None
+                self.torn_bytes = size - good
+        if self.torn_bytes:
             with open(self.path, "r+b") as f:
                 f.truncate(good)
                 f.flush()

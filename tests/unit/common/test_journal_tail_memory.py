@@ -54,3 +54,28 @@ def test_since_elides_large_fields_with_a_digest_of_the_file_bytes(tmp_path):
     whole = [json.loads(x) for x in path.read_text().splitlines()]
     assert whole[0]["value"] == big and whole[5]["value"] == big
     j2.close()
+
+
+def test_reopening_a_large_journal_reads_it_a_line_at_a_time(tmp_path):
+    """Recovery on restart scanned a copy of the whole file (a joiner's journal of synced
+    values is gigabytes): its memory is now bounded by one event, and a torn tail is still
+    cut and reported."""
+    path = tmp_path / "events.jsonl"
+    j = Journal(path, Clock(), tail_size=1_000)
+    for i in range(300):  # ~20 MB of apply events
+        j.emit("apply", key=f"k{i}", value=_value(i, 65_536))
+    j.close()
+    with open(path, "ab") as f:
+        f.write(b'{"seq":300,"t":1.0,"type":"apply","value":"cut sho')
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        j2 = Journal(path, Clock(), tail_size=1_000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * 1024 * 1024, f"recovery peaked at {peak} bytes for a {size}-byte file"
+    assert j2.next_seq == 301 and j2.torn_type == "apply" and j2.torn_bytes == 50
+    assert [e["seq"] for e in j2.since(298)[0]] == [298, 299, 300]
+    assert j2.since(300)[0][0]["type"] == "journal-repaired"
+    j2.close()
