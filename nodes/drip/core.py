@@ -100,7 +100,8 @@ from nodes.drip.sync import Feeder, Puller, Refused, SyncLimits
 BUGS = ("commit-partial-vote", "forget-in-progress", "skip-sync", "syncing-votes-no",
         "inactive-takes-part", "retake-duplicate-votes", "act-on-late-votes", "commit-after-abort",
         # issue 26 items 1 and 3 planted back (docs/drip.md "Bug modes")
-        "learn-heartbeat-members", "apply-unvoted-commits", "apply-unsolicited-sync")
+        "learn-heartbeat-members", "apply-unvoted-commits", "apply-unsolicited-sync",
+        "trust-relayed-voters")
 #: bug modes where an initiator keeps an aborted vote open and commits on a late yes
 LATE_BUGS = frozenset({"act-on-late-votes", "commit-after-abort"})
 #: the reserved key whose committed value is the membership (a sorted list of node ids) and

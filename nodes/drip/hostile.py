@@ -57,6 +57,8 @@ INTENT: dict[str, str] = {
     "revote-applied": "a /voting for an update already applied",
     "sync-unsolicited": "a sync batch nobody asked for",
     "vote-response-forged-voters": "a yes listing every member as a voter, none of whom voted",
+    "vote-response-relayed-voters": "a yes for an update the compromised member holds a lock "
+                                    "for, listing every member as a voter without their statements",
     "voting-counter-near-max": "a /voting with counter 2^64-2",
     "voting-reset": "a /voting with DRiP-Node-Counter-reset: true far from wrap-around",
     "voting-flood-hot-key": "many /voting for one hot key",
@@ -145,6 +147,9 @@ class Known:
 
     counters: Mapping[str, int] = field(default_factory=dict)
     applied: tuple[str, ...] = ()
+    #: update ids the compromised members hold a lock for (voted yes, vote still open): an
+    #: initiator may still wait on that member for them, so a forged answer can land
+    locked: tuple[str, ...] = ()
 
 
 def http(method: str, path: str, headers: Mapping[str, str], body: bytes = b"",
@@ -230,6 +235,10 @@ class Burst:
             return Commit(initiator=initiator, counter=counter or self._counter(), reset=False,
                           update=update or self._update(), version=version)
 
+        for uid in known.locked[:4]:  # first: it lands only while the target waits on us
+            peer("vote-response-relayed-voters", signed(VoteResponse(
+                responder=me, yes=True, initiator=t.node, counter=0, uid=uid,
+                voters=tuple(self.members), version=0), s))
         peer("heartbeat-ghost", signed(Heartbeat(me, "active", (*self.members, "ghost")), s))
         many = tuple(f"m{i:04d}" for i in range(MANY_MEMBERS))
         peer("heartbeat-5000-members", signed(Heartbeat(me, "active", many), s))
@@ -346,8 +355,8 @@ class HostileDrip:
                                 self.second.get(t.node)) for t in targets}
         applied: tuple[str, ...] = ()
         while True:
-            counters, now_applied = await self._known()
-            known, applied = Known(counters, applied), now_applied
+            counters, now_applied, locked = await self._known()
+            known, applied = Known(counters, applied, locked), now_applied
             # round-robin over the targets, so every node is attacked from the first second
             built = {t.node: bursts[t.node].build(t, known) for t in targets}
             for row in itertools.zip_longest(*built.values()):
@@ -361,11 +370,12 @@ class HostileDrip:
                     await asyncio.sleep(1.0 / self.rate)
             await asyncio.sleep(self.interval_s)
 
-    async def _known(self) -> tuple[dict[str, int], tuple[str, ...]]:
-        """Each compromised member's counter and applied update ids, from its own admin API
-        (members without one, or that do not answer, are left out)."""
+    async def _known(self) -> tuple[dict[str, int], tuple[str, ...], tuple[str, ...]]:
+        """Each compromised member's counter, applied update ids and locked update ids, from
+        its own admin API (members without one, or that do not answer, are left out)."""
         counters: dict[str, int] = {}
         applied: set[str] = set()
+        locked: set[str] = set()
         own = {c.node: c for c in [*self.creds.values(), *self.second.values()] if c.admin}
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2.0)) as s:
             for node, c in sorted(own.items()):
@@ -378,7 +388,8 @@ class HostileDrip:
                     counters[node] = st["counter"]
                     applied |= {str(v["uid"]) for v in (st.get("kv") or {}).values()
                                 if isinstance(v, dict) and v.get("uid")}
-        return counters, tuple(sorted(applied))
+                    locked |= {str(u) for u in (st.get("locks") or {}).values()}
+        return counters, tuple(sorted(applied)), tuple(sorted(locked))
 
     async def stop(self) -> None:
         """Stop sending; cancel what is in flight; close every connection we opened."""

@@ -371,6 +371,8 @@ class DripNode(JournalingHost):
         yes. The responder's own yes is proven by the request's token itself."""
         if msg.uid is None or msg.initiator is None or msg.counter is None:
             return msg
+        if "trust-relayed-voters" in self.cfg.bugs:  # planted: a relay's list taken as is
+            return msg
         digest = codec.vote_digest(msg.uid, msg.initiator, msg.counter)
         given = dict(msg.statements)
         proven: list[str] = []

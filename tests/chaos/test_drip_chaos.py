@@ -256,3 +256,24 @@ def test_bug_apply_unsolicited_sync_is_caught(chaos_run) -> None:
     """Sync data applies only for a sync this node asked for (item 3)."""
     chaos_run(hostile_bug("drip-bug-unsolicited-sync", "apply-unsolicited-sync"),
               expect="2pc", anomaly="sync-unsolicited", min_ok=MIN_OK_PER_S * 8)
+
+
+def attack_while_cut_off(cut: str) -> list[sch.Step]:
+    """Hostile traffic while ``cut`` is isolated for longer than a vote may take: on a line
+    its neighbour relays each vote to it and waits, so the initiator waits on the neighbour
+    (a compromised member) meanwhile, and the attacker's reply for a uid the neighbour holds
+    a lock for lands before the real one. Short bursts (a flood of 2 at 400/s) keep the
+    attacker's view of those locks fresh."""
+    return sch.explicit([(1.0, sch.op("start-hostile", {"interval_s": 0.5})),
+                         (0.5, sch.op("start-partition", {"shape": "isolate", "node": cut})),
+                         (5.0, sch.op("stop-partition")),
+                         (0.5, sch.op("stop-hostile"))])
+
+
+def test_bug_trust_relayed_voters_is_caught(chaos_run) -> None:
+    """A relay's voter list counts only for voters whose own signed statement it carries
+    (issue 26 item 4): the bug takes a forged yes naming the cut-off n3 and commits."""
+    chaos_run(partial(spec, "drip-bug-relayed-voters", 3, line, time_limit=9.0,
+                      bugs=["trust-relayed-voters"], schedule=attack_while_cut_off("n3"),
+                      options={"hostile_rate": 400, "hostile_flood": 2}),
+              expect="2pc", anomaly="forged-voters", min_ok=MIN_OK_PER_S * 4)

@@ -45,7 +45,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Attack], dict]
     extras = {n: node_extra(spec, i, root) for i, n in enumerate(IDS)}
     creds = Creds.load("n1", extras["n1"]["tls"], extras["n1"]["jwt"])
     second = Creds.load("n3", extras["n3"]["tls"], extras["n3"]["jwt"])
-    known = Known({"n1": 500, "n3": 700}, ("u-applied",))
+    known = Known({"n1": 500, "n3": 700}, ("u-applied",), ("u-open",))
     attacks = Burst(creds, IDS, random.Random(7), flood=5, second=second).build(
         DripTarget("n2", "127.0.0.1", 1, 2), known)
     return attacks, extras
@@ -112,6 +112,11 @@ def test_forged_members_and_unknown_senders(built: tuple[list[Attack], dict]) ->
     forged = _decoded(_of(attacks, "vote-response-forged-voters")[0])
     assert isinstance(forged, codec.VoteResponse) and forged.yes
     assert forged.voters == tuple(IDS) and forged.initiator == "n2" and not forged.statements
+    relayed = _decoded(_of(attacks, "vote-response-relayed-voters")[0])
+    assert isinstance(relayed, codec.VoteResponse) and relayed.uid == "u-open"
+    assert relayed.voters == tuple(IDS) and relayed.responder == "n1" and not relayed.statements
+    assert attacks[0].kind == "vote-response-relayed-voters"  # first: the lock is fresh
+    assert not _of(alone, "vote-response-relayed-voters")  # no lock known: not sent
 
 
 def test_extreme_numbers(built: tuple[list[Attack], dict]) -> None:
