@@ -45,7 +45,9 @@ class CounterOutOfWindow(ValueError):
 
 @dataclass
 class Window:
-    """Which counters of one initiator were seen: all ``<= floor`` plus ``recent``."""
+    """Which counters of one initiator were seen: all ``<= floor`` plus ``recent``. The floor
+    rises to the highest counter forgotten when ``recent`` is pruned to its ``SEEN_WINDOW``
+    highest."""
 
     saved: int | None
     reset_at: int | None
@@ -87,8 +89,12 @@ class Seen:
         if w.saved is None or counter > w.saved:
             w.saved = counter
         if len(w.recent) > 2 * SEEN_WINDOW:
-            w.floor = w.saved - SEEN_WINDOW
-            w.recent = {c for c in w.recent if c > w.floor}
+            # forget the lowest counters, not all those a window below the highest: one
+            # accepted far-ahead counter (a compromised member's, within the window) would
+            # otherwise lift the floor over every real counter still to come (issue 26)
+            kept = sorted(w.recent)
+            w.floor = kept[-SEEN_WINDOW - 1]
+            w.recent = set(kept[-SEEN_WINDOW:])
         return False
 
     def rebase(self, node: str, counter: int) -> bool:

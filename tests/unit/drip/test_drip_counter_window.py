@@ -8,7 +8,7 @@ from nodes.common.effects import Emit, Persist, Send
 from nodes.drip import codec
 from nodes.drip.codec import Update
 from nodes.drip.core import Answer, CoreConfig, DripCore, Inbound
-from nodes.drip.seen import MAX_COUNTER, CounterOutOfWindow, Seen
+from nodes.drip.seen import MAX_COUNTER, SEEN_WINDOW, CounterOutOfWindow, Seen
 
 
 def test_a_counter_beyond_the_window_is_refused_and_recorded_nowhere() -> None:
@@ -104,3 +104,18 @@ def test_a_receiver_far_behind_catches_up_from_the_peers_signed_heartbeat_counte
     assert back == codec.Heartbeat("n1", "active", ("n1",), False, 2**64 - 1)
     with pytest.raises(codec.CodecError, match="body.counter"):
         codec.decode(wire.method, wire.path, wire.headers, b'{"counter": -1}', None)
+
+
+def test_one_far_ahead_counter_does_not_turn_later_real_ones_into_duplicates() -> None:
+    """A long hostile run: a compromised member's counter far ahead (inside the window) was
+    taken once; pruning the remembered counters must not raise the floor over the real ones
+    that keep coming (it did: the floor went to the highest minus SEEN_WINDOW)."""
+    s = Seen({"n1": (0, None)})
+    far = 2**19 + 100
+    assert s.before("n1", 1, False) is False
+    assert s.before("n1", far, False) is False
+    for c in range(2, 3 * SEEN_WINDOW):
+        assert s.before("n1", c, False) is False, f"real counter {c} taken as a duplicate"
+    assert s.before("n1", far, False) is True  # the far one is still remembered
+    assert s.before("n1", 2, False) is True  # forgotten below the floor: still a duplicate
+    assert s.before("n1", 3 * SEEN_WINDOW - 1, False) is True
