@@ -41,6 +41,12 @@ Properties, each an anomaly kind:
   never journaled its own yes on that update (a relay's word taken for it);
   ``ghost-member``: a voter, initiator, sender or member id that is neither configured
   (``test["nodes"]``, else the nodes that left evidence) nor in any agreed membership epoch.
+* bounded numbers (issue 26 items 2 and 5) — ``version-out-of-bounds``: a node applied or
+  decided a version outside 1..2^63-2 (one such version locks its key: the next overflows);
+  ``counter-out-of-window``: a node took a peer's message whose counter is more than the window
+  (2^20) ahead of the highest it had taken from that initiator (or had been told by its signed
+  heartbeat, ``counter-rebase``), or a counter reset while that highest was still more than the
+  window short of the wrap-around (one poisoned counter silences the initiator).
 * late responses — ``late-vote-acted-on``: an initiator decided an update again after a vote
   response for it came in late (spec 4.5.1: no action for responses after the timeout).
 
@@ -219,6 +225,10 @@ def validity(e: Evidence) -> list[Anomaly]:
 
 #: the reserved key of agreed memberships (nodes/drip/core.py MEMBERS_KEY)
 MEMBERS_KEY = "drip:members"
+#: the bounds the nodes keep (nodes/drip/codec.py MAX_VERSION, nodes/drip/seen.py)
+MAX_VERSION = 2**63 - 2
+COUNTER_WINDOW = 2**20
+MAX_COUNTER = 2**64 - 1
 
 
 def _required(e: Evidence, uid: str, ev: dict[str, Any]) -> set[str]:
@@ -533,10 +543,24 @@ def _timeline_rules(node: str, events: list[dict[str, Any]]) -> list[Anomaly]:
     decided: set[str] = set()
     late_after: dict[str, dict[str, Any]] = {}  # uid -> a late vote that came after its decide
     taken: dict[str, dict[Any, dict[str, Any]]] = defaultdict(dict)  # initiator -> counter -> ev
+    highest: dict[str, tuple[int, dict[str, Any]]] = {}  # initiator -> highest counter taken
     for ev in events:
         t, uid = ev.get("type"), str(ev.get("uid"))
         if _propagated(ev):
             out += _propagated_twice(node, ev, taken[str(ev.get("initiator"))])
+            out += _counter_window(node, ev, highest)
+        elif t == "counter-rebase" and isinstance(ev.get("counter"), int):
+            highest[str(ev.get("peer"))] = (ev["counter"], ev)
+        if (t == "apply" or (t == "decide" and ev.get("outcome") == "commit")) \
+                and ev.get("version") is not None and not (
+                isinstance(ev["version"], int) and 1 <= ev["version"] <= MAX_VERSION):
+            out.append(Anomaly(
+                "version-out-of-bounds",
+                f"{node} {'applied' if t == 'apply' else 'decided'} {uid} (key {ev.get('key')}) "
+                f"at version {ev.get('version')}, outside 1..{MAX_VERSION}: the next update of "
+                "that key cannot get a higher one",
+                {t: where(node, ev, uid=uid, key=ev.get("key"), version=ev.get("version"),
+                          source=ev.get("from"))}))
         if t in ("start", "state") and ev.get("state"):
             state, state_ev = str(ev.get("state")), ev
         elif t in ("vote", "apply") and state == "inactive":
@@ -572,6 +596,32 @@ def _propagated(ev: dict[str, Any]) -> bool:
     """A peer's vote request or commit that this node took (and so passed on, spec 4.4)."""
     return ev.get("from") is not None and ev.get("counter") is not None and (
         ev.get("type") == "vote" or (ev.get("type") == "apply" and ev.get("via") == "update"))
+
+
+def _counter_window(node: str, ev: dict[str, Any],
+                    highest: dict[str, tuple[int, dict[str, Any]]]) -> list[Anomaly]:
+    """A taken counter beyond the window of the highest taken (or rebased to) before, or a
+    reset far from the wrap-around; the first counter of an initiator sets the mark."""
+    init, c = str(ev.get("initiator")), ev.get("counter")
+    if not isinstance(c, int):
+        return []
+    prev = highest.get(init)
+    reset = bool(ev.get("reset"))
+    if prev is not None:
+        ahead = c + MAX_COUNTER + 1 - prev[0] if reset else c - prev[0]
+        if ahead > COUNTER_WINDOW:
+            what = f"a reset to {c}" if reset else f"counter {c}"
+            return [Anomaly(
+                "counter-out-of-window",
+                f"{node} took {what} from {init} ({ev.get('type')} of {ev.get('uid')}), more than "
+                f"{COUNTER_WINDOW} ahead of the highest it had taken, {prev[0]}: one such "
+                "counter makes the initiator's real ones duplicates (spec 4.4, issue 26 item 5)",
+                {"taken": where(node, ev, type=ev.get("type"), uid=ev.get("uid"), counter=c,
+                                reset=reset, source=ev.get("from")),
+                 "highest": where(node, prev[1], counter=prev[0]), "initiator": init})]
+    if prev is None or reset or c > prev[0]:
+        highest[init] = (c, ev)
+    return []
 
 
 def _propagated_twice(node: str, ev: dict[str, Any], seen: dict[Any, dict[str, Any]]

@@ -128,11 +128,61 @@ def test_a_message_taken_twice_without_a_counter_reset_breaks_4_4() -> None:
               "initiator": "n1", "via": "update", "from": "n1", "counter": 7}
     assert kinds(check({}, h, obs({"n1": done, "n2": [taken("n1", 7), commit]},
                                   kv(k=(1, 1, "u1"))))) == ["propagated-twice"]
-    # legal: a counter overtaken in flight, a reset that starts the counter over, a sync
-    # batch's apply (no counter of its own), and the initiator's own vote
-    for n2 in ([taken("n1", 8), taken("n1", 7)], [taken("n1", 7), taken("n3", 7, reset=True)],
+    # a reset that starts the counter over is no repeat, but one far from the wrap-around
+    # is item 5's poisoning (test_a_counter_beyond_the_window_or_an_early_reset_breaks_item_5)
+    assert kinds(judge([taken("n1", 7), taken("n3", 7, reset=True)])) == [
+        "counter-out-of-window"]
+    # legal: a counter overtaken in flight, a sync batch's apply (no counter of its own), and
+    # the initiator's own vote
+    for n2 in ([taken("n1", 8), taken("n1", 7)],
                [taken("n1", 7), {"type": "sync-start", "source": "n1"},
                 {**commit, "via": "sync", "counter": None}],
                [{**taken("n1", 7), "from": None}, taken("n1", 7)]):
         ok = judge(n2)
         assert ok.valid is True, (n2, ok.explain())
+
+
+def test_a_counter_beyond_the_window_or_an_early_reset_breaks_item_5() -> None:
+    """n2 took n1's messages; one far-ahead counter (or a reset far from the wrap-around)
+    would make every real later one of n1 a duplicate (issue 26 item 5)."""
+    h = update(0, 0, "u1", "k", 1)
+    done = committed("u1", "k", 1, 1)
+    window, top = 2**20, 2**64 - 1
+
+    def taken(counter: int, reset: bool = False) -> dict[str, Any]:
+        return {**vote("u1", hop="n1"), "initiator": "n1", "counter": counter, "reset": reset}
+
+    def judge(n2: list[dict[str, Any]]) -> Any:
+        return check({"nodes": ["n1", "n2", "n3"]}, h,
+                     obs({"n1": done, "n2": n2 + done[1:]}, kv(k=(1, 1, "u1"))))
+
+    r = judge([taken(7), taken(top - 1)])
+    assert kinds(r) == ["counter-out-of-window"], r.explain()
+    w = r.anomalies[0].witness
+    assert (w["initiator"], w["taken"]["counter"], w["highest"]["counter"]) == ("n1", top - 1, 7)
+    assert kinds(judge([taken(7), taken(7 + window + 1)])) == ["counter-out-of-window"]
+    assert kinds(judge([taken(7), taken(3, reset=True)])) == ["counter-out-of-window"]
+    # legal: exactly the window ahead, a wrap-around reset, the first counter of an initiator,
+    # and a counter far ahead after the initiator's own signed heartbeat moved the mark
+    rebase = {"type": "counter-rebase", "peer": "n1", "counter": 2**30}
+    for n2 in ([taken(7), taken(7 + window)], [taken(top - 10), taken(3, reset=True)],
+               [taken(2**40)], [taken(7), rebase, taken(2**30 + 5)]):
+        ok = judge(n2)
+        assert ok.valid is True, (n2, ok.explain())
+
+
+def test_a_version_beyond_the_bound_breaks_item_2() -> None:
+    """A version of 2^63-1 locks its key: the next update overflows (issue 26 item 2)."""
+    h = update(0, 0, "u1", "k", 1)
+    huge = 2**63 - 1
+    r = with_a_commit(h, {"n1": [vote("u1"), decide("u1", "commit", huge),
+                                 {"type": "release", "uid": "u1", "key": "k"}],
+                          "n2": committed("u1", "k", 1, huge)})
+    assert "version-out-of-bounds" in kinds(r), r.explain()
+    found = [a for a in r.anomalies if a.kind == "version-out-of-bounds"]
+    assert len(found) == 2 and {a.witness.get("decide", a.witness.get("apply"))["version"]
+                                for a in found} == {huge}
+    ok = with_a_commit(h, {"n1": [vote("u1"), decide("u1", "commit", 2**63 - 2),
+                                  {"type": "release", "uid": "u1", "key": "k"}],
+                           "n2": committed("u1", "k", 1, 2**63 - 2)})
+    assert "version-out-of-bounds" not in kinds(ok), ok.explain()
