@@ -101,7 +101,7 @@ BUGS = ("commit-partial-vote", "forget-in-progress", "skip-sync", "syncing-votes
         "inactive-takes-part", "retake-duplicate-votes", "act-on-late-votes", "commit-after-abort",
         # issue 26 items 1 and 3 planted back (docs/drip.md "Bug modes")
         "learn-heartbeat-members", "apply-unvoted-commits", "apply-unsolicited-sync",
-        "trust-relayed-voters")
+        "trust-relayed-voters", "ignore-counter-window")
 #: bug modes where an initiator keeps an aborted vote open and commits on a late yes
 LATE_BUGS = frozenset({"act-on-late-votes", "commit-after-abort"})
 #: the reserved key whose committed value is the membership (a sorted list of node ids) and
@@ -276,7 +276,7 @@ class DripCore:
         self._agreed_members()
         self.peers = self._wanted_peers()
         self.peer_up = {p: True for p in self.peers}
-        self.seen = Seen(self.d.counters, self.cfg.counter_window)
+        self.seen = Seen(self.d.counters, self._window())
         self.counter = self.d.counter
         self.tallies: dict[str, Tally] = {}  # uid -> votes being gathered (initiator or relay)
         # uid -> initiator of each update we voted yes on and have not applied: a commit is
@@ -431,7 +431,7 @@ class DripCore:
         lost = sorted(self.d.applied - disk.applied)
         self.d = disk
         self._agreed_members()
-        self.seen = Seen(disk.counters, self.cfg.counter_window)
+        self.seen = Seen(disk.counters, self._window())
         self.puller.stop()
         self.puller.resume = None  # a batch taken in memory may be missing on disk
         out: list[Effect] = [Emit("storage-failed", {"rolled_back": lost})]
@@ -501,6 +501,10 @@ class DripCore:
         self.counter = c
         self.seen.before(self.me, c, reset)
         return c, reset
+
+    def _window(self) -> int:
+        """The counter window; the planted ``ignore-counter-window`` takes any counter."""
+        return 2**65 if "ignore-counter-window" in self.bugs else self.cfg.counter_window
 
     def _row(self, node: str) -> tuple[str, int, int | None]:
         return (OWN, self.counter, None) if node == self.me else self.seen.row(node)

@@ -277,3 +277,10 @@ def test_bug_trust_relayed_voters_is_caught(chaos_run) -> None:
                       bugs=["trust-relayed-voters"], schedule=attack_while_cut_off("n3"),
                       options={"hostile_rate": 400, "hostile_flood": 2}),
               expect="2pc", anomaly="forged-voters", min_ok=MIN_OK_PER_S * 4)
+
+
+def test_bug_ignore_counter_window_is_caught(chaos_run) -> None:
+    """A counter more than the window ahead, or a reset far from the wrap-around, is refused
+    and recorded nowhere (issue 26 item 5): the bug takes the attack's 2^64-2 and early reset."""
+    chaos_run(hostile_bug("drip-bug-counter-window", "ignore-counter-window"),
+              expect="2pc", anomaly="counter-out-of-window", min_ok=MIN_OK_PER_S * 8)

@@ -119,3 +119,22 @@ def test_one_far_ahead_counter_does_not_turn_later_real_ones_into_duplicates() -
     assert s.before("n1", far, False) is True  # the far one is still remembered
     assert s.before("n1", 2, False) is True  # forgotten below the floor: still a duplicate
     assert s.before("n1", 3 * SEEN_WINDOW - 1, False) is True
+
+
+def test_the_planted_ignore_counter_window_takes_the_poisoned_counter() -> None:
+    """The bug mode the chaos suite catches by ``counter-out-of-window``: the counter is
+    journaled as taken, and the initiator's next real message is a duplicate."""
+    bugs = frozenset({"ignore-counter-window"})
+    c = DripCore("n2", ["n1", "n3"], cfg=CoreConfig(counter_window=1000, bugs=bugs))
+    c.start(0)
+    c.on_message(Inbound("n1", 1), codec.Voting("n1", 10, False, Update("u1", "k", 1)), 0)
+    eff = c.on_message(Inbound("n3", 2), codec.Voting(
+        "n1", MAX_COUNTER - 1, False, Update("u2", "k2", 1)), 1)
+    (vote,) = [e for e in eff if isinstance(e, Emit) and e.type == "vote"]
+    assert vote.fields["counter"] == MAX_COUNTER - 1
+    assert c.d.counters["n1"][0] == MAX_COUNTER - 1  # saved: after a restart it silences n1
+    again = DripCore("n2", ["n1", "n3"], c.d, CoreConfig(counter_window=1000, bugs=bugs))
+    again.start(5)
+    eff = again.on_message(Inbound("n1", 3), codec.Voting(
+        "n1", 11, False, Update("u3", "k", 2)), 5)
+    assert not [e for e in eff if isinstance(e, Emit) and e.type == "vote"]  # a "duplicate"
