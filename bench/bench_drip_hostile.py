@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import random
 import sys
@@ -36,9 +37,17 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "integration" / "drip")]
 from drip_mesh import Mesh  # noqa: E402
 
 from faults.hostile import Target  # noqa: E402
-from nodes.drip.hostile import HostileDrip, driver  # noqa: E402
+from nodes.drip.hostile import Burst, HostileDrip, driver  # noqa: E402
 from nodes.drip.topology import figure1  # noqa: E402
 
+#: per phase tag: seconds the bench's own event loop stalled (`loop_lag`)
+LAG: dict[str, float] = {}
+#: ``only``: attack kinds to keep (comma-separated); ``drop``: keep all others instead
+KINDS: dict[str, Any] = {}
+#: CPU seconds of the attacker's own process (``s``), when it ran in one
+ATTACKER_CPU: dict[str, float] = {}
+#: per phase tag: each client update's seconds
+LATENCY: dict[str, list[float]] = {}
 #: the kinds that meet the core's vote-round checks (their answers are printed)
 CORE_KINDS = ("commit-without-vote", "commit-other-initiator", "revote-applied",
               "sync-unsolicited")
@@ -71,8 +80,10 @@ async def updates(m: Mesh, s: aiohttp.ClientSession, clients: int, tag: str,
     async def worker(c: int) -> None:
         i = 0
         while not done.is_set():
+            t0 = time.monotonic()
             st, _ = await m.update(s, m.ids[c % len(m.ids)], f"c{c}-k{i % 50}", i,
                                    f"{tag}{c}-{i}")
+            LATENCY.setdefault(tag, []).append(time.monotonic() - t0)
             counts[0 if st == 200 else 1] += 1
             i += 1
 
@@ -81,62 +92,145 @@ async def updates(m: Mesh, s: aiohttp.ClientSession, clients: int, tag: str,
     return counts[0], counts[1], time.monotonic() - t0
 
 
+async def loop_lag(done: asyncio.Event, step: float = 0.01) -> float:
+    """Seconds this process's event loop was late (beyond 5 ms per tick) until ``done``: the
+    clients share it with the attacker, so a stall here is client latency no node caused."""
+    late = 0.0
+    while not done.is_set():
+        t0 = time.monotonic()
+        await asyncio.sleep(step)
+        late += max(0.0, time.monotonic() - t0 - step - 0.005)
+    return late
+
+
 async def phase(m: Mesh, s: aiohttp.ClientSession, clients: int, tag: str, seconds: float
                 ) -> tuple[int, int, float]:
     done = asyncio.Event()
     asyncio.get_running_loop().call_later(seconds, done.set)
-    return await updates(m, s, clients, tag, done)
+    lag = asyncio.create_task(loop_lag(done))
+    out = await updates(m, s, clients, tag, done)
+    LAG[tag] = await lag
+    return out
 
 
-async def hostile_phase(m: Mesh, s: aiohttp.ClientSession, h: HostileDrip, requests: int,
-                        clients: int) -> tuple[int, int, float]:
-    """The clients while ``h`` sends until ``requests`` were written."""
+async def attack(h: HostileDrip, requests: int) -> dict[str, dict[str, Any]]:
+    """Send with ``h`` until ``requests`` were written; its counts."""
+    h.start()
+    try:
+        while sum(v["sent"] for v in h.counts().values()) < requests:
+            await asyncio.sleep(0.2)
+    finally:
+        await h.stop()
+        h.close()
+    return h.counts()
+
+
+def only(kinds: str, drop: bool = False) -> None:
+    """Limit every burst to the attack kinds named (comma-separated), or (``drop``) to all
+    others: which kinds cost the mesh its commit rate."""
+    names = set(kinds.split(","))
+    build = Burst.build
+
+    def limited(self: Burst, t: Any, known: Any = None) -> list[Any]:
+        return [a for a in build(self, t, known) if (a.kind.split(":")[0] in names) != drop]
+
+    Burst.build = limited  # type: ignore[method-assign]
+
+
+def attacker_main(targets: list[Target], configs: dict[str, Any], requests: int,
+                  out: Any, kinds: str | None = None, drop: bool = False) -> None:
+    """The attacker in a process of its own: the clients' event loop is then not the
+    attacker's (in one loop the attack stalled the clients, which measured the bench)."""
+    if kinds:
+        only(kinds, drop)
+    h = driver(targets, random.Random(26), configs)
+    counts = asyncio.run(attack(h, requests))
+    out.send((counts, time.process_time()))
+    out.close()
+
+
+async def hostile_phase(m: Mesh, s: aiohttp.ClientSession, targets: list[Target],
+                        configs: dict[str, Any], requests: int, clients: int, same_loop: bool
+                        ) -> tuple[tuple[int, int, float], dict[str, dict[str, Any]]]:
+    """The clients while the attacker sends until ``requests`` were written: in a child
+    process, or (``same_loop``) in this process's event loop beside the clients."""
     done = asyncio.Event()
-
-    async def attack() -> None:
-        h.start()
-        try:
-            while sum(v["sent"] for v in h.counts().values()) < requests:
-                await asyncio.sleep(0.2)
-        finally:
-            await h.stop()
-            done.set()
-
     load = asyncio.create_task(updates(m, s, clients, "h", done))
-    await attack()
-    return await load
+    lag = asyncio.create_task(loop_lag(done))
+    try:
+        if same_loop:
+            counts = await attack(driver(targets, random.Random(26), configs), requests)
+        else:
+            ctx = multiprocessing.get_context("spawn")
+            recv, send = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=attacker_main, args=(targets, configs, requests, send,
+                                                        KINDS.get("only"), KINDS.get("drop")),
+                            name="drip-hostile-attacker")
+            p.start()
+            send.close()
+            try:
+                while not recv.poll():
+                    if p.exitcode is not None:
+                        raise RuntimeError(f"the attacker process exited {p.exitcode}; "
+                                           "its traceback is above")
+                    await asyncio.sleep(0.2)
+                counts, ATTACKER_CPU["s"] = recv.recv()
+            finally:
+                p.join(10)
+                if p.is_alive():
+                    p.kill()
+                    p.join()
+    finally:
+        done.set()
+    LAG["h"] = await lag
+    return await load, counts
 
 
-async def run(root: Path, requests: int, rate: float, clients: int, quiet_s: float
-              ) -> dict[str, Any]:
+async def run(root: Path, requests: int, rate: float, clients: int, quiet_s: float,
+              same_loop: bool) -> dict[str, Any]:
     m = Mesh(root, 5, figure1([f"n{i}" for i in range(1, 6)]),
              options={"hostile_rate": rate})
     try:
         await m.start()
         configs = {n: json.loads(m.configs[n].read_text()) for n in m.ids}
-        h = driver([Target(n, i + 1, "127.0.0.1", m.ports[n]["peer"])
-                    for i, n in enumerate(m.ids)], random.Random(26), configs)
-        try:
-            async with aiohttp.ClientSession() as s:
-                await m.wait_all_active(s)
-                await phase(m, s, clients, "w", 5.0)  # warm up: imports, buffers, first keys
-                q0 = sample(m)
-                quiet = await phase(m, s, clients, "q", quiet_s)
-                before = sample(m)
-                during = await hostile_phase(m, s, h, requests, clients)
-                after = sample(m)
-                await m.wait_all_active(s)
-                states = {n: await m.state(s, n) for n in m.ids}
-        finally:
-            h.close()
+        targets = [Target(n, i + 1, "127.0.0.1", m.ports[n]["peer"])
+                   for i, n in enumerate(m.ids)]
+        async with aiohttp.ClientSession() as s:
+            await m.wait_all_active(s)
+            await phase(m, s, clients, "w", 5.0)  # warm up: imports, buffers, first keys
+            q0 = sample(m)
+            quiet = await phase(m, s, clients, "q", quiet_s)
+            before = sample(m)
+            t_hostile = time.time()
+            during, counts = await hostile_phase(m, s, targets, configs, requests, clients,
+                                                 same_loop)
+            after = sample(m)
+            await m.wait_all_active(s)
+            states = {n: await m.state(s, n) for n in m.ids}
         alive = {n: m.procs[n].poll() is None for n in m.ids}
+        aborts = abort_reasons(root, m.ids, t_hostile)
     finally:
         m.close()
-    counts = h.counts()
     return {"quiet": quiet, "during": during, "q0": q0, "before": before, "after": after,
-            "alive": alive, "sent": sum(v["sent"] for v in counts.values()),
+            "alive": alive, "aborts": aborts, "sent": sum(v["sent"] for v in counts.values()),
             "status": {k: _sum(counts, k) for k in CORE_KINDS},
             "refused": {n: st.get("refused", {}) for n, st in states.items()}}
+
+
+def abort_reasons(root: Path, ids: list[str], since: float) -> dict[str, int]:
+    """How the initiators' aborts after wall time ``since`` were explained (their journals'
+    ``decide`` events): which member voted no or was missing is what tells a slow mesh from
+    one that drops a peer's messages."""
+    out: dict[str, int] = {}
+    for n in ids:
+        with open(root / n / "data" / "events.jsonl", "rb") as f:
+            for line in f:
+                ev = json.loads(line)
+                if (ev.get("type") == "decide" and ev.get("outcome") == "abort"
+                        and ev["t"] >= since):
+                    why = f"{n}: {ev.get('reason')}"
+                    out[why] = out.get(why, 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
 def _per(mib: float, commits: int) -> str:
@@ -157,9 +251,16 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=100.0, help="hostile requests a second")
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--quiet-s", type=float, default=20.0)
+    ap.add_argument("--same-loop", action="store_true",
+                    help="run the attacker in the clients' event loop (the old way: its "
+                         "stalls then slow the clients, not the nodes)")
+    ap.add_argument("--kinds", help="only these attack kinds (comma-separated; the attacker "
+                    "then runs in its own process)")
+    ap.add_argument("--drop-kinds", action="store_true", help="every kind but --kinds")
     a = ap.parse_args()
+    KINDS.update(only=a.kinds, drop=a.drop_kinds)
     with tempfile.TemporaryDirectory() as d:
-        r = asyncio.run(run(Path(d), a.requests, a.rate, a.clients, a.quiet_s))
+        r = asyncio.run(run(Path(d), a.requests, a.rate, a.clients, a.quiet_s, a.same_loop))
     (qc, qo, qs), (hc, ho, hs) = r["quiet"], r["during"]
     print(f"drip 5 nodes (figure 1): {r['sent']} hostile requests in {hs:.1f} s "
           f"({r['sent'] / hs:.0f}/s)")
@@ -175,12 +276,21 @@ def main() -> None:
     print(f"bench process (clients and attacker) CPU s/s: quiet "
           f"{(b['bench'][1] - q0['bench'][1]) / qs:.2f}, hostile "
           f"{(af['bench'][1] - b['bench'][1]) / hs:.2f}")
+    if "s" in ATTACKER_CPU:
+        print(f"attacker process CPU s/s: {ATTACKER_CPU['s'] / hs:.2f}")
+    print(f"bench event loop late: quiet {LAG.get('q', 0.0):.1f} s of {qs:.0f}, hostile "
+          f"{LAG.get('h', 0.0):.1f} s of {hs:.0f}")
+    for tag, name in (("q", "quiet"), ("h", "hostile")):
+        ms = sorted(x * 1000 for x in LATENCY.get(tag, [0.0]))
+        print(f"update latency {name}: p50 {ms[len(ms) // 2]:.0f} ms, p99 "
+              f"{ms[int(len(ms) * 0.99)]:.0f} ms")
     print("answers to the vote-round attacks:", json.dumps(r["status"]))
     total: dict[str, int] = {}
     for ref in r["refused"].values():
         for k, v in ref.items():
             total[k] = total.get(k, 0) + v
     print("refused (all nodes):", json.dumps(dict(sorted(total.items()))))
+    print("aborts during hostile, by initiator and reason:", json.dumps(r["aborts"]))
 
 
 if __name__ == "__main__":
