@@ -269,6 +269,10 @@ class DripCore:
         self.policy = policy
         self.bugs = self.cfg.bugs
         self.state = "active"
+        #: peer -> the later epoch at which it refused us as not-a-peer (`_decommissioned`)
+        self.disowned: dict[str, int] = {}
+        #: the epoch we learned we were decommissioned at (state "decommissioned")
+        self.left_at: int | None = None
         self.peer_up: dict[str, bool] = {p: True for p in self.peers}
         self.members: set[str] = self.d.members | {me} | set(peers) | set(mesh_members or [])
         #: a fresh data directory that joins a running mesh syncs first (spec 4.6)
@@ -471,6 +475,7 @@ class DripCore:
     def _outcome(self, peer: str, o: Outcome, now: float) -> list[Effect]:
         req = o.request
         if isinstance(req, Heartbeat):
+            self._note_disowned(peer, o)
             return self._heartbeat_result(peer, o.body if o.ok and isinstance(o.body, dict)
                                           else None, now)
         if isinstance(req, Commit):
@@ -533,6 +538,10 @@ class DripCore:
     # ---- initiating an update (our client endpoint) ------------------------------------------
     def _client_update(self, up: Update, token: Any, now: float) -> list[Effect]:
         """Start the voting phase for ``up``; its answer comes when it is decided."""
+        if self.state == "decommissioned":
+            raise Unavailable(f"node {self.me} was decommissioned from the mesh at epoch "
+                              f"{self.left_at}; send updates to a member (see /admin/state "
+                              "of any member), or add this node again with POST /admin/members")
         if self.state != "active":
             raise Unavailable(f"node {self.me} is {self.state}; it initiates no updates now")
         if up.uid in self.tallies or up.uid in self.d.applied:
@@ -1020,10 +1029,42 @@ class DripCore:
             out += self._start_sync(hop, "owed", now)
         return out
 
+    def _note_disowned(self, peer: str, o: Outcome) -> None:
+        """A heartbeat answer: 403 not-a-peer at an epoch beyond ours means ``peer`` agreed a
+        membership without us; any 200 takes that back."""
+        b = o.body if isinstance(o.body, dict) else {}
+        e = b.get("epoch")
+        if o.status == 403 and b.get("refusal") == "not-a-peer" and isinstance(e, int) \
+                and not isinstance(e, bool) and e > self.epoch:
+            self.disowned[peer] = e
+        elif o.ok:
+            self.disowned.pop(peer, None)
+
+    def _decommissioned(self, results: dict[str, dict[str, Any] | None]) -> list[Effect]:
+        """Learn that we were decommissioned (docs/drip.md "A decommissioned member that
+        restarts"): no peer took our heartbeat this round and more than half of our peers
+        refused us as not-a-peer at a later epoch; a hostile minority cannot make us leave."""
+        if self.state == "decommissioned" or any(results.get(p) is not None for p in self.peers):
+            return []
+        said = {p: self.disowned[p] for p in self.peers if p in self.disowned}
+        if 2 * len(said) <= len(self.peers):
+            return []
+        self.left_at = max(said.values())
+        self.puller.stop()
+        return [Emit("decommissioned", {"epoch": self.left_at, "own_epoch": self.epoch,
+                                        "by": sorted(said)}),
+                *self._set_state("decommissioned",
+                                 f"peers {sorted(said)} agreed epoch {self.left_at} without us")]
+
     def _round_results(self, results: dict[str, dict[str, Any] | None], now: float
                        ) -> list[Effect]:
         """One heartbeat round: ``results[peer]`` is the 200 reply body, or None."""
-        out: list[Effect] = []
+        out: list[Effect] = self._decommissioned(results)
+        if self.state == "decommissioned":
+            for p in self.peers:
+                self.reachable[p] = False
+            if not any(results.get(p) is not None for p in self.peers):
+                return out
         for p in self.peers:
             reply = results.get(p)
             self.reachable[p] = reply is not None
@@ -1043,7 +1084,7 @@ class DripCore:
         if self.peers and not any_ok and self.state != "inactive":
             self.puller.stop()
             out += self._set_state("inactive", "no peer answered a heartbeat")
-        elif self.state == "inactive" and any_ok:
+        elif self.state in ("inactive", "decommissioned") and any_ok:
             if "skip-sync" in self.bugs:
                 out += self._set_state("active", "peer reachable again, sync skipped")
             else:
@@ -1222,7 +1263,8 @@ class DripCore:
                           "state": self.peer_state.get(p)} for p in self.peers},
             "members": sorted(self.members), "epoch": self.epoch,
             # decommissioned: the liveness checker expects no progress from it
-            "left": self.me not in self.members,
+            "left": self.me not in self.members or self.state == "decommissioned",
+            "decommissioned_at": self.left_at if self.state == "decommissioned" else None,
             "kv": {k: {"value": i.value, "version": i.version, "uid": i.uid, "owner": i.owner}
                    for k, i in ((k, self._item(k) or i) for k, i in sorted(self.d.kv.items()))},
             "locks": {k: uid for k, (uid, _) in sorted(self.d.locks.items())},

@@ -649,9 +649,13 @@ class DripNode(JournalingHost):
             return self._refuse(403, "no-client-cert", "no TLS client certificate: DRiP peers "
                                 "authenticate with mutual TLS", None)
         if ident not in self.core.peers:
-            return self._refuse(403, "not-a-peer", f"{ident!r} is not a peer of {self.me} "
-                                "(configured, or added by an agreed membership, and not "
-                                "decommissioned); request ignored", ident)
+            msg = (f"{ident!r} is not a peer of {self.me} (configured, or added by an agreed "
+                   "membership, and not decommissioned); request ignored")
+            self._note_refusal("not-a-peer", peer=ident, status=403, error=msg)
+            # the epoch lets a member added at run time, decommissioned and restarted, learn
+            # it left (core._disowned, docs/drip.md "A decommissioned member that restarts")
+            return web.json_response({"error": msg, "refusal": "not-a-peer",
+                                      "epoch": self.core.epoch}, status=403)
         pin = self._wired.get(ident, {}).get("cert_sha256")
         if pin is not None and _cert_sha256(req) != pin:
             return self._refuse(403, "cert-mismatch", f"{ident!r} presented a certificate "
