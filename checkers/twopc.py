@@ -146,6 +146,9 @@ def gather(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
     journal_rules: list[Anomaly] = []
     epochs: dict[int, list[str]] = {}
     views: dict[int, list[tuple[str, list[str], dict[str, Any]]]] = defaultdict(list)
+    #: the nodes the first agreed change added: they were no members before it (a node added
+    #: at run time leaves evidence, but never was an epoch-0 member)
+    first_added: set[str] = set()
     for name, obs in sorted(nodes.items()):
         evs = drop_undone(obs.get("events") or [])  # decisions that died undurable
         journal_rules += _timeline_rules(name, evs)
@@ -159,6 +162,8 @@ def gather(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
                 decided[str(ev.get("uid"))] = (name, ev)
             elif t == "members" and int(ev.get("epoch") or 0) > 0:
                 epochs.setdefault(int(ev["epoch"]), sorted(ev.get("members") or []))
+                if int(ev["epoch"]) == 1:
+                    first_added.update(str(n) for n in ev.get("added") or [])
             if t in ("members", "start") and int(ev.get("epoch") or 0) > 0:
                 views[int(ev["epoch"])].append((name, sorted(ev.get("members") or []), ev))
             elif t == "vote":
@@ -193,7 +198,7 @@ def gather(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
         _, ev = decided[uid]
         version_of[uid] = (str(ev.get("key")), int(ev.get("version") or 0))
     # the mesh members are the nodes that left evidence: without any, nothing was decided
-    return Evidence(nodes, sorted(nodes), _updates(history),
+    return Evidence(nodes, sorted(set(nodes) - first_added), _updates(history),
                     applied, decided, votes, overlaps, sync_skips, journal_rules, committed,
                     {n: _final_kv(o["state"]) for n, o in nodes.items()
                      if isinstance(o.get("state"), dict)}, version_of, epochs, dict(views),

@@ -139,10 +139,14 @@ class Cluster:
         # exist from the start)
         hidden = self.late if self.spec.options.get("late_unbooked") and n not in self.late \
             else set()
+        # ``late_unknown``: the others' configs do not name late nodes at all (DRiP: such a
+        # node is added at run time with its address, the "add-member" op)
+        unknown = self.late if self.spec.options.get("late_unknown") and n not in self.late \
+            else set()
         peers = {
             p: {"num_id": j + 1} if p in hidden
             else {"num_id": j + 1, self.proto.peer_port: self.links[link_name(n, p)]}
-            for j, p in enumerate(self.nodes) if link_name(n, p) in self.links
+            for j, p in enumerate(self.nodes) if link_name(n, p) in self.links and p not in unknown
         }
         cfg: dict[str, Any] = {
             "id": n, "num_id": i + 1, "host": HOST, "data_dir": str(data),
@@ -206,9 +210,10 @@ class Cluster:
     async def nemesis_invoke(self, op: dict[str, Any]) -> dict[str, Any]:
         """Faults go to faults/nemesis.py; membership ops ("join": start a late node, "leave":
         its protocol's voluntary leave via ``POST /admin/leave``, "decommission": another
-        running node removes it via ``POST /admin/members``, as DRiP offers) are the
-        cluster's own."""
-        if op["f"] not in ("join", "leave", "decommission"):
+        running node removes it via ``POST /admin/members``, as DRiP offers, "add-member":
+        another running node adds it there with its address entry, ``proto.member_entry``)
+        are the cluster's own."""
+        if op["f"] not in ("join", "leave", "decommission", "add-member"):
             return await self._faults.invoke(op)
         node = (op.get("value") or {}).get("node")
         done: dict[str, Any] = {**op, "type": "info", "value": {"node": node}}
@@ -222,6 +227,20 @@ class Cluster:
                 done["value"]["via"] = via
                 await self.admin(via, "POST", "/admin/members",
                                  {"id": f"decommission-{node}", "remove": [node]}, timeout=15.0)
+            elif op["f"] == "add-member":
+                if self.proto.member_entry is None:
+                    raise ClusterError(f"{self.proto.name} has no add-member op")
+                via = next(n for n in self.nodes if n != node and n not in self.late
+                           and self.backend.is_running(n))
+                done["value"]["via"] = via
+                # members dial it at its own peer port: one agreed address serves every member,
+                # so links into it are not proxied (its own links out are)
+                entry = self.proto.member_entry(
+                    json.loads(self.node_specs[node].config_path.read_text()),
+                    f"{HOST}:{self.ports[node][self.proto.peer_port]}")
+                await self.admin(via, "POST", "/admin/members",
+                                 {"id": f"add-{node}", "add": [node], "addresses": {node: entry}},
+                                 timeout=15.0)
             else:
                 await self.admin(node, "POST", "/admin/leave", {}, timeout=10.0)
         except Exception as e:

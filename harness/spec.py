@@ -92,6 +92,9 @@ class ProtocolDef:
         default_factory=dict)
     #: the protocol's messages for the ``hostile`` fault (faults/hostile.py); None: not offered
     hostile: HostileDef | None = None
+    #: what the cluster's "add-member" op sends as the new node's address entry, from (its
+    #: config, the "host:port" members dial it at); None: the protocol has no such op
+    member_entry: Callable[[dict[str, Any], str], dict[str, Any]] | None = None
 
 
 def bug_name(spec: str) -> str:

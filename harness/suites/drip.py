@@ -27,6 +27,12 @@ def node_extra(spec: TestSpec, index: int, run_path: Path) -> dict[str, Any]:
     ids = spec.node_ids
     me = ids[index]
     files = issue_node_cert(tls_dir, me, ensure_ca(tls_dir))
+    # ``late_unknown``: late nodes are known to nobody until the "add-member" op adds them
+    # (harness/cluster.py); each starts with ``join`` and knows every node
+    late = set(spec.options.get("late_nodes", [])) if spec.options.get("late_unknown") \
+        else set()
+    if me not in late:
+        ids = [n for n in ids if n not in late]
     mode = str(spec.options.get("jwt_mode", "public"))
     if mode == "shared":
         jwt_cfg: dict[str, Any] = {"mode": "shared",
@@ -37,8 +43,18 @@ def node_extra(spec: TestSpec, index: int, run_path: Path) -> dict[str, Any]:
                    "public_keys": {n: str(pub) for n, (_, pub) in pairs.items()}}
     else:
         raise ValueError(f"options.jwt_mode must be 'shared' or 'public', got {mode!r}")
-    return {"tls": {"ca": str(files.ca), "cert": str(files.cert), "key": str(files.key)},
-            "jwt": jwt_cfg, "mesh_members": list(ids)}
+    out = {"tls": {"ca": str(files.ca), "cert": str(files.cert), "key": str(files.key)},
+           "jwt": jwt_cfg, "mesh_members": list(ids)}
+    return {**out, "options": {"join": True}} if me in late else out
+
+
+def member_entry(config: dict[str, Any], peer: str) -> dict[str, Any]:
+    """The ``POST /admin/members`` address entry of the node whose ``config`` this is, as its
+    operator gives it: where members dial it, its certificate and (public keys) its JWT key."""
+    entry = {"peer": peer, "cert": Path(config["tls"]["cert"]).read_text()}
+    if config["jwt"]["mode"] == "public":
+        entry["jwt_key"] = Path(config["jwt"]["public_keys"][config["id"]]).read_text()
+    return entry
 
 
 class _Client:
@@ -143,4 +159,5 @@ PROTOCOL = ProtocolDef(
     # TLS and a signed token per request: DRiP sends its attacks itself (nodes/drip/hostile.py)
     hostile=HostileDef(hostile.no_messages, hostile.refusals, transport="tcp",
                        driver=hostile.driver),
+    member_entry=member_entry,
 )

@@ -225,6 +225,48 @@ def test_correct_member_killed_for_good_then_decommissioned(chaos_run) -> None:
     assert (nodes / "n4" / "gone.json").is_file()  # the final heal did not bring it back
 
 
+def test_correct_member_added_at_run_time_under_faults(chaos_run) -> None:
+    """n5, known to none of the mesh (no config of theirs names it, no key of theirs trusts
+    it; ``late_unknown``), is added through ``POST /admin/members`` with its address,
+    certificate and JWT key (the cluster's "add-member" op) while every link is slowed, then
+    started with ``join``; it syncs, and from then on updates commit only with its yes while an
+    old member is killed and restarted. The checker judges each decision against the
+    membership of its epoch, n5 included from epoch 1 (issue 23)."""
+    import json
+
+    steps = sch.explicit([(1.0, sch.op("start-latency", {"ms": 30, "jitter_ms": 10})),
+                          (1.0, sch.op("add-member", {"node": "n5"})),
+                          (0.5, sch.op("join", {"node": "n5"})),
+                          (4.0, sch.op("kill", {"node": "n2"})),
+                          (2.0, sch.op("restart")),
+                          (2.0, sch.op("stop-latency"))])
+    res = chaos_run(spec("drip-add-member", 5, full, time_limit=16.0, schedule=steps,
+                         options={"late_nodes": ["n5"], "late_unknown": True}),
+                    min_ok=MIN_OK_PER_S * 4)
+    nodes = res.run_dir.path / "nodes"
+
+    def evs(n: str) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in (nodes / n / "events.jsonl").read_text()
+                .splitlines() if line.strip()]
+
+    for n in ("n1", "n2", "n3", "n4"):
+        cfg = json.loads((nodes / n / "config.json").read_text())
+        assert "n5" not in cfg["peers"] and "n5" not in cfg["mesh_members"], n
+        assert any(e["type"] == "members" and e.get("epoch") == 1 and "n5" in e["added"]
+                   for e in evs(n)), f"{n} never learned n5's addition"
+    n5 = evs("n5")
+    assert any(e["type"] == "sync-done" for e in n5), "n5 never synced"
+    yes = {e["uid"] for e in n5 if e["type"] == "vote" and e.get("vote") == "yes"}
+    commits = [e for n in ("n1", "n2", "n3", "n4", "n5") for e in evs(n)
+               if e["type"] == "decide" and e["outcome"] == "commit" and e.get("epoch") == 1
+               and e.get("key") != "drip:members"]
+    assert commits, "no update committed once n5 was a member"
+    assert all("n5" in e["required"] and "n5" in e["voters"] for e in commits), commits[:3]
+    assert yes & {e["uid"] for e in commits}, "n5's yes is in no commit"
+    leaf = res.result.find("2pc")
+    assert leaf is not None and leaf.valid is True, leaf
+
+
 # ---- issue 26 planted back: caught by the provenance leaves under the hostile nemesis -------
 
 def under_attack(hold_s: float = 6.0) -> list[sch.Step]:

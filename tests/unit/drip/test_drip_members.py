@@ -158,3 +158,33 @@ def test_the_checker_needs_one_member_set_per_epoch() -> None:
     assert r.valid is False and len(bad) == 1, r.explain()
     assert "epoch 1" in bad[0].message and views[-1][0] in bad[0].message
     assert len(bad[0].witness["views"]) == len(views)
+
+
+def test_a_node_the_first_change_added_was_no_epoch_0_member() -> None:
+    """A node added at run time leaves evidence, but the decisions before its add needed no
+    yes of it; once the first agreed change names it in ``added`` it is judged from then on."""
+    from checkers.twopc import check
+    from tests.unit.drip.test_twopc_checker import history_for
+
+    sim = DripSim([("n1", "n2"), ("n1", "n3"), ("n2", "n3")])
+    ops = [("n1", "k", 1, "u1")]
+    sim.update("n1", "k", 1, "u1")
+    sim.run_for(3)
+    assert sim.committed("u1")
+    h, obs = history_for(sim, ops), sim.observations()
+    four = ["n1", "n2", "n3", "n4"]
+    for n in ("n1", "n2", "n3"):
+        obs["nodes"][n]["events"].append({"seq": 10**6, "t": 99.0, "type": "members", "epoch": 1,
+                                          "members": four, "added": ["n4"], "removed": [],
+                                          "via": "update"})
+    obs["nodes"]["n4"] = {"events": [
+        {"seq": 0, "t": 100.0, "type": "start", "fresh": True, "join": True, "state": "sync",
+         "members": four, "epoch": 0},
+        {"seq": 1, "t": 101.0, "type": "members", "epoch": 1, "members": four, "added": [],
+         "removed": [], "via": "sync"}], "state": None, "missing": []}
+    r = check({}, h, obs)
+    assert not [a for a in r.anomalies if a.kind == "commit-without-all-yes"], r.explain()
+    for n in ("n1", "n2", "n3"):  # not added by an agreed change: an epoch-0 member after all
+        obs["nodes"][n]["events"][-1]["added"] = []
+    bad = [a for a in check({}, h, obs).anomalies if a.kind == "commit-without-all-yes"]
+    assert bad and "u1" in bad[0].message and "n4" in bad[0].message
