@@ -40,9 +40,7 @@ NODES = ["n1", "n2", "n3", "n4"]
 KINDS = ("cut", "heal", "crash", "restart", "pause", "resume", "loss", "dup", "delay",
          "update", "race", "stall", "rejoin", "isolate")
 BUGS = ("retake-duplicate-votes", "skip-sync", "commit-partial-vote", "forget-in-progress",
-        "syncing-votes-no", "act-on-late-votes", "commit-after-abort")
-# not searched (docs/sim.md): inactive-takes-part (its witness, inactive-participated, is what
-# the correct core gives too while an initiator that went inactive commits its open vote)
+        "syncing-votes-no", "act-on-late-votes", "commit-after-abort", "inactive-takes-part")
 #: a ``stall`` waits at most this long for an open vote to reach its node, looking every
 #: `POLL_S` (well inside one hop: a relay answers a few milliseconds after it takes a vote)
 STALL_WAIT_S = 0.1

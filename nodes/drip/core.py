@@ -793,9 +793,10 @@ class DripCore:
             return [self._respond(t)]
         return self._decide(t, now, None)
 
-    def _decide(self, t: Tally, now: float, why: str | None, timeout: bool = False
-                ) -> list[Effect]:
-        """Initiator: commit on an all-yes aggregate of every member, else abort."""
+    def _decide(self, t: Tally, now: float, why: str | None, timeout: bool = False,
+                abort: bool = False) -> list[Effect]:
+        """Initiator: commit on an all-yes aggregate of every member, else abort (``abort``:
+        abort for ``why`` whatever the votes say)."""
         t.decided = True
         if not self.bugs & LATE_BUGS:
             self.tallies.pop(t.update.uid, None)
@@ -803,7 +804,9 @@ class DripCore:
         required = self.required(up)
         missing = sorted(required - t.voters - t.no_voters)
         partial_ok = "commit-partial-vote" in self.bugs
-        if t.no_voters:
+        if abort:
+            pass
+        elif t.no_voters:
             why = f"voted no: {sorted(t.no_voters)}"
         elif missing and not partial_ok:
             why = ("timeout; " if timeout else "") + f"no vote from {missing}"
@@ -1060,6 +1063,8 @@ class DripCore:
                        ) -> list[Effect]:
         """One heartbeat round: ``results[peer]`` is the 200 reply body, or None."""
         out: list[Effect] = self._decommissioned(results)
+        if out:  # just learned it left: its open votes end here too, as on going inactive
+            out += self._abort_own_votes(now, "decommissioned from the mesh")
         if self.state == "decommissioned":
             for p in self.peers:
                 self.reachable[p] = False
@@ -1084,6 +1089,7 @@ class DripCore:
         if self.peers and not any_ok and self.state != "inactive":
             self.puller.stop()
             out += self._set_state("inactive", "no peer answered a heartbeat")
+            out += self._abort_own_votes(now)
         elif self.state in ("inactive", "decommissioned") and any_ok:
             if "skip-sync" in self.bugs:
                 out += self._set_state("active", "peer reachable again, sync skipped")
@@ -1091,6 +1097,20 @@ class DripCore:
                 out += self._set_state("sync", "peer reachable again")
         if self.state == "sync" and self.puller.cur is None:
             out += self._pick_sync_source(now)
+        return out
+
+    def _abort_own_votes(self, now: float,
+                         why: str = "went inactive: no peer answered a heartbeat"
+                         ) -> list[Effect]:
+        """Gone inactive: abort the votes we initiated that are still open. Spec 4.7: an
+        inactive node neither updates nor propagates key-value data, so it must not commit
+        them later (when a late yes or its timer comes back after its links do); the initiator
+        alone decides, so aborting is safe, and its client gets a definite 409 now."""
+        if "inactive-takes-part" in self.bugs:
+            return []
+        out: list[Effect] = []
+        for t in [t for t in self.tallies.values() if t.upstream is None and not t.decided]:
+            out += self._decide(t, now, why, abort=True)
         return out
 
     def _set_state(self, state: str, reason: str) -> list[Effect]:

@@ -7,7 +7,7 @@ from harness.sim.drip import DripSim
 from nodes.common.effects import Effect, Emit, Persist, Send
 from nodes.drip import codec
 from nodes.drip.codec import Item, Update
-from nodes.drip.core import Answer, ClientUpdate, CoreConfig, DripCore, Inbound
+from nodes.drip.core import HEARTBEAT, Answer, ClientUpdate, CoreConfig, DripCore, Inbound
 from nodes.drip.entitlement import key_ownership
 from nodes.drip.records import Durable
 from nodes.drip.seen import Seen
@@ -462,3 +462,23 @@ def test_a_heartbeat_timeout_with_nothing_missed_owes_no_sync() -> None:
     sim.heal()
     settle(sim, 4)
     assert all(sim.value(n, "k") == 1 for n in sim.ids)
+
+
+def test_an_initiator_gone_inactive_aborts_its_open_vote_and_never_applies_it() -> None:
+    """Spec 4.7: an inactive node does not update key-value data. Before the fix, n1 went
+    inactive with u1's vote open and committed and applied it when n2's late yes came (the
+    sim search found it: tests/unit/sim/test_drip_search.py). Now going inactive aborts the
+    vote it initiated: its client gets a definite 409, its lock is released."""
+    c = _active("n1", ["n2"])
+    c.on_command(ClientUpdate(Update("u1", "k", 1)), "tok", 0)
+    counter = c.tallies["u1"].counter
+    c.on_timer(HEARTBEAT, 0.5)
+    out = c.on_timer(("round", c.rounds), 5)  # n2 never answered the heartbeat
+    assert c.state == "inactive"
+    (reply,) = [e for e in out if getattr(e, "token", None) == "tok"]
+    assert reply.value.status == 409 and "inactive" in reply.value.body["error"]
+    assert not c.d.locks and "u1" not in c.tallies
+    yes = codec.VoteResponse("n2", True, "n1", counter, "u1", voters=("n2",))
+    c.on_message(Inbound("n2", 1), yes, 6)  # the late yes changes nothing
+    c.on_timer(("vote", "u1"), 7)
+    assert "u1" not in c.d.applied and "k" not in c.d.kv

@@ -41,6 +41,8 @@ def test_a_short_search_finds_and_shrinks_retake_duplicate_votes() -> None:
     # vote timeout, then n2's yes arrives; the late-vote bugs commit on it
     ([["update", 0, 0, 0], ["stall", 0, 2, 1]], "act-on-late-votes", "late-vote-acted-on"),
     ([["update", 0, 0, 0], ["stall", 0, 2, 1]], "commit-after-abort", "aborted-update-applied"),
+    # n1 cut off for 3 s goes inactive; the bug votes and commits while inactive
+    ([["isolate", 0, 0, 3], ["isolate", 0, 2, 0]], "inactive-takes-part", "inactive-participated"),
 ])
 def test_one_busy_step_shows_a_bug_mode_the_correct_core_survives(
         schedule: list[list[object]], bug: str, kind: str) -> None:
@@ -64,12 +66,11 @@ def test_the_final_update_waits_until_every_node_sees_its_peers_up(
     assert out.ops[-1]["type"] == "ok"
 
 
-@pytest.mark.xfail(strict=True, reason="correct DRiP core: an initiator that goes inactive "
-                   "with its vote open still commits and applies it (docs/sim.md, DRiP)")
 def test_an_initiator_gone_inactive_does_not_apply_its_open_update() -> None:
     """n4 cut off for 1 s, n1 for 3 s; n1 starts an update at 1 s, goes inactive at 2 s
-    (no heartbeat answered) and at 3 s, its links back, commits and applies it while its
-    journal says inactive (spec 4.7). Found by the search (act-on-late-votes, seed 1)."""
+    (no heartbeat answered). Before the fix, at 3 s, its links back, it committed and applied
+    it while its journal said inactive (spec 4.7); now going inactive aborts its open votes.
+    Found by the search (act-on-late-votes, seed 1)."""
     out = run([["isolate", 0, 0, 3], ["isolate", 0, 2, 0]], 1, ())
     assert "inactive-participated" not in {w["kind"] for w in out.witness}, out.witness
 
