@@ -302,6 +302,9 @@ def run_spec(a: argparse.Namespace) -> Any:
         if a.zones is not None:
             raise UsageError("--zones cannot change a replayed run: --from keeps the stored "
                              "run's zones (its options.zone_count)")
+        if a.add_member or (record.get("add_member") and a.nodes is not None):
+            raise UsageError("--add-member and --nodes cannot change a replayed run that adds "
+                             "members: --from keeps the stored run's members and additions")
         overrides = {"nodes": a.nodes, "time_limit": a.time_limit, "nemesis": a.nemesis,
                      "nemesis_interval": a.nemesis_interval, "backend": a.backend,
                      "seed": a.seed, "workload": a.workload, "concurrency": a.concurrency,
@@ -343,6 +346,7 @@ def run_spec(a: argparse.Namespace) -> Any:
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1, 2**31)
     nodes = [f"n{i + 1}" for i in range(opt["nodes"])]
     gone = kill_for_good(a.kill_for_good, opt["time_limit"])
+    added = add_member(a, proto, nodes, opt["time_limit"], gone)
     if unknown := sorted(set(gone) - set(nodes)):
         raise UsageError(f"--kill-for-good: {unknown} are not nodes of this run ({nodes[0]}.."
                          f"{nodes[-1]}, from --nodes)")
@@ -351,12 +355,43 @@ def run_spec(a: argparse.Namespace) -> Any:
                          f"--time-limit {opt['time_limit']:g}s; give an earlier @SECONDS")
     return TestSpec(
         name=a.name or f"{a.protocol}-{a.workload or proto.default_workload}",
-        protocol=proto, workload=a.workload or "", nodes=opt["nodes"],
+        protocol=proto, workload=a.workload or "", nodes=opt["nodes"] + len(added),
         faults=Faults(opt["nemesis"], opt["nemesis_interval"]), time_limit=opt["time_limit"],
         concurrency=a.concurrency or opt["nodes"], backend=opt["backend"], bugs=a.bug,
         store=a.store, seed=seed, node_command=a.node_command, topology=topology,
         quiesce_s=quiesce_for(proto, opt["nodes"]), kill_for_good=gone, options=options,
+        add_member=added,
     )
+
+
+def add_member(a: argparse.Namespace, proto: ProtocolDef, nodes: list[str],
+               time_limit: float, gone: dict[str, float]) -> dict[str, float]:
+    """``--add-member NODE[@SECONDS]`` values as node -> seconds, checked: the protocol has
+    the op, the names are the next free ones after --nodes, the times inside the run, and no
+    option beside it that cannot hold a node unknown at the start."""
+    added = kill_for_good(a.add_member, time_limit, flag="--add-member")
+    if not added:
+        return added
+    if proto.member_entry is None:
+        raise UsageError(f"--add-member: protocol {proto.name} has no add-member op (a member "
+                         "added at run time through its membership API); drip has one")
+    if clash := sorted(set(added) & set(nodes)):
+        raise UsageError(f"--add-member: {clash} clash with nodes of this run ({nodes[0]}.."
+                         f"{nodes[-1]}, from --nodes); name new nodes from n{len(nodes) + 1}")
+    want = [f"n{len(nodes) + i + 1}" for i in range(len(added))]
+    if sorted(added, key=lambda n: (len(n), n)) != want:
+        raise UsageError(f"--add-member: name the added nodes {', '.join(want)} (the next free "
+                         f"names after --nodes {len(nodes)}), not {', '.join(sorted(added))}")
+    if late := sorted(n for n, at in added.items() if at >= time_limit):
+        raise UsageError(f"--add-member: {late} would be added after the run's --time-limit "
+                         f"{time_limit:g}s; give an earlier @SECONDS")
+    if gone_too := sorted(set(gone) & set(added)):
+        raise UsageError(f"--add-member with --kill-for-good of the same node {gone_too}: "
+                         "kill for good names first members only")
+    if a.topology not in (None, "full"):
+        raise UsageError(f"--add-member with --topology {a.topology}: an added node joins a "
+                         "full mesh; leave --topology out")
+    return added
 
 
 def _sim_replay_spec(a: argparse.Namespace, record: dict[str, Any]) -> Any:
@@ -369,7 +404,8 @@ def _sim_replay_spec(a: argparse.Namespace, record: dict[str, Any]) -> Any:
     fixed = {"--nodes": a.nodes, "--nemesis": a.nemesis, "--nemesis-interval": a.nemesis_interval,
              "--workload": a.workload, "--topology": a.topology, "--concurrency": a.concurrency,
              "--bug": a.bug or None, "--node-command": a.node_command,
-             "--kill-for-good": a.kill_for_good or None, "--zones": a.zones}
+             "--kill-for-good": a.kill_for_good or None, "--zones": a.zones,
+             "--add-member": a.add_member or None}
     given = [k for k, v in fixed.items() if v is not None]
     if given:
         raise UsageError(f"{', '.join(given)} cannot change a sim replay: its schedule, bug modes "
@@ -390,9 +426,10 @@ def _sim_replay_spec(a: argparse.Namespace, record: dict[str, Any]) -> Any:
     return spec
 
 
-def kill_for_good(args: list[str], time_limit: float | None) -> dict[str, float]:
-    """``--kill-for-good NODE[@SECONDS]`` values as node -> seconds (default: a third of the
-    time limit)."""
+def kill_for_good(args: list[str], time_limit: float | None,
+                  flag: str = "--kill-for-good") -> dict[str, float]:
+    """``--kill-for-good NODE[@SECONDS]`` values (or ``flag``'s: same shape) as node ->
+    seconds (default: a third of the time limit)."""
     from harness.replay import CLI_DEFAULTS
 
     out: dict[str, float] = {}
@@ -402,10 +439,10 @@ def kill_for_good(args: list[str], time_limit: float | None) -> dict[str, float]
             out[node.strip()] = float(at) if at else (
                 time_limit or CLI_DEFAULTS["time_limit"]) / 3
         except ValueError:
-            raise UsageError(f"--kill-for-good {arg!r}: give NODE or NODE@SECONDS, e.g. "
+            raise UsageError(f"{flag} {arg!r}: give NODE or NODE@SECONDS, e.g. "
                              "n1@5") from None
         if out[node.strip()] < 0:
-            raise UsageError(f"--kill-for-good {arg!r}: SECONDS must not be negative")
+            raise UsageError(f"{flag} {arg!r}: SECONDS must not be negative")
     return out
 
 
@@ -739,6 +776,11 @@ def parser() -> argparse.ArgumentParser:
                         "and leave it down through the final heal: the checkers judge the run "
                         "without it (ANTACID's primary: availability unknown, safety judged on "
                         "the replicas); beside --nemesis; repeatable")
+    r.add_argument("--add-member", action="append", default=[], metavar="NODE[@SECONDS]",
+                   help="DRiP: a node beyond --nodes (n5 after --nodes 4), known to no member, "
+                        "added at SECONDS into the run (default: a third of --time-limit) "
+                        "through a member's POST /admin/members, then started with join; "
+                        "faults target the first members; repeatable")
     r.add_argument("--zones", type=positive_int, metavar="N",
                    help="ANTACID: N zones on every node, zone k's primary on node k (wrapping), "
                         "submissions spread over them; each zone judged apart (default: 1)")

@@ -103,6 +103,7 @@ def merged(record: dict[str, Any], overrides: dict[str, Any] | None = None) -> d
         "nemesis": _nemesis(record),
         "nemesis_interval": faults["interval_s"] if faults else None,
         "kill_for_good": dict(record.get("kill_for_good") or {}),
+        "add_member": dict(record.get("add_member") or {}),
     }
     for k, v in (overrides or {}).items():
         if k not in OVERRIDABLE:
@@ -145,7 +146,7 @@ def spec_from_record(record: dict[str, Any], overrides: dict[str, Any] | None = 
                     seed=m["seed"], backend=m["backend"], bugs=list(m["bugs"]),
                     options=m["options"], op_timeout=m["op_timeout"], quiesce_s=m["quiesce_s"],
                     topology=topology, store=m["store"], node_command=m["node_command"],
-                    kill_for_good=m["kill_for_good"])
+                    kill_for_good=m["kill_for_good"], add_member=m["add_member"])
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,8 @@ def command_line(record: dict[str, Any]) -> CommandLine:
     argv = ["harness", "run", m["protocol"]]
     if m["workload"]:
         argv += ["--workload", m["workload"]]
-    argv += ["--nodes", str(m["nodes"]), "--concurrency", str(m["concurrency"]),
+    # --nodes counts the first members; --add-member names the ones added at run time
+    argv += ["--nodes", str(m["nodes"] - len(m["add_member"])), "--concurrency", str(m["concurrency"]),
              "--time-limit", f"{m['time_limit']:g}", "--nemesis", m["nemesis"]]
     if m["nemesis"] != "none":
         argv += ["--nemesis-interval", f"{m['nemesis_interval']:g}"]
@@ -179,7 +181,12 @@ def command_line(record: dict[str, Any]) -> CommandLine:
         argv += ["--node-command", m["node_command"]]
     for node, at in sorted(m["kill_for_good"].items()):
         argv += ["--kill-for-good", f"{node}@{at:g}"]
+    for node, at in sorted(m["add_member"].items()):
+        argv += ["--add-member", f"{node}@{at:g}"]
     argv += ["--name", m["name"]]
+    if m["add_member"]:  # the options --add-member itself sets
+        m["options"] = {k: v for k, v in m["options"].items()
+                        if k not in ("late_nodes", "late_unknown")}
     missing = [f"{k} {m[k]!r}" for k in ("options", "op_timeout", "quiesce_s")
                if m[k] != CLI_DEFAULTS[k]]
     ids = [f"n{i + 1}" for i in range(m["nodes"])]

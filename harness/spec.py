@@ -156,6 +156,10 @@ class TestSpec:
     #: node -> seconds into the run at which the nemesis kills it for good (never restarted,
     #: not even by the final heal; the checkers judge the run without it), beside any faults
     kill_for_good: dict[str, float] = field(default_factory=dict)
+    #: node -> seconds into the run at which it is added as a member (the cluster's
+    #: "add-member" op, then "join" starts it): a late node no other config names (options
+    #: ``late_nodes`` and ``late_unknown`` follow from it); only protocols with ``member_entry``
+    add_member: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.node_command is not None:
@@ -175,6 +179,24 @@ class TestSpec:
                 raise ValueError(f"kill_for_good: {node} at {at:g}s is outside the run's time "
                                  f"limit of {self.time_limit:g}s; give a time in [0, "
                                  f"{self.time_limit:g})")
+        if self.add_member:
+            self._late_members()
+
+    def _late_members(self) -> None:
+        """Check ``add_member`` and put its nodes in the options that make them late, unknown
+        nodes (idempotent: a replayed record already has them)."""
+        if self.protocol is None or self.protocol.member_entry is None:
+            raise ValueError(f"add_member: protocol {getattr(self.protocol, 'name', None)} has "
+                             "no add-member op (ProtocolDef.member_entry)")
+        for node, at in self.add_member.items():
+            if node not in self.node_ids:
+                raise ValueError(f"add_member names {node!r}, which is not one of this test's "
+                                 f"nodes {self.node_ids}")
+            if not 0 <= at < self.time_limit:
+                raise ValueError(f"add_member: {node} at {at:g}s is outside the run's time "
+                                 f"limit of {self.time_limit:g}s")
+        late = sorted(set(self.options.get("late_nodes", [])) | set(self.add_member))
+        self.options = {**self.options, "late_nodes": late, "late_unknown": True}
 
     def bugs_of(self, node: str) -> list[str]:
         """The bug modes node ``node`` runs (``bugs`` may put a mode on some servers only)."""
@@ -182,14 +204,22 @@ class TestSpec:
 
     def nemesis_stream(self) -> Generator | None:
         """The nemesis this run plays: ``faults`` drawn from the spec's seed as it is now, or
-        the generator it was given, with the ``kill_for_good`` kills beside it."""
-        base = self.faults.build(self.node_ids, self.seed) if self.faults is not None \
+        the generator it was given, with the ``kill_for_good`` kills and the ``add_member``
+        additions (each "add-member", then "join" half a second later) beside it. Faults are
+        drawn over the first members only: an added node is no target before it runs."""
+        first = [n for n in self.node_ids if n not in self.add_member]
+        base = self.faults.build(first, self.seed) if self.faults is not None \
             else self.nemesis
-        if not self.kill_for_good:
+        timed = [(at, node, {"f": "kill", "value": {"node": node, "for_good": True}})
+                 for node, at in self.kill_for_good.items()]
+        for node, at in self.add_member.items():
+            timed += [(at, node, {"f": "add-member", "value": {"node": node}}),
+                      (at + 0.5, node, {"f": "join", "value": {"node": node}})]
+        if not timed:
             return base
         steps, now = [], 0.0
-        for node, at in sorted(self.kill_for_good.items(), key=lambda kv: (kv[1], kv[0])):
-            steps.append((at - now, {"f": "kill", "value": {"node": node, "for_good": True}}))
+        for at, _, op in sorted(timed, key=lambda t: (t[0], t[1])):
+            steps.append((at - now, op))
             now = at
         kills = from_schedule(steps)
         return kills if base is None else g.mix(base, kills)
@@ -249,6 +279,7 @@ class TestSpec:
             "topology": [list(e) for e in self.edges()],
             "node_command": self.node_command,
             "kill_for_good": dict(self.kill_for_good),
+            "add_member": dict(self.add_member),
             "store": self.store,
         }
 

@@ -166,3 +166,55 @@ def test_kill_for_good_on_the_command_line_and_in_the_nemesis_stream():
                      (["--kill-for-good", "n1@30"], "after the run's --time-limit")]:
         with pytest.raises(cli.UsageError, match=why):
             spec_of("garlicfarm", "--nodes", "3", "--time-limit", "9", *bad)
+
+
+def test_add_member_on_the_command_line_in_the_record_and_the_nemesis_stream(tmp_path):
+    """``--add-member n5@4``: n5 beyond --nodes 4, late and unknown to the others, added then
+    started half a second later; recorded in test.json, replayed by --from and by the
+    explicit command line (issue 23)."""
+    from harness.generators import drain
+
+    spec = spec_of("drip", "--nodes", "4", "--time-limit", "15", "--nemesis", "none",
+                   "--seed", "3", "--add-member", "n5@4")
+    assert (spec.nodes, spec.add_member, spec.concurrency) == (5, {"n5": 4.0}, 4)
+    assert spec.options == {"late_nodes": ["n5"], "late_unknown": True}
+    ops = drain(spec.nemesis_stream(), threads=("nemesis",))
+    assert [(t, o["f"], o["value"]) for t, _, o in ops] == [
+        (4.0, "add-member", {"node": "n5"}), (4.5, "join", {"node": "n5"})]
+    rec = stored(spec)
+    assert rec["add_member"] == {"n5": 4.0}
+    assert spec_from_record(rec) == spec
+    cmd = command_line(rec)
+    assert "--nodes 4 " in cmd.text and "--add-member n5@4" in cmd.text
+    assert cmd.not_expressible == []  # the late options are --add-member's own
+    assert spec_of(*cmd.argv[2:]) == spec  # the command line builds the same spec
+    run = tmp_path / "store" / "drip-registry" / "20260101T000000-abcdef"
+    run.mkdir(parents=True)
+    (run / "test.json").write_text(json.dumps(rec))
+    assert spec_of("--from", str(run)).add_member == {"n5": 4.0}
+    for extra in (["--add-member", "n6"], ["--nodes", "3"]):
+        with pytest.raises(cli.UsageError, match="cannot change a replayed run"):
+            spec_of("--from", str(run), *extra)
+    # a default time: a third of the time limit; faults drawn over the first members only
+    assert spec_of("drip", "--nodes", "3", "--time-limit", "9",
+                   "--add-member", "n4").add_member == {"n4": 3.0}
+
+
+@pytest.mark.parametrize("argv, why", [
+    (["garlicfarm", "--nodes", "3", "--add-member", "n4"], "garlicfarm has no add-member op"),
+    (["drip", "--nodes", "4", "--add-member", "n3"], r"\['n3'\] clash with nodes of this run"),
+    (["drip", "--nodes", "4", "--add-member", "n7"], "name the added nodes n5"),
+    (["drip", "--nodes", "4", "--add-member", "n5", "--add-member", "n7"],
+     "name the added nodes n5, n6"),
+    (["drip", "--nodes", "4", "--add-member", "n5@x"], "--add-member 'n5@x': give NODE"),
+    (["drip", "--nodes", "4", "--add-member", "n5@-1"], "must not be negative"),
+    (["drip", "--nodes", "4", "--time-limit", "9", "--add-member", "n5@9"],
+     "after the run's --time-limit"),
+    (["drip", "--nodes", "4", "--add-member", "n5", "--kill-for-good", "n5"],
+     "kill for good names first members only"),
+    (["drip", "--nodes", "4", "--add-member", "n5", "--topology", "ring"],
+     "joins a full mesh"),
+])
+def test_add_member_refusals_say_why(argv, why):
+    with pytest.raises(cli.UsageError, match=why):
+        spec_of(*argv)
