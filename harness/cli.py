@@ -305,6 +305,9 @@ def run_spec(a: argparse.Namespace) -> Any:
         if a.add_member or (record.get("add_member") and a.nodes is not None):
             raise UsageError("--add-member and --nodes cannot change a replayed run that adds "
                              "members: --from keeps the stored run's members and additions")
+        if a.decommission:
+            raise UsageError("--decommission cannot change a replayed run: --from keeps the "
+                             "stored run's decommissions")
         overrides = {"nodes": a.nodes, "time_limit": a.time_limit, "nemesis": a.nemesis,
                      "nemesis_interval": a.nemesis_interval, "backend": a.backend,
                      "seed": a.seed, "workload": a.workload, "concurrency": a.concurrency,
@@ -360,8 +363,29 @@ def run_spec(a: argparse.Namespace) -> Any:
         concurrency=a.concurrency or opt["nodes"], backend=opt["backend"], bugs=a.bug,
         store=a.store, seed=seed, node_command=a.node_command, topology=topology,
         quiesce_s=quiesce_for(proto, opt["nodes"]), kill_for_good=gone, options=options,
-        add_member=added,
+        add_member=added, decommission=decommission(a, proto, gone, opt["time_limit"]),
     )
+
+
+def decommission(a: argparse.Namespace, proto: ProtocolDef, gone: dict[str, float],
+                 time_limit: float) -> dict[str, float]:
+    """``--decommission NODE[@SECONDS]`` values as node -> seconds (default: two thirds of
+    the time limit), checked: the protocol has the membership op, NODE is killed for good
+    earlier in the run, the time is inside it."""
+    untimed = {arg.strip() for arg in a.decommission if "@" not in arg}
+    out = {n: 2 * time_limit / 3 if n in untimed else at
+           for n, at in kill_for_good(a.decommission, time_limit, flag="--decommission").items()}
+    if out and proto.member_entry is None:
+        raise UsageError(f"--decommission: protocol {proto.name} has no membership op to remove "
+                         "a member with; drip has one")
+    for node, at in out.items():
+        if node not in gone:
+            raise UsageError(f"--decommission {node}: decommission a node this run kills for "
+                             f"good (--kill-for-good {node}@SECONDS, earlier)")
+        if not gone[node] < at < time_limit:
+            raise UsageError(f"--decommission {node}@{at:g}: give a time after its kill for "
+                             f"good at {gone[node]:g}s and before --time-limit {time_limit:g}s")
+    return out
 
 
 def add_member(a: argparse.Namespace, proto: ProtocolDef, nodes: list[str],
@@ -405,7 +429,7 @@ def _sim_replay_spec(a: argparse.Namespace, record: dict[str, Any]) -> Any:
              "--workload": a.workload, "--topology": a.topology, "--concurrency": a.concurrency,
              "--bug": a.bug or None, "--node-command": a.node_command,
              "--kill-for-good": a.kill_for_good or None, "--zones": a.zones,
-             "--add-member": a.add_member or None}
+             "--add-member": a.add_member or None, "--decommission": a.decommission or None}
     given = [k for k, v in fixed.items() if v is not None]
     if given:
         raise UsageError(f"{', '.join(given)} cannot change a sim replay: its schedule, bug modes "
@@ -781,6 +805,10 @@ def parser() -> argparse.ArgumentParser:
                         "added at SECONDS into the run (default: a third of --time-limit) "
                         "through a member's POST /admin/members, then started with join; "
                         "faults target the first members; repeatable")
+    r.add_argument("--decommission", action="append", default=[], metavar="NODE[@SECONDS]",
+                   help="DRiP: after --kill-for-good NODE, a running member removes NODE "
+                        "through POST /admin/members at SECONDS (default: two thirds of "
+                        "--time-limit), so updates commit without it again; repeatable")
     r.add_argument("--zones", type=positive_int, metavar="N",
                    help="ANTACID: N zones on every node, zone k's primary on node k (wrapping), "
                         "submissions spread over them; each zone judged apart (default: 1)")

@@ -104,6 +104,7 @@ def merged(record: dict[str, Any], overrides: dict[str, Any] | None = None) -> d
         "nemesis_interval": faults["interval_s"] if faults else None,
         "kill_for_good": dict(record.get("kill_for_good") or {}),
         "add_member": dict(record.get("add_member") or {}),
+        "decommission": dict(record.get("decommission") or {}),
     }
     for k, v in (overrides or {}).items():
         if k not in OVERRIDABLE:
@@ -146,7 +147,8 @@ def spec_from_record(record: dict[str, Any], overrides: dict[str, Any] | None = 
                     seed=m["seed"], backend=m["backend"], bugs=list(m["bugs"]),
                     options=m["options"], op_timeout=m["op_timeout"], quiesce_s=m["quiesce_s"],
                     topology=topology, store=m["store"], node_command=m["node_command"],
-                    kill_for_good=m["kill_for_good"], add_member=m["add_member"])
+                    kill_for_good=m["kill_for_good"], add_member=m["add_member"],
+                    decommission=m["decommission"])
 
 
 @dataclass(frozen=True)
@@ -183,6 +185,8 @@ def command_line(record: dict[str, Any]) -> CommandLine:
         argv += ["--kill-for-good", f"{node}@{at:g}"]
     for node, at in sorted(m["add_member"].items()):
         argv += ["--add-member", f"{node}@{at:g}"]
+    for node, at in sorted(m["decommission"].items()):
+        argv += ["--decommission", f"{node}@{at:g}"]
     argv += ["--name", m["name"]]
     if m["add_member"]:  # the options --add-member itself sets
         m["options"] = {k: v for k, v in m["options"].items()

@@ -160,6 +160,9 @@ class TestSpec:
     #: "add-member" op, then "join" starts it): a late node no other config names (options
     #: ``late_nodes`` and ``late_unknown`` follow from it); only protocols with ``member_entry``
     add_member: dict[str, float] = field(default_factory=dict)
+    #: node -> seconds into the run at which a running member removes it (the cluster's
+    #: "decommission" op): a node killed for good earlier; only protocols with ``member_entry``
+    decommission: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.node_command is not None:
@@ -181,6 +184,11 @@ class TestSpec:
                                  f"{self.time_limit:g})")
         if self.add_member:
             self._late_members()
+        for node, at in self.decommission.items():
+            if not self.kill_for_good.get(node, at) < at < self.time_limit:
+                raise ValueError(f"decommission: {node} at {at:g}s must be killed for good "
+                                 f"before, and removed inside the time limit of "
+                                 f"{self.time_limit:g}s")
 
     def _late_members(self) -> None:
         """Check ``add_member`` and put its nodes in the options that make them late, unknown
@@ -215,6 +223,8 @@ class TestSpec:
         for node, at in self.add_member.items():
             timed += [(at, node, {"f": "add-member", "value": {"node": node}}),
                       (at + 0.5, node, {"f": "join", "value": {"node": node}})]
+        timed += [(at, node, {"f": "decommission", "value": {"node": node}})
+                  for node, at in self.decommission.items()]
         if not timed:
             return base
         steps, now = [], 0.0
@@ -280,6 +290,7 @@ class TestSpec:
             "node_command": self.node_command,
             "kill_for_good": dict(self.kill_for_good),
             "add_member": dict(self.add_member),
+            "decommission": dict(self.decommission),
             "store": self.store,
         }
 

@@ -218,3 +218,26 @@ def test_add_member_on_the_command_line_in_the_record_and_the_nemesis_stream(tmp
 def test_add_member_refusals_say_why(argv, why):
     with pytest.raises(cli.UsageError, match=why):
         spec_of(*argv)
+
+
+def test_decommission_after_a_kill_for_good_is_played_recorded_and_replayed():
+    from harness.generators import drain
+
+    spec = spec_of("drip", "--nodes", "4", "--time-limit", "12", "--nemesis", "none",
+                   "--kill-for-good", "n4@3", "--decommission", "n4")
+    assert spec.decommission == {"n4": 8.0}  # two thirds of the time limit
+    ops = drain(spec.nemesis_stream(), threads=("nemesis",))
+    assert [(t, o["f"]) for t, _, o in ops] == [(3.0, "kill"), (8.0, "decommission")]
+    rec = stored(spec)
+    assert rec["decommission"] == {"n4": 8.0} and spec_from_record(rec) == spec
+    cmd = command_line(rec)
+    assert "--decommission n4@8" in cmd.text and spec_of(*cmd.argv[2:]) == spec
+    for bad, why in [(["--decommission", "n3"], "decommission a node this run kills for good"),
+                     (["--kill-for-good", "n3@5", "--decommission", "n3@4"],
+                      "after its kill for good at 5s"),
+                     (["--kill-for-good", "n3@5", "--decommission", "n3@12"],
+                      "before --time-limit 12s")]:
+        with pytest.raises(cli.UsageError, match=why):
+            spec_of("drip", "--nodes", "4", "--time-limit", "12", *bad)
+    with pytest.raises(cli.UsageError, match="garlicfarm has no membership op"):
+        spec_of("garlicfarm", "--kill-for-good", "n1@2", "--decommission", "n1")
