@@ -71,7 +71,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         raise _usage(f"{t.name} has no bug mode {', '.join(bad)}; choose from "
                          f"{', '.join(t.bugs)}")
     bugs = tuple(a.bug)
-    extra = (("hostile",) if a.hostile else ()) + (("skew",) if a.skew else ())
+    extra = ((("hostile",) if a.hostile else ()) + (("skew",) if a.skew else ())
+             + (("gone",) if a.gone else ()))
     for k in extra:
         if k not in t.optional:
             raise _usage(f"{t.name} has no {k} kind in its schedules yet; drop --{k}")
@@ -154,6 +155,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                    help="draw the skew kind too: one node's monotonic clock runs at half or "
                         "twice true speed, or its calendar clock steps 60 s back or forward "
                         "(every protocol)")
+    r.add_argument("--gone", action="store_true",
+                   help="draw the gone kind too: one node killed for good, never restarted, "
+                        "not even by the last heal (sds; always drawn with --bug no-repair)")
     r.add_argument("--zones", type=int, default=1, metavar="N",
                    help="run N zones, zone k's primary on server k, each zone judged apart; "
                         "written to the replay file (antacid) (default: 1)")

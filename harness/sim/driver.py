@@ -130,6 +130,8 @@ class Simulation:
         self.replies: dict[int, Any] = {}
         self.sent = 0
         self.trace: list[tuple[Any, ...]] = []
+        #: nodes killed for good (`kill_for_good`): down to the end of the run
+        self.gone: set[Any] = set()
         self._q: list[tuple[float, int, str, Any, Any]] = []
         self._seq = itertools.count()
         self._tokens = itertools.count()
@@ -258,7 +260,18 @@ class Simulation:
         n.boot += 1
         self.trace.append((self.now, "crash", i))
 
+    def kill_for_good(self, i: Any) -> None:
+        """Kill node ``i`` and never start it again (a machine lost, as the real nemesis's
+        kill-for-good): no restart, not even the last heal's, brings it back; `gone` names it,
+        so a checker judges it as a real run judges a node with a ``gone.json``."""
+        if self.nodes[i].up:
+            self.crash(i)
+        self.gone.add(i)
+        self.trace.append((self.now, "gone", i))
+
     def restart(self, i: Any) -> None:
+        if i in self.gone:
+            return
         if self.nodes[i].up:
             self.crash(i)
         self.boot(i)
@@ -329,7 +342,7 @@ class Simulation:
         """A search schedule's step of a kind every target shares, aimed at node ``i`` with
         knobs ``a``/``b``: heal, crash, restart, pause, resume, loss and dup (``a``/10), delay
         (latency ``delay[0] + delay[1] * a``, jitter ``delay[2] * b``), skew (node ``i``'s
-        clocks by ``SKEWS[a]``); any other kind (a
+        clocks by ``SKEWS[a]``), gone (`kill_for_good`); any other kind (a
         target's own, when it did not apply) does nothing."""
         if kind == "heal":
             self.heal()
@@ -338,6 +351,8 @@ class Simulation:
                 self.crash(i)
         elif kind == "restart":
             self.restart(i)
+        elif kind == "gone":
+            self.kill_for_good(i)
         elif kind == "pause":
             if self.running(i):
                 self.pause(i)
@@ -358,10 +373,13 @@ class Simulation:
     def heal_everything(self, ids: Iterable[Any], latency: float) -> None:
         """A search run's last heal: every fault undone (a skewed clock runs at true rate
         again) and every node of ``ids`` running, so
-        what follows judges recovery (liveness), not the faults."""
+        what follows judges recovery (liveness), not the faults. A node killed for good
+        (`kill_for_good`) stays down."""
         self.heal()
         self.net.loss, self.net.dup, self.net.latency, self.net.jitter = 0.0, 0.0, latency, 0.0
         for i in ids:
+            if i in self.gone:
+                continue
             if self.nodes[i].paused:
                 self.resume(i)
             if not self.nodes[i].up:

@@ -69,14 +69,16 @@ class SdsSim(Simulation):
 
     def observations(self) -> dict[str, Any]:
         """The channel as `checkers.ordering` reads a run: each node's journal and its
-        ``/admin/state`` protocol part (None for a node that is down)."""
+        ``/admin/state`` protocol part (None for a node that is down), and ``gone`` for a node
+        killed for good, as a real run's ``gone.json`` marks it (`checkers.observations`)."""
         nodes: dict[str, Any] = {}
         for n in self.ids:
             evs = [{"seq": k, "t": e.t, "type": e.type, **e.fields}
                    for k, e in enumerate(e for e in self.events if e.node == n)]
             core = self.cores.get(n) if self.nodes[n].up else None
             nodes[n] = {"events": evs, "missing": [],
-                        "state": core.snapshot(int(self.now * 1000)) if core else None}
+                        "state": core.snapshot(int(self.now * 1000)) if core else None,
+                        **({"gone": True} if n in self.gone else {})}
         return {"nodes": nodes, "run_dir": "sim"}
 
     def logs(self) -> dict[str, list[str]]:

@@ -15,7 +15,9 @@ missed the burst's Lamport times show a missing Lamport update). A bug mode is s
 every node.
 When asked, ``hostile`` (``--hostile``: one burst of `nodes.sds.hostile`'s datagrams at
 node ``b`` from an address outside the channel; ``a`` odd: only those that decode) and
-``skew`` (``--skew``: `Simulation.SKEWS`; the calendar clock seeds the Lamport clock).
+``skew`` (``--skew``: `Simulation.SKEWS`; the calendar clock seeds the Lamport clock), and
+``gone`` (``--gone``, and always with ``no-repair``: node ``b`` killed for good, which the last
+heal does not restart; the checker judges it as a real run's ``gone.json`` node).
 """
 
 from __future__ import annotations
@@ -37,9 +39,11 @@ KINDS = ("partition", "heal", "crash", "restart", "pause", "resume", "loss", "du
          "send", "burst", "round", "thread")
 BUGS = ("empty-history", "acks-ignored", "bloom-ignored", "deliver-without-deps",
         "resend-new-lamport", "order-by-arrival", "ties-descending-id", "no-resend",
-        "no-lamport-update")
-# not searched: no-repair (a missing message is re-armed by its sender's resends from the
-# peers' filters, so a schedule needing repair alone was not found: docs/sim.md)
+        "no-lamport-update", "no-repair")
+#: a message a live node misses is re-armed by its sender from the peers' Bloom filters, also
+#: after a restart (the sender's durable log), so repair is the only route only when the
+#: sender never comes back: ``no-repair`` is searched with ``gone`` (docs/sim.md)
+NEEDS = {"no-repair": ("gone",)}
 #: ``thread``: the answers' delay after the burst (ms)
 ANSWER_MS = 5
 #: the SDS tests' compressed timings (resends in 0.5 s, syncs every 0.5 s, repair 0.2-2 s)
@@ -136,4 +140,5 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     return Outcome(not witness, witness, trace, r.history, sim.now)
 
 
-TARGET = Target("sds", KINDS, BUGS, run, optional=("hostile", "skew"))
+TARGET = Target("sds", KINDS, BUGS, run, optional=("hostile", "skew", "gone"),
+                needs=NEEDS)

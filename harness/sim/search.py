@@ -15,7 +15,7 @@ import contextlib
 import json
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +83,9 @@ class Target:
     #: the servers its run takes per-server bug modes for, ``NAME@1,3`` (a mixed cluster:
     #: `bugs_by_node`); (): every node runs the same modes
     per_node: tuple[int, ...] = ()
+    #: bug mode -> optional kinds its search always draws (a bug only a fault outside the
+    #: default vocabulary can show: SDS ``no-repair`` needs a sender ``gone`` for good)
+    needs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def bug_name(spec: str) -> str:
@@ -151,7 +154,10 @@ def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
     ``runs``/``shrink_runs`` bound the same two phases by simulated runs instead: unlike wall
     time they do not depend on the machine's load, so a search bounded by them gives the same
     answer everywhere (the tests use them; wall time stays the backstop). ``extra``: the
-    target's optional kinds to draw as well (``hostile``)."""
+    target's optional kinds to draw as well (``hostile``); a bug mode's `Target.needs` are
+    added to them."""
+    extra += tuple(dict.fromkeys(k for b in bugs for k in target.needs.get(bug_name(b), ())
+                                 if k not in extra))
     unknown = [k for k in extra if k not in target.optional]
     if unknown:
         raise ValueError(f"{target.name} has no optional kind {', '.join(unknown)}; it has "

@@ -37,7 +37,7 @@ def test_a_hostile_schedule_runs_the_same_byte_for_byte() -> None:
 
 
 def test_correct_sds_survives_a_bounded_hostile_search(capsys, tmp_path) -> None:
-    assert "hostile" not in KINDS and TARGET.optional == ("hostile", "skew")
+    assert "hostile" not in KINDS and TARGET.optional == ("hostile", "skew", "gone")
     f = tmp_path / "r.json"
     assert main(["sim", "run", "sds", "--hostile", "--seed", "1", "--runs", "25",
                  "--out", str(f)]) == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.sim.sds_search import TARGET, run
+from harness.sim.sds_search import NAMES, TARGET, _Run, run
 from harness.sim.search import search
 
 pytestmark = pytest.mark.sim
@@ -48,3 +48,40 @@ def test_one_busy_step_shows_a_bug_mode_the_correct_core_survives(
     assert run(schedule, 1, ()).ok
     out = run(schedule, 1, (bug,))
     assert kind in {w["kind"] for w in out.witness}
+
+
+#: shrunk by the search (seed 1, no-repair): n1 cut off, n0 sends and is killed for good; only
+#: repair from n2..n4, which hold the message, can bring it to n1
+GONE = [["partition", 0, 0, 1], ["send", 0, 0, 0], ["gone", 0, 0, 0]]
+
+
+def test_a_sender_gone_for_good_leaves_repair_the_only_route() -> None:
+    assert run(GONE, 1, ()).ok
+    out = run(GONE, 1, ("no-repair",))
+    assert {"silently-absent", "acked-send-lost"} <= {w["kind"] for w in out.witness}
+    # the same schedule with a crash the last heal undoes: the restarted sender re-arms it
+    assert run([*GONE[:2], ["crash", 0, 0, 0]], 1, ("no-repair",)).ok
+
+
+def test_a_gone_node_stays_down_through_restarts_and_the_last_heal() -> None:
+    r = _Run(1, ())
+    r.step(["gone", 0, 0, 2])
+    r.step(["restart", 0, 0, 2])
+    r.sim.heal_everything(NAMES, latency=0.001)
+    r.sim.run_for(1)
+    assert not r.sim.nodes["n2"].up and r.sim.gone == {"n2"}
+    obs = r.sim.observations()["nodes"]
+    assert obs["n2"]["gone"] is True and obs["n2"]["state"] is None
+    assert "gone" not in obs["n1"] and obs["n1"]["state"] is not None
+
+
+def test_a_send_that_died_with_its_gone_sender_is_excused() -> None:
+    out = run([["partition", 0, 0, 0], ["send", 0, 0, 0], ["gone", 0, 0, 0]], 1, ())
+    assert out.ok and [op["type"] for op in out.ops] == ["ok"]
+
+
+def test_no_repair_draws_gone_and_other_modes_draw_what_they_did() -> None:
+    assert TARGET.needs == {"no-repair": ("gone",)} and "gone" in TARGET.optional
+    assert "gone" not in TARGET.kinds  # existing seeds draw the same schedules
+    found = search(TARGET, 1, ("no-repair",), budget_s=600, runs=200, shrink_runs=40)
+    assert found is not None and "gone" in {s[0] for s in found.schedule}
