@@ -76,10 +76,16 @@ def cmd_run(a: argparse.Namespace) -> int:
     for k in extra:
         if k not in t.optional:
             raise _usage(f"{t.name} has no {k} kind in its schedules yet; drop --{k}")
+    if a.members:
+        if "decommission" not in t.optional:
+            raise _usage(f"{t.name} has no optional membership kinds (its own, if any, are "
+                         "always drawn); drop --members (drip has them)")
+        extra += ("decommission",)
     from harness.sim.search import search  # hypothesis: imported only when a search runs
     print(f"searching {t.name} schedules, seed {a.seed}, bug {','.join(bugs) or '(none)'}, "
           f"budget {a.budget:g} s{', with hostile peers' if a.hostile else ''}"
           f"{', with clock skew' if a.skew else ''}"
+          f"{', with membership changes' if a.members else ''}"
           f"{f', {a.zones} zones' if a.zones != 1 else ''}", file=sys.stderr)
     if t.per_node:
         from harness.sim.search import bugs_by_node
@@ -158,6 +164,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     r.add_argument("--gone", action="store_true",
                    help="draw the gone kind too: one node killed for good, never restarted, "
                         "not even by the last heal (sds; always drawn with --bug no-repair)")
+    r.add_argument("--members", action="store_true",
+                   help="draw membership changes too: decommission (a member removed through "
+                        "the admin API by another) (drip; garlicfarm draws add/remove always)")
     r.add_argument("--zones", type=int, default=1, metavar="N",
                    help="run N zones, zone k's primary on server k, each zone judged apart; "
                         "written to the replay file (antacid) (default: 1)")

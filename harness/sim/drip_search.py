@@ -17,7 +17,15 @@ need; the last heal waits for a stall or an isolate to end),
 the request reaches a node still syncing) and ``isolate`` (every link of node ``b`` cut, and
 healed ``a`` + 1 seconds later, when an update starts at the next node: a node that found
 itself alone meets a request before its next heartbeat). A bug mode is switched on in every
-node. Clock skew only when asked (``--skew``). Not drawn yet: membership changes, hostile peers.
+node. Clock skew only when asked (``--skew``); when asked (``--members``) ``decommission``:
+node ``b`` removed from the membership, as an operator does (``POST /admin/members``
+``{remove: [b]}`` at the next running member, the real cluster's ``decommission`` op): the
+node itself is left as it is (a crash or an isolate before it makes it the one "crashed for
+good or isolated"); a removal that would leave fewer than two members or the rest unlinked
+(the mesh's links are fixed) is not asked. A removed node is left out of what the settle
+waits for and out of the final update; the 2PC checker judges each decision against the
+membership in force (the journals' ``members`` events). Not drawn yet: adding a node, hostile
+peers.
 
 A run settles until it is quiet instead of for a fixed time (a DRiP run is the costliest of
 the targets: every hop is an HTTP request in JSON): after the last heal, until every node is
@@ -47,6 +55,9 @@ STALL_WAIT_S = 0.1
 POLL_S = 0.0005
 SETTLE_S = 30.0  # the most a settle waits: request timeouts, syncs and retries many times
 STEP_S = 0.5  # how often a settle looks whether it may stop
+#: the optional kinds ``harness sim run --members`` draws (appended after the others, so the
+#: schedules a seed draws without it stay what they were)
+MEMBER_KINDS = ("decommission",)
 #: after the final update's decision: more than a vote timeout and a lock's lifetime
 #: (`CoreConfig`: 2 s, 3 s), so what a late vote or an expired lock does is still seen
 TAIL_S = 5.0
@@ -58,6 +69,7 @@ class _Run:
         self.updates: list[tuple[str, str, int, str]] = []  # node, key, value, uid
         #: when the last ``stall`` or ``isolate`` ends (the last heal waits for it)
         self.busy_until = 0.0
+        self.removals: list[tuple[str, str]] = []  # (node removed, uid of its request)
 
     def update(self, n: str, key: str) -> str:
         uid = f"u{len(self.updates)}"
@@ -86,6 +98,8 @@ class _Run:
             sim.restart(n)
             if sim.running(nxt):
                 self.update(nxt, f"k{a % 2}")
+        elif kind == "decommission":
+            self._decommission(n, b)
         elif kind == "isolate":
             links = [e for e in EDGES if n in e]
             for e in links:
@@ -94,6 +108,27 @@ class _Run:
             self.busy_until = max(self.busy_until, sim.now + a + 1)
         else:
             sim.fault_step(kind, n, a, b, delay=(0.001, 0.05, 0.01))
+
+    def members(self) -> list[str]:
+        """The nodes not removed by a committed ``decommission`` (an undecided one counts
+        as not removed: the settle then waits for that node too)."""
+        out = {n for n, uid in self.removals if self.sim.committed(uid)}
+        return [n for n in NODES if n not in out]
+
+    def _decommission(self, n: str, b: int) -> None:
+        """Ask the next running member after ``n`` to remove ``n``, unless that would leave
+        fewer than two members or the rest unlinked (no careful operator does either)."""
+        rest = [m for m in self.members() if m != n]
+        if n not in self.members() or len(rest) < 2 or not _linked(rest):
+            return
+        at = next((NODES[(b + k) % len(NODES)] for k in range(1, len(NODES))
+                   if NODES[(b + k) % len(NODES)] in rest
+                   and self.sim.running(NODES[(b + k) % len(NODES)])), None)
+        if at is None:
+            return
+        uid = f"m{len(self.removals)}"
+        self.removals.append((n, uid))
+        self.sim.members(at, uid, remove=[n])
 
     def _stall(self, n: str, for_s: float, waited: float) -> None:
         """``stall``: pause ``n`` for ``for_s``; while a vote is open at another node and has
@@ -133,30 +168,45 @@ class _Run:
         rightly: "no vote from" it), so an update sent before the next heartbeat round would
         judge how fast views heal, not whether the mesh recovers."""
         return all(self.sim.running(n) and self.sim.core(n).state == "active"
-                   and all(self.sim.core(n).peer_up.get(p) for p in self.sim.core(n).peers)
-                   for n in NODES)
+                   and all(self.sim.core(n).peer_up.get(p) for p in self.sim.core(n).peers
+                           if p in self.sim.core(n).members)
+                   for n in self.members())
 
     def progress(self) -> dict[str, Any] | None:
-        """Liveness: once the mesh is quiet after the last heal, an update at n1 commits.
-        None: it did."""
+        """Liveness: once the mesh is quiet after the last heal, an update at n1 (or the
+        first member left, after a ``decommission``) commits. None: it did."""
         sim = self.sim
         end = sim.now + SETTLE_S
         sim.run_for(STEP_S)
         while not self.quiet() and sim.now < end:
             sim.run_for(STEP_S)
-        final = self.update("n1", "final")
+        at = self.members()[0]
+        final = self.update(at, "final")
         end = sim.now + SETTLE_S
         while sim.outcome(final) is None and sim.now < end:
             sim.run_for(STEP_S)
         sim.run_for(TAIL_S)
         if sim.committed(final):
-            return None
+            return self.told()
         a = sim.outcome(final)
         return {"kind": "no-progress-after-heal",
-                "message": f"an update at n1 once the mesh was quiet after the last heal (or "
+                "message": f"an update at {at} once the mesh was quiet after the last heal (or "
                            f"{SETTLE_S:g} s after it) did not commit in {SETTLE_S + TAIL_S:g} s "
                            f"(answer {None if a is None else (a.status, a.body)})",
                 "witness": {"t": sim.now}}
+
+    def told(self) -> dict[str, Any] | None:
+        """A node removed by a committed ``decommission`` is running again after the heal:
+        it must have learned it left (``"left": true``, docs/drip.md), or it waits for updates
+        forever. None: every one did."""
+        untold = [n for n in NODES if n not in self.members() and self.sim.running(n)
+                  and not self.sim.core(n).snapshot().get("left")]
+        if not untold:
+            return None
+        return {"kind": "removed-node-not-told",
+                "message": f"{', '.join(untold)} decommissioned, running after the heal, "
+                           f"{SETTLE_S + TAIL_S:g} s on still does not say it left",
+                "witness": {"t": self.sim.now, "nodes": untold}}
 
     def history(self) -> list[dict[str, Any]]:
         """invoke/complete pairs of every update, as `checkers.twopc` reads a run."""
@@ -171,6 +221,19 @@ class _Run:
                       "value": [key, value, uid], "node": node,
                       **({"error": d.body.get("error")} if d and d.status != 200 else {})})
         return h
+
+
+def _linked(ids: list[str]) -> bool:
+    """The mesh's links among ``ids`` alone connect them all."""
+    seen, todo = {ids[0]}, [ids[0]]
+    while todo:
+        x = todo.pop()
+        for a, b in EDGES:
+            for y in ((b,) if a == x else (a,) if b == x else ()):
+                if y in ids and y not in seen:
+                    seen.add(y)
+                    todo.append(y)
+    return seen == set(ids)
 
 
 def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
@@ -188,4 +251,4 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     return Outcome(not witness, witness, trace, history, sim.now)
 
 
-TARGET = Target("drip", KINDS, BUGS, run, optional=("skew",))
+TARGET = Target("drip", KINDS, BUGS, run, optional=("skew", *MEMBER_KINDS))

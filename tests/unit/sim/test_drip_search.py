@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.sim.drip_search import TARGET, run
+from harness.sim.drip_search import NODES, TARGET, _Run, run
+from harness.sim.play import play
 from harness.sim.search import search
 
 pytestmark = pytest.mark.sim
@@ -90,3 +91,52 @@ def test_a_mesh_whose_nodes_all_restarted_becomes_active_again() -> None:
                ["crash", 269, 1, 1]], 2, ())
     assert out.ok, out.witness
     assert out.ops[-1]["type"] == "ok"
+
+
+def _played(schedule: list[list[object]]) -> _Run:
+    r = _Run(1, ())
+    assert play(r.sim, schedule, r.step, ids=NODES, latency=0.001, settle=r.progress,
+                finish=r.play_out) is None
+    return r
+
+
+def test_a_crashed_member_is_decommissioned_and_the_rest_commit_without_it() -> None:
+    schedule = [["crash", 0, 0, 3], ["decommission", 100, 0, 3]]
+    r = _played(schedule)
+    assert r.sim.committed("m0") and r.members() == ["n1", "n2", "n3"]
+    assert all(r.sim.core(n).members == {"n1", "n2", "n3"} and r.sim.core(n).epoch == 1
+               for n in ("n1", "n2", "n3"))
+    out = run(schedule, 1, ())
+    assert out.ok, out.witness  # the final update committed without n4's vote, judged at epoch 1
+    assert r.sim.core("n4").snapshot()["left"]  # restarted by the heal, it learned it left
+    assert out.ops[-1]["type"] == "ok"
+
+
+def test_a_removal_is_asked_at_the_next_running_member_and_moves_the_final_update() -> None:
+    r = _played([["pause", 0, 0, 1], ["decommission", 100, 0, 0]])
+    assert r.removals == [("n1", "m0")] and r.sim.committed("m0")
+    # n2 was paused: n3 asked; the final update goes to the first member left
+    assert r.sim.events_of("n3", "members")[-1]["removed"] == ["n1"]
+    assert r.updates[-1][0] == "n2" and r.sim.committed(r.updates[-1][3])
+
+
+def test_no_removal_leaves_the_rest_unlinked_or_alone() -> None:
+    # n2 out: n1 n3 n4 stay linked (n1-n4-n3); n4 out as well would leave n1 and n3 apart
+    r = _played([["decommission", 100, 0, 1], ["decommission", 100, 0, 3]])
+    assert [n for n, _ in r.removals] == ["n2"] and r.members() == ["n1", "n3", "n4"]
+
+
+def test_membership_steps_are_drawn_only_when_asked() -> None:
+    assert "decommission" not in TARGET.kinds and "decommission" in TARGET.optional
+    assert search(TARGET, 5, (), budget_s=600, runs=6, extra=("decommission",)) is None
+
+
+def test_the_cli_draws_membership_steps_for_drip_only(tmp_path, capsys) -> None:
+    from harness.cli import main
+
+    f = tmp_path / "m.json"
+    assert main(["sim", "run", "drip", "--members", "--seed", "1", "--runs", "5",
+                 "--out", str(f)]) == 0
+    assert "with membership changes" in capsys.readouterr().err and not f.exists()
+    assert main(["sim", "run", "swim", "--members", "--runs", "1"]) != 0
+    assert "drop --members" in " ".join(capsys.readouterr().err.split())

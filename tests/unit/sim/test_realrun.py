@@ -177,3 +177,14 @@ def test_an_antacid_file_of_two_zones_runs_the_sims_zones() -> None:
         "n3": ["n2"], "n4": ["n3", "n2"], "n1": ["n4", "n2"]}}}
     one, _ = spec_for(rec("antacid", []), get_protocol("antacid"))
     assert "zone_count" not in one.options
+
+
+def test_a_drip_decommission_is_the_clusters_decommission_of_that_node() -> None:
+    m = nemesis_steps(rec("drip", [["crash", 0, 0, 3], ["decommission", 100, 0, 3],
+                                   ["decommission", 50, 4, 0]]))
+    assert m.steps == [
+        (1.0, {"f": "kill", "value": {"node": "n4"}}),  # the real run's first second settles
+        (0.1, {"f": "decommission", "value": {"node": "n4"}}),
+        (0.05, {"f": "decommission", "value": {"node": "n1"}}),
+    ]
+    assert m.notes == []
