@@ -80,7 +80,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         if "decommission" not in t.optional:
             raise _usage(f"{t.name} has no optional membership kinds (its own, if any, are "
                          "always drawn); drop --members (drip has them)")
-        extra += ("decommission",)
+        extra += ("decommission", "add")
     from harness.sim.search import search  # hypothesis: imported only when a search runs
     print(f"searching {t.name} schedules, seed {a.seed}, bug {','.join(bugs) or '(none)'}, "
           f"budget {a.budget:g} s{', with hostile peers' if a.hostile else ''}"
@@ -166,7 +166,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                         "not even by the last heal (sds; always drawn with --bug no-repair)")
     r.add_argument("--members", action="store_true",
                    help="draw membership changes too: decommission (a member removed through "
-                        "the admin API by another) (drip; garlicfarm draws add/remove always)")
+                        "the admin API by another) and add (a fresh node added with its "
+                        "address, then started to join) (drip; garlicfarm draws add/remove "
+                        "always)")
     r.add_argument("--zones", type=int, default=1, metavar="N",
                    help="run N zones, zone k's primary on server k, each zone judged apart; "
                         "written to the replay file (antacid) (default: 1)")

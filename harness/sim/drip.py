@@ -147,9 +147,13 @@ class DripSim(Simulation):
         return token
 
     def members(self, n: str, uid: str, add: Iterable[str] = (),
-                remove: Iterable[str] = ()) -> int:
-        """Ask ``n``'s admin API to change the membership; ``outcome(uid)`` once decided."""
-        token = self.command(n, ClientMembers(uid, tuple(add), tuple(remove)))
+                remove: Iterable[str] = (),
+                addresses: dict[str, dict[str, Any]] | None = None) -> int:
+        """Ask ``n``'s admin API to change the membership; ``outcome(uid)`` once decided.
+        ``addresses``: entries for added nodes no member was configured with (the sim routes
+        by id, so only their presence matters: members wire to them)."""
+        token = self.command(n, ClientMembers(uid, tuple(add), tuple(remove),
+                                              dict(addresses or {})))
         self._uids[uid] = token
         return token
 

@@ -24,8 +24,10 @@ node itself is left as it is (a crash or an isolate before it makes it the one "
 good or isolated"); a removal that would leave fewer than two members or the rest unlinked
 (the mesh's links are fixed) is not asked. A removed node is left out of what the settle
 waits for and out of the final update; the 2PC checker judges each decision against the
-membership in force (the journals' ``members`` events). Not drawn yet: adding a node, hostile
-peers.
+membership in force (the journals' ``members`` events). ``add`` (also ``--members``, at most
+`MAX_ADDED`): member ``b`` asked to add a fresh node (n5, n6) with its address entry, as the
+real ``add-member`` op does; once that commits the node boots with a fresh data directory and
+``join``, its peers the members then, and syncs before it votes. Not drawn yet: hostile peers.
 
 A run settles until it is quiet instead of for a fixed time (a DRiP run is the costliest of
 the targets: every hop is an HTTP request in JSON): after the last heal, until every node is
@@ -57,7 +59,9 @@ SETTLE_S = 30.0  # the most a settle waits: request timeouts, syncs and retries 
 STEP_S = 0.5  # how often a settle looks whether it may stop
 #: the optional kinds ``harness sim run --members`` draws (appended after the others, so the
 #: schedules a seed draws without it stay what they were)
-MEMBER_KINDS = ("decommission",)
+MEMBER_KINDS = ("decommission", "add")  # the CLI's --members, in this order
+#: the most nodes an ``add`` brings in (n5, n6): each is one more voter of every update
+MAX_ADDED = 2
 #: after the final update's decision: more than a vote timeout and a lock's lifetime
 #: (`CoreConfig`: 2 s, 3 s), so what a late vote or an expired lock does is still seen
 TAIL_S = 5.0
@@ -70,6 +74,9 @@ class _Run:
         #: when the last ``stall`` or ``isolate`` ends (the last heal waits for it)
         self.busy_until = 0.0
         self.removals: list[tuple[str, str]] = []  # (node removed, uid of its request)
+        self.adds: list[tuple[str, str]] = []  # (node added, uid of its request)
+        #: every node of the run, the joined ones too: what the last heal brings back
+        self.ids = list(NODES)
 
     def update(self, n: str, key: str) -> str:
         uid = f"u{len(self.updates)}"
@@ -100,6 +107,8 @@ class _Run:
                 self.update(nxt, f"k{a % 2}")
         elif kind == "decommission":
             self._decommission(n, b)
+        elif kind == "add":
+            self._add(n)
         elif kind == "isolate":
             links = [e for e in EDGES if n in e]
             for e in links:
@@ -113,13 +122,13 @@ class _Run:
         """The nodes not removed by a committed ``decommission`` (an undecided one counts
         as not removed: the settle then waits for that node too)."""
         out = {n for n, uid in self.removals if self.sim.committed(uid)}
-        return [n for n in NODES if n not in out]
+        return [n for n in self.ids if n not in out]
 
     def _decommission(self, n: str, b: int) -> None:
         """Ask the next running member after ``n`` to remove ``n``, unless that would leave
         fewer than two members or the rest unlinked (no careful operator does either)."""
         rest = [m for m in self.members() if m != n]
-        if n not in self.members() or len(rest) < 2 or not _linked(rest):
+        if n not in self.members() or len(rest) < 2 or not _linked(rest, self.sim.edges):
             return
         at = next((NODES[(b + k) % len(NODES)] for k in range(1, len(NODES))
                    if NODES[(b + k) % len(NODES)] in rest
@@ -129,6 +138,26 @@ class _Run:
         uid = f"m{len(self.removals)}"
         self.removals.append((n, uid))
         self.sim.members(at, uid, remove=[n])
+
+    def _add(self, n: str) -> None:
+        """``add``: ask member ``n`` to add a fresh node with its address entry (as the real
+        ``add-member`` op does); once that commits, boot the node with a fresh data directory,
+        ``join``, its peers the members then (its own config lists them)."""
+        if len(self.adds) >= MAX_ADDED or n not in self.members() or not self.sim.running(n):
+            return
+        new, uid = f"n{len(NODES) + len(self.adds) + 1}", f"a{len(self.adds)}"
+        self.adds.append((new, uid))
+        self.sim.members(n, uid, add=[new],
+                         addresses={new: {"peer": f"127.0.0.1:{7100 + len(self.ids) + 1}"}})
+        self._join_when_added(new, uid)
+
+    def _join_when_added(self, new: str, uid: str) -> None:
+        a = self.sim.outcome(uid)
+        if a is None:
+            self.sim.at(self.sim.now + POLL_S * 100, lambda: self._join_when_added(new, uid))
+        elif a.status == 200:
+            self.ids.append(new)
+            self.sim.join(new, [m for m in self.members() if m != new])
 
     def _stall(self, n: str, for_s: float, waited: float) -> None:
         """``stall``: pause ``n`` for ``for_s``; while a vote is open at another node and has
@@ -199,7 +228,7 @@ class _Run:
         """A node removed by a committed ``decommission`` is running again after the heal:
         it must have learned it left (``"left": true``, docs/drip.md), or it waits for updates
         forever. None: every one did."""
-        untold = [n for n in NODES if n not in self.members() and self.sim.running(n)
+        untold = [n for n in self.ids if n not in self.members() and self.sim.running(n)
                   and not self.sim.core(n).snapshot().get("left")]
         if not untold:
             return None
@@ -223,12 +252,12 @@ class _Run:
         return h
 
 
-def _linked(ids: list[str]) -> bool:
-    """The mesh's links among ``ids`` alone connect them all."""
+def _linked(ids: list[str], edges: list[tuple[str, str]]) -> bool:
+    """The mesh's links (``edges``) among ``ids`` alone connect them all."""
     seen, todo = {ids[0]}, [ids[0]]
     while todo:
         x = todo.pop()
-        for a, b in EDGES:
+        for a, b in edges:
             for y in ((b,) if a == x else (a,) if b == x else ()):
                 if y in ids and y not in seen:
                     seen.add(y)
@@ -240,7 +269,7 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     """Run ``schedule`` on a fresh mesh, heal, settle, update once more, and judge it."""
     r = _Run(seed, bugs)
     sim = r.sim
-    stuck = play(sim, schedule, r.step, ids=NODES, latency=0.001, settle=r.progress,
+    stuck = play(sim, schedule, r.step, ids=r.ids, latency=0.001, settle=r.progress,
                  finish=r.play_out)
     witness: list[dict[str, Any]] = [] if stuck is None else [stuck]
     history = r.history()

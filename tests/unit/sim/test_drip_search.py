@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.sim.drip_search import NODES, TARGET, _Run, run
+from harness.sim.drip_search import MEMBER_KINDS, NODES, TARGET, _Run, run
 from harness.sim.play import play
 from harness.sim.search import search
 
@@ -127,8 +127,27 @@ def test_no_removal_leaves_the_rest_unlinked_or_alone() -> None:
 
 
 def test_membership_steps_are_drawn_only_when_asked() -> None:
-    assert "decommission" not in TARGET.kinds and "decommission" in TARGET.optional
-    assert search(TARGET, 5, (), budget_s=600, runs=6, extra=("decommission",)) is None
+    assert not set(MEMBER_KINDS) & set(TARGET.kinds) and set(MEMBER_KINDS) <= set(TARGET.optional)
+    assert search(TARGET, 5, (), budget_s=600, runs=6, extra=MEMBER_KINDS) is None
+
+
+def test_an_added_node_joins_once_the_add_commits_and_votes_from_then_on() -> None:
+    schedule = [["add", 100, 0, 0], ["add", 100, 0, 2], ["crash", 100, 0, 1],
+                ["decommission", 100, 0, 1]]
+    r = _played(schedule)
+    assert r.adds == [("n5", "a0"), ("n6", "a1")] and r.sim.committed("a1")
+    assert r.members() == ["n1", "n3", "n4", "n5", "n6"]
+    for n in r.members():  # epoch 3: two adds and n2's removal, every member agrees
+        assert r.sim.core(n).members == set(r.members()) and r.sim.core(n).epoch == 3
+    assert r.sim.events_of("n5", "start")[0]["join"]
+    final = r.updates[-1][3]
+    assert r.sim.committed(final)
+    decide = [e for e in r.sim.events_of("n1", "decide") if e.get("uid") == final]
+    assert decide and decide[-1]["epoch"] == 3
+    out = run(schedule, 1, ())
+    assert out.ok, out.witness
+    r = _played([["add", 100, 0, 0], ["add", 500, 0, 1], ["add", 500, 0, 2]])
+    assert r.ids[4:] == ["n5", "n6"] and len(r.adds) == 2  # at most MAX_ADDED
 
 
 def test_the_cli_draws_membership_steps_for_drip_only(tmp_path, capsys) -> None:
