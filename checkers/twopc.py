@@ -146,9 +146,11 @@ def gather(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
     journal_rules: list[Anomaly] = []
     epochs: dict[int, list[str]] = {}
     views: dict[int, list[tuple[str, list[str], dict[str, Any]]]] = defaultdict(list)
-    #: the nodes the first agreed change added: they were no members before it (a node added
-    #: at run time leaves evidence, but never was an epoch-0 member)
-    first_added: set[str] = set()
+    #: each node's lowest agreed epoch that added or removed it: one an agreed change added
+    #: before any removed it or listed it was no epoch-0 member (a node added at run time
+    #: leaves evidence, but never was one; the first change may be another's removal)
+    added_at: dict[str, int] = {}
+    removed_at: dict[str, int] = {}
     for name, obs in sorted(nodes.items()):
         evs = drop_undone(obs.get("events") or [])  # decisions that died undurable
         journal_rules += _timeline_rules(name, evs)
@@ -162,8 +164,11 @@ def gather(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
                 decided[str(ev.get("uid"))] = (name, ev)
             elif t == "members" and int(ev.get("epoch") or 0) > 0:
                 epochs.setdefault(int(ev["epoch"]), sorted(ev.get("members") or []))
-                if int(ev["epoch"]) == 1:
-                    first_added.update(str(n) for n in ev.get("added") or [])
+                for n in ev.get("added") or []:
+                    added_at[str(n)] = min(added_at.get(str(n), ev["epoch"]), int(ev["epoch"]))
+                for n in ev.get("removed") or []:
+                    removed_at[str(n)] = min(removed_at.get(str(n), ev["epoch"]),
+                                             int(ev["epoch"]))
             if t in ("members", "start") and int(ev.get("epoch") or 0) > 0:
                 views[int(ev["epoch"])].append((name, sorted(ev.get("members") or []), ev))
             elif t == "vote":
@@ -198,6 +203,8 @@ def gather(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
         _, ev = decided[uid]
         version_of[uid] = (str(ev.get("key")), int(ev.get("version") or 0))
     # the mesh members are the nodes that left evidence: without any, nothing was decided
+    first_added = {n for n, e in added_at.items() if removed_at.get(n, e) >= e
+                   and not any(n in epochs.get(k, ()) for k in range(1, e))}
     return Evidence(nodes, sorted(set(nodes) - first_added), _updates(history),
                     applied, decided, votes, overlaps, sync_skips, journal_rules, committed,
                     {n: _final_kv(o["state"]) for n, o in nodes.items()

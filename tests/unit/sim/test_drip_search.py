@@ -159,3 +159,11 @@ def test_the_cli_draws_membership_steps_for_drip_only(tmp_path, capsys) -> None:
     assert "with membership changes" in capsys.readouterr().err and not f.exists()
     assert main(["sim", "run", "swim", "--members", "--runs", "1"]) != 0
     assert "drop --members" in " ".join(capsys.readouterr().err.split())
+
+
+def test_a_node_a_later_change_added_was_no_member_of_epoch_0() -> None:
+    """Found by ``harness sim run drip --members --seed 4``: n2 removed (epoch 1), n5 added
+    (epoch 2); n2's commit of u0 at epoch 0 was judged against n1..n5, as if n5, which left
+    evidence, had been an epoch-0 member (the checker only knew the first change's adds)."""
+    out = run([["rejoin", 0, 0, 0], ["decommission", 0, 0, 1], ["add", 14, 0, 0]], 4, ())
+    assert out.ok, out.witness
