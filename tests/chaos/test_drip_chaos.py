@@ -11,6 +11,7 @@ middle of voting and commit phases.
 
 from __future__ import annotations
 
+import random
 from functools import partial
 from typing import Any
 
@@ -328,3 +329,60 @@ def test_bug_ignore_counter_window_is_caught(chaos_run) -> None:
     and recorded nowhere (issue 26 item 5): the bug takes the attack's 2^64-2 and early reset."""
     chaos_run(hostile_bug("drip-bug-counter-window", "ignore-counter-window"),
               expect="2pc", anomaly="counter-out-of-window", min_ok=MIN_OK_PER_S * 8)
+
+
+# ---- issue 26: a correct mesh under hostile traffic plus partitions and a kill --------------
+
+#: partitions for the hostile run: ``min-edge-cut`` is drawn from the topology's graph (figure 1
+#: has no articulation point), the others from the node list
+HOSTILE_CUTS = ("min-edge-cut", "isolate", "halves", "bridge")
+#: updates the hostile run must commit (ok updates in its history)
+MIN_HOSTILE_COMMITS = 20
+
+
+def hostile_with_faults(seed: int, time_limit: float, cuts: int = 3) -> list[sch.Step]:
+    """Hostile traffic from the first half second until 3 s before the end, and meanwhile
+    ``cuts`` partitions (shape, gaps and holds drawn from ``seed``) with a kill -9 and restart
+    of a random node after the second: the run's seed (``--chaos-seed``) picks the schedule."""
+    rng = random.Random(seed)
+    steps: list[sch.Step] = [(0.5, sch.op("start-hostile", {"interval_s": 0.5}))]
+    at = 0.5
+    for i in range(cuts):
+        gap, hold = round(rng.uniform(1.0, 2.0), 3), round(rng.uniform(2.0, 3.5), 3)
+        steps += [(gap, sch.op("start-partition", {"shape": rng.choice(HOSTILE_CUTS)})),
+                  (hold, sch.op("stop-partition"))]
+        at += gap + hold
+        if i == 1:
+            steps += [(1.0, sch.op("kill", {"node": "random"})), (2.5, sch.op("restart"))]
+            at += 3.5
+    stop_at = time_limit - 3.0
+    if at >= stop_at:
+        raise ValueError(f"the hostile schedule needs {at:.1f} s, more than {stop_at:.1f} s")
+    return sch.explicit(steps + [(stop_at - at, sch.op("stop-hostile"))])
+
+
+def test_correct_figure1_hostile_with_partitions_and_kill(chaos_run, chaos_seed: int) -> None:
+    """Issue 26: a correct figure-1 mesh of five under the hostile nemesis (forged members,
+    commits without a vote round or naming another initiator, unsolicited syncs, re-votes,
+    extreme numbers; nodes/drip/hostile.py) for most of the run, while random partitions cut
+    it and a node is killed and restarted: it stays valid (the 2PC provenance leaves find no
+    commit without its vote, no ghost member, no unsolicited sync applied), keeps committing,
+    and every node refused some of what it was sent (its /admin/state ``refused``, in the
+    run's test.json)."""
+    import json
+
+    from vocabulary.history import read_history
+
+    limit = 24.0
+    res = chaos_run(spec("drip-figure1-hostile", 5, figure1, time_limit=limit, seed=chaos_seed,
+                         schedule=hostile_with_faults(chaos_seed, limit)),
+                    min_ok=MIN_OK_PER_S * int(limit))
+    commits = sum(1 for o in read_history(res.run_dir.history).ops
+                  if o.get("type") == "ok" and o.get("f") == "update")
+    hostile = json.loads(res.run_dir.test_json.read_text())["hostile"]
+    print(f"seed {res.seed}: {commits} updates committed; refused "
+          + ", ".join(f"{n} {h['refused_total']}/{h['sent']} sent" for n, h in hostile.items()))
+    assert commits >= MIN_HOSTILE_COMMITS, (commits, res.run_dir.path)
+    assert sorted(hostile) == [f"n{i}" for i in range(1, 6)], hostile
+    for node, h in hostile.items():
+        assert h["sent"] > 0 and h["refused_total"], (node, h)
