@@ -336,8 +336,9 @@ def test_bug_ignore_counter_window_is_caught(chaos_run) -> None:
 #: partitions for the hostile run: ``min-edge-cut`` is drawn from the topology's graph (figure 1
 #: has no articulation point), the others from the node list
 HOSTILE_CUTS = ("min-edge-cut", "isolate", "halves", "bridge")
-#: updates the hostile run must commit (ok updates in its history)
-MIN_HOSTILE_COMMITS = 20
+#: updates the hostile run must commit (ok updates in its history): seeds 1-9 committed 25-41
+#: of ~180 offered (partitions and the kill abort the rest: every update needs all members)
+MIN_HOSTILE_COMMITS = 15
 
 
 def hostile_with_faults(seed: int, time_limit: float, cuts: int = 3) -> list[sch.Step]:
@@ -380,8 +381,9 @@ def test_correct_figure1_hostile_with_partitions_and_kill(chaos_run, chaos_seed:
     commits = sum(1 for o in read_history(res.run_dir.history).ops
                   if o.get("type") == "ok" and o.get("f") == "update")
     hostile = json.loads(res.run_dir.test_json.read_text())["hostile"]
-    print(f"seed {res.seed}: {commits} updates committed; refused "
-          + ", ".join(f"{n} {h['refused_total']}/{h['sent']} sent" for n, h in hostile.items()))
+    # a node's refusals count since its last start (the killed one's are fewer)
+    print(f"seed {res.seed}: {commits} updates committed; refused (hostile requests sent): "
+          + ", ".join(f"{n} {h['refused_total']} ({h['sent']})" for n, h in hostile.items()))
     assert commits >= MIN_HOSTILE_COMMITS, (commits, res.run_dir.path)
     assert sorted(hostile) == [f"n{i}" for i in range(1, 6)], hostile
     for node, h in hostile.items():
