@@ -193,6 +193,8 @@ class Burst:
     flood: int = 20
     #: a second compromised member (another peer of the target) for commit-other-initiator
     second: Creds | None = None
+    #: see `HostileDrip.key_holder_lies`
+    key_holder_lies: bool = True
 
     def _uid(self) -> str:
         return f"hostile-{self.rng.randbytes(6).hex()}"
@@ -235,7 +237,10 @@ class Burst:
             return Commit(initiator=initiator, counter=counter or self._counter(), reset=False,
                           update=update or self._update(), version=version)
 
-        for uid in known.locked[:4]:  # first: it lands only while the target waits on us
+        # first: it lands only while the target waits on us. Our own yes in it is a key
+        # holder's lie no node can refuse (DRiP tolerates crashed members, not lying ones):
+        # only the relayed voters beside it are refusable, so a correct-node run leaves it out
+        for uid in known.locked[:4] if self.key_holder_lies else ():
             peer("vote-response-relayed-voters", signed(VoteResponse(
                 responder=me, yes=True, initiator=t.node, counter=0, uid=uid,
                 voters=tuple(self.members), version=0), s))
@@ -315,6 +320,9 @@ class HostileDrip:
     flood: int = 20
     slow_step_s: float = 0.05
     max_held: int = 50
+    #: also send what only a lying key holder could (its own yes on a vote the target really
+    #: waits on): for the bug modes that trust relayed voters; off for correct-node runs
+    key_holder_lies: bool = True
     #: ``second[node]``: another compromised peer of ``node`` (commit-other-initiator)
     second: Mapping[str, Creds] = field(default_factory=dict)
     sent: dict[str, Counter[str]] = field(default_factory=dict)
@@ -352,7 +360,8 @@ class HostileDrip:
     async def _loop(self, targets: Sequence[DripTarget]) -> None:
         members = [t.node for t in self.targets]
         bursts = {t.node: Burst(self.creds[t.node], members, self.rng, self.flood,
-                                self.second.get(t.node)) for t in targets}
+                                self.second.get(t.node), self.key_holder_lies)
+                  for t in targets}
         applied: tuple[str, ...] = ()
         while True:
             counters, now_applied, locked = await self._known()
@@ -477,7 +486,8 @@ def driver(targets: Sequence[Any], rng: random.Random,
     is attacked with the credentials of its first configured peer, read from that peer's
     config (``tls``, ``jwt``, and its admin port for `Known`), and its second peer's for
     commit-other-initiator; ``options.hostile_rate`` (requests/s, default 50) and
-    ``options.hostile_flood`` (requests per flood kind per burst, default 20) bound it."""
+    ``options.hostile_flood`` (requests per flood kind per burst, default 20) bound it;
+    ``options.hostile_key_holder_lies: false`` leaves out the forged own yes (`HostileDrip`)."""
     creds: dict[str, Creds] = {}
     second: dict[str, Creds] = {}
     by_peer: dict[str, Creds] = {}
@@ -501,7 +511,8 @@ def driver(targets: Sequence[Any], rng: random.Random,
     return HostileDrip(
         creds, [DripTarget(t.node, t.host, t.port, int(configs[t.node]["ports"]["client"]))
                 for t in targets], rng, rate=float(opts.get("hostile_rate", 50.0)),
-        flood=int(opts.get("hostile_flood", 20)), second=second)
+        flood=int(opts.get("hostile_flood", 20)), second=second,
+        key_holder_lies=bool(opts.get("hostile_key_holder_lies", True)))
 
 
 def no_messages(rng: random.Random, targets: Sequence[Any]) -> list[Any]:

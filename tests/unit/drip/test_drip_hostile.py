@@ -222,3 +222,17 @@ def test_the_driver_attacks_each_node_as_one_of_its_configured_peers(tmp_path: P
     assert [(t.peer_port, t.client_port) for t in h.targets] == [(8000, 9000), (8001, 9001),
                                                                   (8002, 9002)]
     assert h.rate == 7 and not h.running
+
+
+
+def test_a_correct_node_run_leaves_out_the_key_holders_own_forged_yes(built) -> None:
+    """A yes signed with a compromised member's own key, on a vote the target really waits on,
+    is that member's word: no node can refuse it, so `key_holder_lies=False` (the correct-node
+    chaos test's option) sends no such answer; the default still does (the bug modes need it)."""
+    attacks, extras = built
+    assert _of(attacks, "vote-response-relayed-voters")
+    creds = Creds.load("n1", extras["n1"]["tls"], extras["n1"]["jwt"])
+    honest = Burst(creds, IDS, random.Random(7), key_holder_lies=False).build(
+        DripTarget("n2", "127.0.0.1", 1, 2), Known({"n1": 500}, (), ("u-open",)))
+    assert not [a for a in honest if a.kind == "vote-response-relayed-voters"]
+    assert [a for a in honest if a.kind == "vote-response-forged-voters"]  # still refusable
