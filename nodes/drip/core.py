@@ -1172,10 +1172,24 @@ class DripCore:
         it is acknowledged (`nodes.drip.sync`)."""
         if self.state != "active":
             raise Unavailable(f"node {self.me} is {self.state}; sync from an active node")
+        self._check_sync_needed(hop)
         sv = self.feeder.request(hop, msg.after, f"{self.me}-{self.counter + 1}",
                                  self.owed_gen.get(hop, 0), now)
         return [Emit("sync-serve", {"to": hop, "keys": len(self.d.kv), "after": sv.after}),
                 *self._serve_next(hop)]
+
+    def _check_sync_needed(self, hop: str) -> None:
+        """Serve only a peer that needs it: one we owe a sync, or whose latest heartbeat (or
+        notice) said it is not active (syncing; or inactive, as the heartbeat of the round
+        after which it starts syncing says). A request in the name of an active member (its
+        key stolen) made us serve the real member, which refused every batch as unsolicited:
+        the flood cost the mesh a third of its commit rate (docs/drip.md "Refusals")."""
+        if hop in self.d.owed or self.peer_state.get(hop) in ("sync", "inactive"):
+            return
+        said = self.peer_state.get(hop)
+        raise Refused(409, "sync-not-needed",
+                      f"{hop} said it is {said or 'nothing yet'} and is owed no sync; "
+                      "heartbeat as syncing first")
 
     def _serve_next(self, peer: str) -> list[Effect]:
         sv = self.feeder.serves[peer]

@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 from pathlib import Path
 
 import aiohttp
+import pytest
 from drip_mesh import Mesh
 
+from faults.hostile import Target
 from nodes.drip import codec
 from nodes.drip.auth import load_auth
 from nodes.drip.codec import Item
+from nodes.drip.hostile import Burst, driver
 from nodes.drip.material import NodeFiles, client_context
 
 KEYS = 200
@@ -121,4 +125,53 @@ def test_a_joiner_syncs_large_values_under_a_steady_write_load_and_goes_active(
     try:
         asyncio.run(go())
     finally:
+        m.close()
+
+
+def test_a_sync_request_flood_in_an_active_members_name_is_refused_and_starts_no_sync(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sync requests validly signed as n1 (its key stolen) while n1 is active and owed
+    nothing: n2 refuses each (409 ``sync-not-needed``, counted, journaled at the refusal
+    rate), serves nothing, and so never sends the real n1 a batch it would refuse; the mesh
+    keeps committing."""
+    m = Mesh(tmp_path, 3, options={"jwt_mode": "public"})
+    configs = {n: json.loads(m.configs[n].read_text()) for n in m.ids}
+    h = driver([Target("n2", 2, "127.0.0.1", m.ports["n2"]["peer"])], random.Random(7), configs)
+    assert h.creds["n2"].node == "n1"
+    since: list[float] = []
+    h.flood, h.rate, h.interval_s = 20, 100.0, 0.2
+    build = Burst.build
+    monkeypatch.setattr(Burst, "build", lambda self, t, known=None: [
+        a for a in build(self, t, known) if a.kind == "sync-request-flood"])
+
+    async def go() -> None:
+        await m.start()
+        async with aiohttp.ClientSession() as s:
+            await m.wait_all_active(s)
+            status, body = await m.update(s, "n1", "k0", 0, "before")
+            assert status == 200, body
+            since.append(time.time())  # start-up syncs (a node inactive at first) came before
+            h.start()
+            await asyncio.sleep(3.0)
+            status, body = await m.update(s, "n1", "k1", 1, "during")
+            assert status == 200, body
+            await h.stop()
+            codes = h.counts()["n2"]["status"]["sync-request-flood"]
+            refused = (await m.state(s, "n2"))["refused"]
+            print(codes, refused)
+            assert set(codes) == {"409"} and codes["409"] >= 40, codes
+            assert refused.get("sync-not-needed", 0) >= codes["409"], refused
+        serves = [e for e in _events(m, "n2") if e["type"] == "sync-serve" and e["t"] >= since[0]]
+        assert serves == [], f"n2 served a sync nobody needed: {serves}"
+        taken = [e for e in _events(m, "n1") if e["type"] == "refused"
+                 and e["reason"] in ("sync-unsolicited", "sync-stale")]
+        assert taken == [], f"n1 was sent sync batches: {taken}"
+        journaled = [e for e in _events(m, "n2")
+                     if e["type"] == "refused" and e["reason"] == "sync-not-needed"]
+        assert 1 <= len(journaled) <= 2, journaled  # one per 10 s window, not one per request
+
+    try:
+        asyncio.run(go())
+    finally:
+        h.close()
         m.close()

@@ -8,8 +8,9 @@ import pytest
 
 from harness.sim.drip import DripSim
 from nodes.common.effects import Emit, Persist, Send
-from nodes.drip.codec import Item, SyncBatch, SyncRequest, decode, encode
+from nodes.drip.codec import Heartbeat, Item, SyncBatch, SyncRequest, decode, encode
 from nodes.drip.core import Answer, CoreConfig, DripCore, Inbound
+from nodes.drip.records import Owe
 from nodes.drip.sync import Feeder, Puller, Refused, SyncLimits, item_bytes, take_batch
 
 
@@ -121,12 +122,46 @@ def test_an_unsolicited_batch_is_refused_counted_and_changes_nothing() -> None:
 def test_a_flood_of_sync_requests_starts_one_serve() -> None:
     c = _core()
     c.d.kv.update(kv(50))
+    c.peer_state["n2"] = "sync"  # its heartbeat said it is syncing
     sends = []
     for i in range(100):
         out = c.on_message(Inbound("n2", i), SyncRequest("n2"), 1.0 + i / 1000)
         sends += [e for e in out if isinstance(e, Send) and isinstance(e.msg, SyncBatch)]
     assert len(sends) == 1
     assert c.refusals.counts == {"sync-coalesced": 99}
+
+
+def _serves(out: list) -> list:
+    return [e for e in out if isinstance(e, Send) and isinstance(e.msg, SyncBatch)]
+
+
+def test_a_sync_request_from_an_active_member_owed_nothing_is_refused_and_serves_nothing() -> None:
+    """A flood in the name of an active member (its key stolen) made us serve the real
+    member, which refused each batch as unsolicited: a third of the commit rate lost."""
+    c = _core()
+    c.d.kv.update(kv(50))
+    c.on_message(Inbound("n2", 0), Heartbeat("n2", "active", ("n1", "n2", "n3")), 0.5)
+    sends, journaled = [], []
+    for i in range(100):
+        out = c.on_message(Inbound("n2", i), SyncRequest("n2"), 1.0 + i / 10)
+        sends += _serves(out)
+        journaled += [e for e in out if isinstance(e, Emit) and e.type == "refused"]
+        assert out[-1].msg.status == 409
+    assert sends == [] and c.feeder.serves == {} and c.puller.cur is None
+    assert c.refusals.counts == {"sync-not-needed": 100}
+    assert len(journaled) == 1  # at the refusal rate (one per 10 s), not once per request
+
+
+def test_a_sync_is_served_to_a_peer_that_said_it_syncs_or_was_inactive_or_is_owed() -> None:
+    for state, owed in (("sync", False), ("inactive", False), ("active", True)):
+        c = _core()
+        c.d.kv.update(kv(5))
+        c.on_message(Inbound("n2", 0), Heartbeat("n2", state, ("n1", "n2", "n3")), 0.5)
+        if owed:  # e.g. commits for it were dropped while it was cut off
+            c.d.apply(Owe(("n2",)))
+        out = c.on_message(Inbound("n2", 1), SyncRequest("n2"), 1.0)
+        assert len(_serves(out)) == 1, (state, owed)
+        assert c.refusals.counts == {}
 
 
 def test_a_joiner_syncs_many_items_in_bounded_batches_and_resumes_after_a_cut() -> None:
