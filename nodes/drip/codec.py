@@ -46,6 +46,8 @@ _BUDGET = re.compile(r"[0-9]{1,9}")  # ASCII digits only: str.isdigit() takes "Â
 _NODE_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 MAX_KEY = 256
+#: a requester's sync id (`SyncRequest.sync_id`)
+MAX_SYNC_ID = 64
 #: nesting of a request body's JSON (arrays and objects); deeper is refused, never recursed into
 MAX_DEPTH = 32
 #: node ids in one list of a body (heartbeat members, vote voters and no-voters, statements)
@@ -394,6 +396,9 @@ class SyncRequest:
 
     requester: str
     after: str | None = None
+    #: ours: a random id the requester chose; the source's batches carry it as their sync id,
+    #: so a batch forged in the source's name (its key stolen) cannot pass as this sync's
+    sync_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -480,8 +485,10 @@ def encode(msg: Message) -> HttpRequest:
         return HttpRequest("POST", f"/node/{msg.sender}/{'active' if msg.active else 'inactive'}",
                            {H_NODE: msg.sender})
     if isinstance(msg, SyncRequest):
+        body = {k: v for k, v in (("after", msg.after), ("sync_id", msg.sync_id))
+                if v is not None}
         return HttpRequest("PUT", f"/sync/node/{msg.requester}", {H_NODE: msg.requester},
-                           None if msg.after is None else {"after": msg.after})
+                           body or None)
     if isinstance(msg, StateQuery):
         return HttpRequest("GET", "/state", {H_NODE: msg.sender})
     if isinstance(msg, Batch):
@@ -612,11 +619,14 @@ def decode(method: str, path: str, headers: Any, body: bytes,
         _path_id(parts[2], sender)
         d = decode_json(body) if body else {}
         after = d.get("after") if isinstance(d, dict) else None
+        sid = d.get("sync_id") if isinstance(d, dict) else None
         if not isinstance(d, dict) or not (after is None or isinstance(after, str)
-                                           and 0 < len(after) <= MAX_KEY):
-            raise CodecError('sync request body: expected nothing or {"after": key} '
-                             f"(a key of 1 to {MAX_KEY} chars)")
-        return SyncRequest(sender, after)
+                                           and 0 < len(after) <= MAX_KEY) \
+                or not (sid is None or isinstance(sid, str) and 0 < len(sid) <= MAX_SYNC_ID):
+            raise CodecError('sync request body: expected nothing or {"after": key, '
+                             f'"sync_id": id}} (a key of 1 to {MAX_KEY} chars, an id of 1 to '
+                             f"{MAX_SYNC_ID})")
+        return SyncRequest(sender, after, sid)
     raise CodecError(f"no DRiP endpoint {method} {path}", status=404)
 
 

@@ -52,7 +52,7 @@ How the runtime meets the core (our decisions, the same for the node and the sim
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -287,6 +287,9 @@ class DripCore:
         # taken only for one of these (its lock may have expired before a slow commit came)
         self.voted: dict[str, str] = {}
         self.puller = Puller()
+        #: the id of each sync we ask for (`SyncRequest.sync_id`): the runtime sets a random
+        #: one (a forged batch must not guess it); this default is for the simulator
+        self.new_sync_id: Callable[[], str] = lambda: f"{self.me}-pull-{self.puller._tokens}"
         self.feeder = Feeder(SyncLimits(self.cfg.sync_batch, self.cfg.sync_batch_bytes,
                                         self.cfg.sync_min_interval_s))
         #: what this node refused from its peers (the runtime shares it and reports it)
@@ -1161,7 +1164,8 @@ class DripCore:
         if state != "active":
             return self._sync_failed(peer)
         s.asked = True
-        return [Send(peer, SyncRequest(self.me, s.after))]
+        s.sid = self.new_sync_id()  # its batches must carry it (`Puller.check`)
+        return [Send(peer, SyncRequest(self.me, s.after, s.sid))]
 
     def _refused(self, hop: str, e: Refused, now: float) -> list[Effect]:
         ev = self.refusals.note(e.reason, now, peer=hop, status=e.status, error=str(e))
@@ -1173,7 +1177,7 @@ class DripCore:
         if self.state != "active":
             raise Unavailable(f"node {self.me} is {self.state}; sync from an active node")
         self._check_sync_needed(hop)
-        sv = self.feeder.request(hop, msg.after, f"{self.me}-{self.counter + 1}",
+        sv = self.feeder.request(hop, msg.after, msg.sync_id or f"{self.me}-{self.counter + 1}",
                                  self.owed_gen.get(hop, 0), now)
         return [Emit("sync-serve", {"to": hop, "keys": len(self.d.kv), "after": sv.after}),
                 *self._serve_next(hop)]

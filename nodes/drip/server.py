@@ -35,6 +35,7 @@ import hmac
 import itertools
 import json
 import logging
+import secrets
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -214,6 +215,7 @@ class DripNode(JournalingHost):
                        outbox_window=o.outbox_window),
             get_policy(o.entitlement), extra.mesh_members, join=o.join,
             values=self.store)
+        self.core.new_sync_id = lambda: secrets.token_hex(16)  # unguessable: see the core
         #: address entries of members added at run time that we dial and trust (`_rewire`)
         self._wired: dict[str, dict[str, Any]] = {}
         self._rewire()

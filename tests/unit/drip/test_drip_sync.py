@@ -8,8 +8,16 @@ import pytest
 
 from harness.sim.drip import DripSim
 from nodes.common.effects import Emit, Persist, Send
-from nodes.drip.codec import Heartbeat, Item, SyncBatch, SyncRequest, decode, encode
-from nodes.drip.core import Answer, CoreConfig, DripCore, Inbound
+from nodes.drip.codec import (
+    Heartbeat,
+    Item,
+    StateQuery,
+    SyncBatch,
+    SyncRequest,
+    decode,
+    encode,
+)
+from nodes.drip.core import Answer, CoreConfig, DripCore, Inbound, Outcome
 from nodes.drip.records import Owe
 from nodes.drip.sync import Feeder, Puller, Refused, SyncLimits, item_bytes, take_batch
 
@@ -162,6 +170,36 @@ def test_a_sync_is_served_to_a_peer_that_said_it_syncs_or_was_inactive_or_is_owe
         out = c.on_message(Inbound("n2", 1), SyncRequest("n2"), 1.0)
         assert len(_serves(out)) == 1, (state, owed)
         assert c.refusals.counts == {}
+
+
+def test_a_batch_forged_in_the_sources_name_before_its_first_real_one_is_refused() -> None:
+    """The requester chooses the sync id: a batch without it is refused even while the real
+    sync from that source is outstanding and no real batch came yet (it used to fix the id)."""
+    c = _core()
+    c.new_sync_id = lambda: "secret-1"
+    c.state = "sync"
+    c._start_sync("n2", "recovering", 1.0)
+    out = c.on_message("n2", Outcome(StateQuery("n1"), 200, {"state": "active"}), 1.1)
+    req = next(e.msg for e in out if isinstance(e, Send) and isinstance(e.msg, SyncRequest))
+    assert req.sync_id == "secret-1"
+    forged = batch("n2", "n2-7", (Item("k", "forged", 99, "f1", "n2"),), True, c=5)
+    out = c.on_message(Inbound("n2", 1), forged, 1.2)
+    assert out[-1].msg.status == 409 and "k" not in c.d.kv
+    assert c.refusals.counts == {"sync-stale": 1}
+    real = batch("n2", "secret-1", (Item("k", "real", 1, "r1", "n2"),), True, c=6)
+    out = c.on_message(Inbound("n2", 2), real, 1.3)
+    assert out[-1].msg.status == 200 and c.d.kv["k"].value == "real" and c.state == "active"
+
+
+def test_the_source_serves_under_the_requesters_sync_id() -> None:
+    c = _core()
+    c.d.kv.update(kv(3))
+    c.peer_state["n2"] = "sync"
+    out = c.on_message(Inbound("n2", 0), SyncRequest("n2", None, "secret-2"), 1.0)
+    assert [e.msg.sync_id for e in _serves(out)] == ["secret-2"]
+    r = encode(SyncRequest("n2", "k1", "secret-2"))
+    assert decode(r.method, r.path, r.headers, r.body_bytes() or b"", None) \
+        == SyncRequest("n2", "k1", "secret-2")
 
 
 def test_a_joiner_syncs_many_items_in_bounded_batches_and_resumes_after_a_cut() -> None:
