@@ -374,9 +374,9 @@ def test_correct_figure1_hostile_with_partitions_and_kill(chaos_run, chaos_seed:
     a request the target really sent it: its own yes while the member is cut off is that
     member's word, which no node can refuse (``forged-voters`` in 1 of 15 runs before), so
     this run leaves that answer out (``hostile_key_holder_lies: false``); the bug modes' runs
-    keep it. Still possible (1 of 15 runs): the first batch of a sync just asked of that
-    member (``unknown-update``; the source picks the sync id, so the receiver cannot tell
-    the forged first batch from the member's own)."""
+    keep it. The other such failure seen (1 of 15 runs, ``unknown-update``: a forged first
+    batch taken for a sync just asked of that member) is refused since a sync's batches must
+    carry the random id the requester chose (``sync-stale``)."""
     import json
 
     from vocabulary.history import read_history
