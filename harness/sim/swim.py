@@ -10,7 +10,7 @@ from typing import Any
 from harness.sim.driver import Simulation, Wire
 from nodes.common.effects import Persist
 from nodes.swim import codec
-from nodes.swim.core import Options, SwimCore
+from nodes.swim.core import Options, SwimCore, default_seeds
 
 WIRE = Wire(codec.encode, codec.decode)
 
@@ -27,12 +27,13 @@ def address(i: int) -> tuple[str, int]:
 
 
 class SwimSim(Simulation):
-    """Members 1..n; member 1 founds the group and the others join through it (by default),
+    """Members 1..n; member 1 founds the group and the others join through it (by default:
+    the real server's `default_seeds`, so a restarted member rejoins through any peer),
     each starting at a random time within the first protocol period."""
 
     def __init__(self, n: int, opts: Options, seed: int = 0, bugs: Iterable[str] = (),
                  latency: float = 0.002,
-                 seeds_of: Callable[[int], list[int]] = lambda i: [] if i == 1 else [1],
+                 seeds_of: Callable[[int], list[int]] | None = None,
                  opts_of: Callable[[int], Options | None] = lambda i: None,
                  late: Iterable[int] = ()) -> None:
         ids = list(range(1, n + 1))
@@ -43,8 +44,9 @@ class SwimSim(Simulation):
         def make(i: int, durable: list[Persist], _boot: int, rng: random.Random) -> SwimCore:
             book = everyone if i in self.late else ids
             addrs = {j: address(j) for j in book if j != i}
-            return SwimCore(i, generation(durable), addrs, seeds_of(i), opts_of(i) or opts,
-                            rng, bugs)
+            gen = generation(durable)
+            seeds = seeds_of(i) if seeds_of is not None else default_seeds(i, book, gen)
+            return SwimCore(i, gen, addrs, seeds, opts_of(i) or opts, rng, bugs)
 
         super().__init__(ids, make, seed=seed, wire=WIRE, latency=latency)
         self.boot_all(stagger=opts.period_s)

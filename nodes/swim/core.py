@@ -232,6 +232,11 @@ JOIN_ACK_PARTS = 4
 MAX_DYNAMIC = 256
 #: periods a seed's join answer (JoinAck, Nak) is expected after our JoinReq to it
 JOIN_ANSWER_PERIODS = 3
+#: periods a joiner asks its seeds unanswered before it may found the group itself: only if
+#: it heard a JoinReq from another joiner within that many periods and is the lowest-numbered
+#: of them (a founder that restarted with every peer as a seed, while each peer waits to join
+#: through it, would otherwise wedge: nobody founds; docs/swim.md "Founding")
+FOUND_AFTER_PERIODS = 5
 #: JoinNaks sent per sender per period, and to everyone per period: a forged JoinReq flood
 #: from (or spoofing) one address must not make a node answer it datagram for datagram
 NAKS_PER_SENDER_PER_PERIOD = 1
@@ -283,6 +288,8 @@ class SwimCore:
         self._dynamic: dict[int, tuple[str, int]] = {}  # book entries added by introduce()
         self._introduced: set[int] = set()  # members our own JoinReq introduced us to
         self._former: list[int] = []  # the members we left: whom a rejoin asks first
+        self._join_tries = 0  # periods spent unjoined asking seeds (since start or rejoin)
+        self._joiners: dict[int, int] = {}  # joiner -> period its JoinReq reached us unjoined
         self._out: list[Effect] = []
         self._armed: float | None = None  # the TICK timer's time as last set
         self._now = 0.0
@@ -515,6 +522,8 @@ class SwimCore:
         # ask the members we left first: a founder has no seeds of its own, and alone it
         # would found a second group beside the one it left
         self.seeds = list(dict.fromkeys([*self._former, *self.seeds]))
+        self._join_tries = 0
+        self._joiners.clear()
         self._emit("rejoin", gen=self.gen)
         self._next_period = now
         self._poll(now)
@@ -811,14 +820,31 @@ class SwimCore:
             if not self.seeds:
                 if self.opts.discover:
                     return  # wait for a seed's Broadcast
-                self.joined = True  # a founder: a group of one that others join
-                self._emit("join-ok", seed=None, gen=self.gen)
-                self._probe_next()
+                self._found()
+                return
+            self._join_tries += 1
+            if self._may_found():
+                self._found()  # seeds kept: alone, it still knocks at them (_poll)
                 return
             self._join_target = self.seeds[self._seed_i % len(self.seeds)]
             self._seed_i += 1
         target, self._join_target = self._join_target, None
         self._join_req(target)
+
+    def _found(self) -> None:
+        self.joined = True  # a founder: a group of one that others join
+        self._emit("join-ok", seed=None, gen=self.gen)
+        self._probe_next()
+
+    def _may_found(self) -> bool:
+        """Found the group though we have seeds? Only after FOUND_AFTER_PERIODS unanswered
+        periods, with another joiner heard within them (its JoinReq reached us while we were
+        unjoined: our seeds may be waiting on us) and every such joiner numbered above us, so
+        of the joiners that hear each other exactly one founds and the rest join it."""
+        if self._join_tries <= FOUND_AFTER_PERIODS:
+            return False
+        recent = [j for j, p in self._joiners.items() if self.period - p <= FOUND_AFTER_PERIODS]
+        return bool(recent) and min(recent) > self.me
 
     def _join_req(self, to: int) -> None:
         """Every JoinReq we send (first join, a knock when alone, a redirect, a reconnect
@@ -833,6 +859,9 @@ class SwimCore:
 
     def _on_join_req(self, msg: c.JoinReq, from_id: int | None) -> None:
         src = msg.src
+        if (not self.joined and not self.left and src.id != self.me and src.id in self.addresses
+                and from_id == src.id):
+            self._joiners[src.id] = self.period  # a joiner (or a knock) while we join: _may_found
         if not self.joined or not self.opts.accept_joins or src.id == self.me:
             return  # ignore: not a member (yet), or told to ignore
         if not self._plausible(src, src.id):
@@ -1197,6 +1226,17 @@ class SwimCore:
                 self._out.append(SetTimer(TICK, at))
         out, self._out = self._out, []
         return out
+
+
+def default_seeds(me: int, ids: Iterable[int], gen: int) -> list[int]:
+    """The seeds a member joins through when none are configured (the real server and the sim
+    share it): the lowest-numbered member founds the group and every other joins through it;
+    a restarted member (generation > 0) may rejoin through any peer, so a restarted founder
+    finds the group it made (and `_may_found` lets it found again if nobody else has joined)."""
+    peers = sorted({i for i in ids if i != me})
+    if gen > 0:
+        return peers
+    return peers[:1] if peers and peers[0] < me else []
 
 
 def _within(seen: tuple[int, dict[int, int]], period: int, sender: int, per_sender: int,

@@ -42,7 +42,7 @@ from nodes.common.loop import CoreLoop, JournalingHost
 from nodes.common.refusals import Refusals
 from nodes.swim import codec as c
 from nodes.swim import crypto
-from nodes.swim.core import BUGS, Options, SwimCore
+from nodes.swim.core import BUGS, Options, SwimCore, default_seeds
 
 log = logging.getLogger("swim")
 
@@ -77,11 +77,10 @@ def _seeds(cfg: NodeConfig, gen: int) -> list[int]:
     (generation > 0) may rejoin through any peer, so a restarted founder finds the group."""
     ids = {name: p.num_id for name, p in cfg.peers.items() if p.num_id is not None}
     raw = cfg.options.get("seeds")
-    if gen > 0 or raw == "all":
+    if raw == "all":
         return sorted(ids.values())
-    if raw is None:
-        lowest = min(ids.values(), default=None)
-        return [lowest] if lowest is not None and lowest < cfg.num_id else []
+    if raw is None or gen > 0:
+        return default_seeds(cfg.num_id, ids.values(), gen)
     if not isinstance(raw, list) or any(n not in ids for n in raw if n != cfg.id):
         raise ConfigError(f"options.seeds: expected peer names from {sorted(ids)}, got {raw!r}")
     return [ids[n] for n in raw if n != cfg.id]

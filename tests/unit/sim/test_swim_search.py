@@ -76,15 +76,17 @@ def test_a_short_search_finds_no_indirect_probes() -> None:
     assert "suspected-over-one-cut-link" in {w["kind"] for w in found.outcome.witness}
 
 
-@pytest.mark.xfail(strict=True, reason="correct SWIM in the sim: member 1, the group's founder, "
-                   "has no seed to rejoin through after a leave and a restart (docs/sim.md)")
 def test_the_founder_that_left_and_restarted_is_back_in_the_group() -> None:
-    """The sim gives a restarted founder no seed. The real node (`nodes/swim/server._seeds`)
-    lets a restarted node rejoin through any peer, but that rule in the sim makes another
-    correct-SWIM failure: the founder crashes before anyone joined and restarts, now with every
-    peer as a seed, while each peer still waits to join through it, so nobody founds the
-    group (`[["crash",119,0,0],["leave",256,4,1],["leave",316,4,3],["restart",311,2,2],
-    ["restart",400,0,4]]`, seed 1: every final view empty). Both need a founding rule in the
-    core (docs/sim.md)."""
+    """Member 1, the group's founder, leaves, crashes and restarts: it rejoins through any peer
+    (`nodes.swim.core.default_seeds`, generation > 0), not founding a second group of one."""
     out = run([["leave", 0, 0, 0], ["crash", 0, 0, 0]], 1, ())
+    assert out.ok, out.witness
+
+
+def test_a_founder_restarted_before_anyone_joined_founds_again() -> None:
+    """The founder crashes before anyone joined and restarts with every peer as a seed while
+    each peer still waits to join through it: without the founding rule (`SwimCore._may_found`:
+    unanswered for FOUND_AFTER_PERIODS, lowest of the joiners heard) every view stayed empty."""
+    out = run([["crash", 119, 0, 0], ["leave", 256, 4, 1], ["leave", 316, 4, 3],
+               ["restart", 311, 2, 2], ["restart", 400, 0, 4]], 1, ())
     assert out.ok, out.witness

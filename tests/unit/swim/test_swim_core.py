@@ -19,6 +19,7 @@ from nodes.swim.core import (
     Options,
     Send,
     SwimCore,
+    default_seeds,
 )
 
 FAST = Options(period_s=1.0, probe_timeout_s=0.5, suspicion_mult=4)
@@ -239,6 +240,43 @@ def test_broadcast_discovery() -> None:
             if i == 1 else Options(period_s=1.0, probe_timeout_s=0.5, discover=True))
     s.run_for(10)
     assert s.of("seed-discovered") and s.converged()
+
+
+def test_default_seeds_lowest_founds_and_a_restarted_member_asks_every_peer() -> None:
+    assert default_seeds(1, [1, 2, 3], 0) == []
+    assert default_seeds(3, [3, 2, 1], 0) == [1]
+    assert default_seeds(1, [1, 2, 3], 1) == [2, 3]
+    assert default_seeds(1, [1], 4) == []
+
+
+def test_joiners_that_seed_each_other_elect_one_founder() -> None:
+    """Every member has every peer as a seed and nobody has none (a restarted founder while the
+    others wait on it): the lowest of the joiners founds once, and the group forms."""
+    s = Sim(4, FAST, seed=5, seeds_of=lambda i: [j for j in range(1, 5) if j != i])
+    s.run_for(30)
+    assert [e.node for e in s.of("join-ok", seed=None)] == [1]
+    assert s.converged()
+
+
+def test_a_joiner_that_hears_no_other_joiner_waits_for_its_seed() -> None:
+    """A seed that is down is no reason to found: founding alone beside a group it cannot
+    reach would split it, so the joiner keeps asking."""
+    core = SwimCore(2, 0, {1: ("h", 1), 3: ("h", 3)}, [1], FAST, random.Random(0))
+    out = core.start(0.0)
+    for k in range(1, 40):
+        out += core.on_timer(TICK, float(k))
+    assert not core.joined
+    assert {e.to for e in out if isinstance(e, Send)} == {1}
+    # a peer's JoinReq reaches it: still not founding, that peer is numbered lower
+    core.on_message(1, c.JoinReq(c.NodeInfo(1, 0)), 40.1)
+    for k in range(41, 50):
+        core.on_timer(TICK, float(k))
+    assert not core.joined
+    # a higher-numbered joiner asks it: after the wait it founds and admits it
+    core.on_message(3, c.JoinReq(c.NodeInfo(3, 0)), 50.1)
+    for k in range(51, 60):
+        core.on_timer(TICK, float(k))
+    assert core.joined
 
 
 def test_relayed_ping_is_forwarded_once_and_answered_to_the_requester() -> None:
