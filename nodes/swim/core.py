@@ -843,7 +843,10 @@ class SwimCore:
         of the joiners that hear each other exactly one founds and the rest join it."""
         if self._join_tries <= FOUND_AFTER_PERIODS:
             return False
-        recent = [j for j, p in self._joiners.items() if self.period - p <= FOUND_AFTER_PERIODS]
+        # remembered long enough for a lower joiner that founded meanwhile to reach us (it
+        # knocks at one seed every 2 periods while alone) or for us to ask it in our round
+        keep = FOUND_AFTER_PERIODS + 2 * len(self.addresses)
+        recent = [j for j, p in self._joiners.items() if self.period - p <= keep]
         return bool(recent) and min(recent) > self.me
 
     def _join_req(self, to: int) -> None:

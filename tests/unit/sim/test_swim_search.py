@@ -90,3 +90,15 @@ def test_a_founder_restarted_before_anyone_joined_founds_again() -> None:
     out = run([["crash", 119, 0, 0], ["leave", 256, 4, 1], ["leave", 316, 4, 3],
                ["restart", 311, 2, 2], ["restart", 400, 0, 4]], 1, ())
     assert out.ok, out.witness
+
+
+def test_joiners_that_founded_apart_do_not_stay_two_groups() -> None:
+    """Member 1 cut off and left, 3 left, 2, 4 and 5 restarted: nobody is joined, and 2, 4, 5
+    seed each other. Every view stayed empty before the founding rule; with a short memory of
+    the joiners heard, 2 founded and 4, no longer remembering 2, founded a second group
+    ({1, 2, 5} and {3, 4} never merged). Found by the bug-table search (no-indirect-probes,
+    seed 3) and it fails the correct core either way."""
+    out = run([["partition", 0, 0, 0]] * 9 + [["leave", 0, 0, 0], ["restart", 0, 0, 4],
+              ["restart", 0, 0, 3], ["leave", 92, 0, 2], ["restart", 0, 0, 1], ["cut", 0, 0, 0]],
+              3, ())
+    assert out.ok, out.witness
