@@ -174,14 +174,7 @@ class TestSpec:
                 raise ValueError("give a spec either faults= or a built nemesis=, not both")
             self.nemesis_desc = self.faults.desc
         node_bugs(self.bugs, 1, self.nodes)  # a NAME@SERVERS naming no server fails here
-        for node, at in self.kill_for_good.items():
-            if node not in self.node_ids:
-                raise ValueError(f"kill_for_good names {node!r}, which is not one of this "
-                                 f"test's nodes {self.node_ids}")
-            if not 0 <= at < self.time_limit:
-                raise ValueError(f"kill_for_good: {node} at {at:g}s is outside the run's time "
-                                 f"limit of {self.time_limit:g}s; give a time in [0, "
-                                 f"{self.time_limit:g})")
+        self._check_timed("kill_for_good", self.kill_for_good)
         if self.add_member:
             self._late_members()
         for node, at in self.decommission.items():
@@ -190,19 +183,24 @@ class TestSpec:
                                  f"before, and removed inside the time limit of "
                                  f"{self.time_limit:g}s")
 
+    def _check_timed(self, what: str, plan: dict[str, float]) -> None:
+        """A plan of {node: seconds} names this test's nodes at times inside the run."""
+        for node, at in plan.items():
+            if node not in self.node_ids:
+                raise ValueError(f"{what} names {node!r}, which is not one of this test's "
+                                 f"nodes {self.node_ids}")
+            if not 0 <= at < self.time_limit:
+                raise ValueError(f"{what}: {node} at {at:g}s is outside the run's time limit "
+                                 f"of {self.time_limit:g}s; give a time in [0, "
+                                 f"{self.time_limit:g})")
+
     def _late_members(self) -> None:
         """Check ``add_member`` and put its nodes in the options that make them late, unknown
         nodes (idempotent: a replayed record already has them)."""
         if self.protocol is None or self.protocol.member_entry is None:
             raise ValueError(f"add_member: protocol {getattr(self.protocol, 'name', None)} has "
                              "no add-member op (ProtocolDef.member_entry)")
-        for node, at in self.add_member.items():
-            if node not in self.node_ids:
-                raise ValueError(f"add_member names {node!r}, which is not one of this test's "
-                                 f"nodes {self.node_ids}")
-            if not 0 <= at < self.time_limit:
-                raise ValueError(f"add_member: {node} at {at:g}s is outside the run's time "
-                                 f"limit of {self.time_limit:g}s")
+        self._check_timed("add_member", self.add_member)
         late = sorted(set(self.options.get("late_nodes", [])) | set(self.add_member))
         self.options = {**self.options, "late_nodes": late, "late_unknown": True}
 
