@@ -99,7 +99,11 @@ def test_every_curl_example_of_the_spec_is_accepted(mesh: Mesh) -> None:
                 return got == [{"route": "a"}] * 2
 
             assert await eventually(everywhere, 10)
-            # 4.6.1: POST /sync/node/nodeA (the heading says PUT; both are taken)
+            # 4.6.1: POST /sync/node/nodeA (the heading says PUT; both are taken), from a node
+            # that is syncing (4.6: a node in sync asks for it): a sync is served only to a
+            # peer that said so or is owed one (issue 26: else 409 sync-not-needed)
+            await send(s, "POST", "/heartbeat/node/n1", h(),
+                       b'{"state":"sync","members":["n1","n2","n3"]}')
             await send(s, "POST", "/sync/node/n1", h())
             await asyncio.sleep(1.1)  # a new sync to one peer starts at most once a second
             await send(s, "PUT", "/sync/node/n1", h())
