@@ -26,6 +26,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from osutil.procs import pid_alive
+
 _given: set[int] = set()
 _lock = threading.Lock()
 _rng = random.Random()
@@ -71,16 +73,6 @@ def reservation_dir() -> Path:
     return d
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's live process
-    return True
-
-
 def _owner(f: Path) -> int | None:
     """The pid a reservation file names; None when it is unreadable or half-written (treat as live)."""
     try:
@@ -109,7 +101,7 @@ def _sweep(d: Path) -> None:
     """Remove reservations whose owner died (a crashed or finished run); once per process."""
     for f in d.glob("*.port"):
         pid = _owner(f)
-        if pid is not None and not _alive(pid):
+        if pid is not None and not pid_alive(pid):
             try:
                 f.unlink()
             except OSError:
@@ -123,7 +115,7 @@ def _reserve(port: int, d: Path) -> bool:
         pid = _owner(f)
         if pid == os.getpid():
             return False  # ours already: _given should have said so, never hand out twice
-        if pid is None or _alive(pid):
+        if pid is None or pid_alive(pid):
             return False
         try:
             f.unlink()

@@ -10,7 +10,9 @@ spawn from the main thread or another long-lived thread (not ``asyncio.to_thread
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
+import os
 import signal
 import subprocess
 from collections.abc import Sequence
@@ -62,3 +64,17 @@ def stop_all() -> None:
     """Stop every child still alive (runs at interpreter exit)."""
     for proc in list(_live):
         stop(proc, grace_s=0.5)
+
+
+def pid_alive(pid: int) -> bool:
+    """The process exists and is not a zombie (where PID 1 does not reap, orphans stay Z)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(OSError):
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+    return True

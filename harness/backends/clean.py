@@ -29,6 +29,7 @@ from typing import Any
 
 from harness.backends.base import BackendError
 from harness.optional import MissingExtra
+from osutil.procs import pid_alive
 
 
 @dataclass
@@ -56,20 +57,6 @@ def owner_alive(owner: str) -> bool:
         return pid_alive(int(pid))
     except ValueError:
         return False
-
-
-def pid_alive(pid: int) -> bool:
-    """The process exists and is not a zombie (where PID 1 does not reap, orphans stay Z)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError):
-        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-            return False
-    return True
 
 
 def clean(all_runs: bool = False, images: bool = False, dry_run: bool = False,
