@@ -807,14 +807,13 @@ class DripCore:
         required = self.required(up)
         missing = sorted(required - t.voters - t.no_voters)
         partial_ok = "commit-partial-vote" in self.bugs
-        if abort:
-            pass
-        elif t.no_voters:
-            why = f"voted no: {sorted(t.no_voters)}"
-        elif missing and not partial_ok:
-            why = ("timeout; " if timeout else "") + f"no vote from {missing}"
-        else:
-            return self._commit(t, now, missing, required)
+        if not abort:
+            if t.no_voters:
+                why = f"voted no: {sorted(t.no_voters)}"
+            elif missing and not partial_ok:
+                why = ("timeout; " if timeout else "") + f"no vote from {missing}"
+            else:
+                return self._commit(t, now, missing, required)
         out: list[Effect] = [
             self._p(Unlock(up.key, up.uid)),
             Emit("decide", {"uid": up.uid, "key": up.key, "outcome": "abort", "reason": why,
@@ -826,8 +825,8 @@ class DripCore:
         if self.peers:  # anyone the request reached may hold the key for it: tell them now
             counter, reset = self._next_counter()
             out.append(self._p(Counters((self._row(self.me),))))
-            abort = Abort(self.me, counter, reset, up.uid, up.key)
-            out += [Send(p, abort) for p in self.active_peers()]
+            word = Abort(self.me, counter, reset, up.uid, up.key)
+            out += [Send(p, word) for p in self.active_peers()]
         if "commit-after-abort" not in self.bugs:  # the bug answers when a late yes commits
             out.append(self._done(t.token, False, {"error": "aborted: " + str(why)}))
         return out
