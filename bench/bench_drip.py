@@ -109,7 +109,18 @@ async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, Any]:
             "node_cpu_utilisation": round(sum(cpu.values()) / dt, 2),
             #: each node's adaptive admission cap at the end (nodes/drip/admission.py)
             "admission_cap": {n: st.get("admission", {}).get("cap")
-                              for n, st in zip(m.ids, states, strict=True)}}
+                              for n, st in zip(m.ids, states, strict=True)},
+            #: requests the nodes refused, by reason (whole run): a correct mesh refuses none,
+            #: so anything here is a bug the rates would hide
+            "refused": _sum_counts(st.get("refused", {}) for st in states)}
+
+
+def _sum_counts(counts: Any) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for c in counts:
+        for k, n in c.items():
+            total[k] = total.get(k, 0) + n
+    return total
 
 
 async def sync_time(m: Mesh, keys: int) -> dict[str, float]:

@@ -12,6 +12,11 @@ two of ours that make the token sign one request rather than vouch for an issuer
 
 * ``req``: :func:`nodes.drip.codec.signed_digest` of the request (method, path, propagation
   headers, body): the same token on another path, with another body or other counters fails;
+* ``reqs`` (optional): a *group token* signs several requests at once: ``reqs`` lists their
+  digests (at most ``MAX_GROUP``) and ``req`` is the SHA-256 of that list. An initiator signs
+  the flooded requests it releases together with one token, and a voter its yes statements
+  that leave together (docs/drip.md "Group tokens"); each request still binds only if its
+  own digest is in the list. Never for a request made once (its id would cover several);
 * ``jti``: a random id. A receiver remembers the ids it took until they expire; a request made
   on the sender's own behalf (heartbeat, vote response, notices, sync) is refused when its id
   comes again. A flooded request (``/voting``, ``/commit``, ``/abort``) keeps the initiator's
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import secrets
 from dataclasses import dataclass, field
@@ -53,6 +59,25 @@ class AuthError(Exception):
 #: batches, heartbeats, notices, sync) may live. Its id is remembered until it expires, so the
 #: replay table holds (this + leeway) x the request rate, not 10 minutes of it
 ONCE_TTL_S = 30.0
+
+#: the most request digests one group token signs: each is 64 hex characters and the token
+#: travels in an HTTP header (aiohttp takes 8,190 bytes), so 16 keep it near 1.5 KB
+MAX_GROUP = 16
+
+
+def group_digest(digests: list[str]) -> str:
+    """The ``req`` of a group token: SHA-256 (hex) of its ``reqs`` list as signed."""
+    return hashlib.sha256(json.dumps(digests, separators=(",", ":")).encode()).hexdigest()
+
+
+def covers(claims: dict[str, Any], digest: str) -> bool:
+    """Whether verified ``claims`` sign the request (or vote) whose digest is ``digest``: the
+    token's own ``req``, or one of a group token's ``reqs`` (whose hash must be ``req``)."""
+    if claims["req"] == digest:
+        return True
+    reqs = claims.get("reqs")
+    return (isinstance(reqs, list) and len(reqs) <= MAX_GROUP and digest in reqs
+            and group_digest(reqs) == claims["req"])
 
 
 @dataclass
@@ -82,6 +107,15 @@ class Signer:
 
     def header(self, now: float, digest: str, once: bool = False) -> str:
         return "Bearer " + self.token(now, digest, once)
+
+    def group_token(self, now: float, digests: list[str]) -> str:
+        """One token for up to MAX_GROUP requests (or statements) that are not made once:
+        one signature, and one check per receiver (its verified-token cache), for all."""
+        if not 1 <= len(digests) <= MAX_GROUP:
+            raise ValueError(f"a group token signs 1 to {MAX_GROUP} digests, not {len(digests)}")
+        if len(digests) == 1:
+            return self.token(now, digests[0])
+        return self.token(now, group_digest(digests), reqs=list(digests))
 
 
 @dataclass
@@ -181,7 +215,9 @@ class Verifier:
     def bind(self, claims: dict[str, Any], digest: str, once: bool, now: float) -> None:
         """The token must sign this very request; ``once``: its id must be new (then it is
         remembered until it expires)."""
-        if claims["req"] != digest:
+        if once and "reqs" in claims:
+            raise AuthError("a group token (reqs) cannot sign a request made once", "retargeted")
+        if not covers(claims, digest):
             raise AuthError("token signs another request (method, path, headers or body "
                             "differ from what the issuer signed)", "retargeted")
         if not once:

@@ -161,9 +161,18 @@ class Update:
     key: str
     value: Any
     owner: str | None = None
+    #: bytes of the value's compact JSON when known (measured once, by `from_json`): a
+    #: node's outgoing queue sizes batches with it instead of encoding every value again
+    value_bytes: int | None = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.uid, "key": self.key, "value": self.value, "owner": self.owner}
+
+    def json_size(self) -> int:
+        """Bytes of the value's compact JSON (what the wire carries)."""
+        if self.value_bytes is not None:
+            return self.value_bytes
+        return len(json.dumps(self.value, separators=(",", ":")))
 
     @classmethod
     def from_json(cls, d: Any, limits: Limits = DEFAULT_LIMITS) -> Update:
@@ -183,7 +192,7 @@ class Update:
         if size > limits.max_value_bytes:
             raise CodecError(f"body.value: {size} bytes of JSON exceeds this node's maximum "
                              f"value size {limits.max_value_bytes} (option max_value_bytes)")
-        return cls(uid, key, d["value"], owner)
+        return cls(uid, key, d["value"], owner, size)
 
 
 @dataclass(frozen=True)

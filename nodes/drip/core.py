@@ -550,7 +550,7 @@ class DripCore:
         if up.uid in self.tallies or up.uid in self.d.applied:
             return [self._done(token, False, {"error": f"update id {up.uid!r} was already used"})]
         if up.owner is None:
-            up = Update(up.uid, up.key, up.value, self.me)
+            up = replace(up, owner=self.me)
         refusal = self._policy(up, self.me)
         if refusal:
             return [self._done(token, False, {"error": "not entitled: " + refusal})]

@@ -33,7 +33,6 @@ import asyncio
 import hashlib
 import hmac
 import itertools
-import json
 import logging
 import secrets
 from dataclasses import dataclass, field, replace
@@ -52,7 +51,7 @@ from nodes.common.loop import Answers, CoreLoop, JournalingHost
 from nodes.common.tasks import Background
 from nodes.drip import codec
 from nodes.drip.admission import Admission
-from nodes.drip.auth import AuthError, Signer, Verifier, load_auth
+from nodes.drip.auth import MAX_GROUP, AuthError, Signer, Verifier, covers, load_auth
 from nodes.drip.codec import CodecError, Message, Update
 from nodes.drip.core import (
     Answer,
@@ -358,15 +357,29 @@ class DripNode(JournalingHost):
         self._note_refusal(reason, peer=ident, status=status, error=msg)
         return _err(status, msg)
 
-    def _with_statement(self, msg: Message) -> Message:
-        """Our answer to a vote carries our own signed yes, for whoever relays it upward."""
-        if not isinstance(msg, codec.VoteResponse) or msg.uid is None or self.me not in \
-                msg.voters or any(v == self.me for v, _ in msg.statements):
-            return msg
-        assert msg.initiator is not None and msg.counter is not None
-        mine = self.signer.token(self.clock.wall(), codec.vote_digest(
-            msg.uid, msg.initiator, msg.counter))
-        return replace(msg, statements=tuple(sorted((*msg.statements, (self.me, mine)))))
+    def _needs_statement(self, msg: Message) -> bool:
+        return (isinstance(msg, codec.VoteResponse) and msg.uid is not None
+                and self.me in msg.voters and not any(v == self.me for v, _ in msg.statements))
+
+    def _with_statements(self, msgs: list[Message]) -> list[Message]:
+        """Our answers to votes carry our own signed yes, for whoever relays them upward: one
+        group token (auth.MAX_GROUP votes) for the answers that leave together."""
+        todo = [i for i, m in enumerate(msgs) if self._needs_statement(m)]
+        out = list(msgs)
+        for at in range(0, len(todo), MAX_GROUP):
+            part = todo[at:at + MAX_GROUP]
+            digests = []
+            for i in part:
+                m = msgs[i]
+                assert isinstance(m, codec.VoteResponse) and m.uid is not None
+                assert m.initiator is not None and m.counter is not None
+                digests.append(codec.vote_digest(m.uid, m.initiator, m.counter))
+            mine = self.signer.group_token(self.clock.wall(), digests)
+            for i in part:
+                m = msgs[i]
+                assert isinstance(m, codec.VoteResponse)
+                out[i] = replace(m, statements=tuple(sorted((*m.statements, (self.me, mine)))))
+        return out
 
     def _proven(self, msg: codec.VoteResponse, hop: str, now: float) -> codec.VoteResponse:
         """Only voters whose own signed statement checks out count: a relay cannot invent a
@@ -384,7 +397,7 @@ class DripNode(JournalingHost):
                 continue
             try:
                 claims = self.verifier.verify(given.get(voter), voter, now)
-                if claims["req"] != digest:
+                if not covers(claims, digest):
                     raise AuthError("the statement is about another vote")
                 proven.append(voter)
             except AuthError as e:
@@ -402,7 +415,7 @@ class DripNode(JournalingHost):
         """One HTTPS request to a peer; how it ended goes back to the core. ``auth``: the
         Authorization made for it already (a flooded message's, shared by all peers)."""
         assert self.session is not None
-        sent = self._with_statement(msg)
+        sent = self._with_statements([msg])[0]
         req = codec.encode(sent)
         headers = {**req.headers, codec.H_AUTH: auth or self._auth_for(sent)}
         if req.body is not None:
@@ -433,19 +446,30 @@ class DripNode(JournalingHost):
         return status
 
     def _send_batches(self, batches: dict[str, list[Message]]) -> None:
-        """Queue the vote-path messages of a group for each peer; a flooded message's
-        initiator token is made once and shared by every peer it goes to."""
-        tokens: dict[int, str] = {}
+        """Queue the vote-path messages of a group for each peer. The flooded messages we
+        initiate in the group share initiator tokens: one group token (auth.MAX_GROUP
+        messages) signs them all, for every peer they go to and every hop beyond."""
+        tokens = self._group_tokens([m for msgs in batches.values() for m in msgs])
         for to, msgs in batches.items():
             q = self._outq.setdefault(to, [])
             for m in msgs:
-                tok = None
-                if isinstance(m, codec.FLOODED) and not m.auth:
-                    tok = tokens.get(id(m))
-                    if tok is None:
-                        tok = tokens[id(m)] = self._auth_for(m)
-                q.append((m, tok))
+                q.append((m, tokens.get(id(m))))
             self._pump_peer(to)
+
+    def _group_tokens(self, msgs: list[Message]) -> dict[int, str]:
+        """Authorization for each distinct flooded message of ours (no token yet), by id."""
+        ours: dict[int, Message] = {}
+        for m in msgs:
+            if isinstance(m, codec.FLOODED) and not m.auth:
+                ours.setdefault(id(m), m)
+        todo = list(ours.items())
+        tokens: dict[int, str] = {}
+        for at in range(0, len(todo), MAX_GROUP):
+            part = todo[at:at + MAX_GROUP]
+            tok = "Bearer " + self.signer.group_token(
+                self.clock.wall(), [codec.signed_digest(m) for _, m in part])
+            tokens.update((k, tok) for k, _ in part)
+        return tokens
 
     def _pump_peer(self, to: str) -> None:
         """Send what waits for ``to`` while fewer than ``peer_pipeline`` requests to it are
@@ -455,7 +479,7 @@ class DripNode(JournalingHost):
             n, size = 0, 0
             while n < min(len(q), codec.MAX_BATCH) and (n == 0 or size < self._batch_bytes):
                 up = getattr(q[n][0], "update", None)  # values dominate an item's size
-                size += 1024 + (len(json.dumps(up.value)) if up is not None else 0)
+                size += 1024 + (up.json_size() if up is not None else 0)
                 n += 1
             chunk = q[:n]
             del q[:n]
@@ -491,8 +515,7 @@ class DripNode(JournalingHost):
         status, body = 0, None
         try:
             items: list[Message] = []
-            for m in msgs:
-                m = self._with_statement(m)
+            for m in self._with_statements(msgs):
                 if isinstance(m, codec.FLOODED) and not m.auth:
                     if id(m) not in tokens:
                         tokens[id(m)] = self._auth_for(m)

@@ -8,7 +8,7 @@ import jwt
 import pytest
 
 from nodes.drip import codec
-from nodes.drip.auth import ONCE_TTL_S, AuthError, Signer, Verifier, load_auth
+from nodes.drip.auth import MAX_GROUP, ONCE_TTL_S, AuthError, Signer, Verifier, load_auth
 from nodes.drip.material import ensure_jwt_keypair, ensure_shared_secret
 
 NOW = 1_800_000_000.0
@@ -208,3 +208,49 @@ def test_a_long_lived_token_is_not_taken_for_a_request_made_once(pair) -> None:
     assert claims["exp"] - claims["iat"] == ONCE_TTL_S
     v.bind(claims, d, once=True, now=NOW)
     assert v.seen[claims["jti"]] == NOW + ONCE_TTL_S + v.leeway_s
+
+
+# ---- group tokens: one signature for the flooded messages (or yes statements) sent together
+
+
+def _other_votes(n: int) -> list[str]:
+    return [codec.signed_digest(codec.Voting("n1", 8 + i, False, codec.Update(f"u{i + 2}", f"k{i}",
+                                                                           i, "n1")))
+            for i in range(n)]
+
+
+def test_a_group_token_binds_each_request_it_lists_and_no_other(pair) -> None:
+    s, v, _ = pair
+    listed = [D, *_other_votes(2)]
+    tok = s.group_token(NOW, listed)
+    for d in listed:
+        v.bind(v.verify(tok, "n1", NOW), d, once=False, now=NOW)
+    stranger = _other_votes(4)[3]
+    with pytest.raises(AuthError, match="signs another request") as e:
+        v.bind(v.verify(tok, "n1", NOW), stranger, once=False, now=NOW)
+    assert e.value.reason == "retargeted"
+
+
+def test_a_group_token_never_signs_a_request_made_once(pair) -> None:
+    s, v, _ = pair
+    tok = s.group_token(NOW, [D, *_other_votes(1)])
+    with pytest.raises(AuthError, match="group token"):
+        v.bind(v.verify(tok, "n1", NOW), D, once=True, now=NOW)
+
+
+def test_a_group_token_whose_list_does_not_hash_to_req_binds_nothing(pair) -> None:
+    """A signer's own inconsistent token (reqs not what req hashes): refused, so no verifier
+    may read a list other than the one the ``req`` it signed stands for."""
+    s, v, _ = pair
+    listed = [D, *_other_votes(1)]
+    tok = s.token(NOW, "0" * 64, reqs=listed)
+    with pytest.raises(AuthError, match="signs another request"):
+        v.bind(v.verify(tok, "n1", NOW), D, once=False, now=NOW)
+
+
+def test_a_group_token_is_bounded(pair) -> None:
+    s, v, _ = pair
+    with pytest.raises(ValueError, match="group token"):
+        s.group_token(NOW, _other_votes(MAX_GROUP + 1))
+    assert s.group_token(NOW, [D]).count(".") == 2  # one digest: a plain token
+    assert "reqs" not in v.verify(s.group_token(NOW, [D]), "n1", NOW)

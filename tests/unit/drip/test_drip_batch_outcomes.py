@@ -34,7 +34,7 @@ def _node(exc: BaseException) -> tuple[SimpleNamespace, list[Any]]:
     n = SimpleNamespace(
         me="n1", session=SimpleNamespace(post=_Post(exc)), peer_urls={"n2": "https://x"},
         opts=SimpleNamespace(peer_timeout_s=0.5), _no_batch=set(),
-        batch_stats={"sent": 0, "sent_items": 0}, _with_statement=lambda m: m,
+        batch_stats={"sent": 0, "sent_items": 0}, _with_statements=lambda ms: list(ms),
         _auth_for=lambda m: "token", _note_refusal=lambda *a, **k: None,
         background=SimpleNamespace(spawn=lambda c: c.close()), _queue=queued.append)
     n._batch_outcomes = lambda *a: DripNode._batch_outcomes(n, *a)  # type: ignore[arg-type]
@@ -75,6 +75,7 @@ def test_a_link_sends_one_batch_at_a_time_and_a_lost_one_fails_what_waits() -> N
                         background=SimpleNamespace(spawn=spawned.append), _queue=queued.append,
                         _request_batch=request_batch)
     n._pump_peer = lambda to: DripNode._pump_peer(n, to)  # type: ignore[arg-type]
+    n._group_tokens = lambda ms: {}
     n._send_chunk = lambda to, c: DripNode._send_chunk(n, to, c)  # type: ignore[arg-type]
     later = codec.VoteResponse("n1", True, "u3", "n3", 3)
     DripNode._send_batches(n, {"n2": list(MSGS)})  # type: ignore[arg-type]
