@@ -100,6 +100,10 @@ async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, Any]:
             "group_commits_per_update": {
                 k: round(sum(st.get("group_commits", {}).get(k, 0) for st in states) / per, 2)
                 for k in ("fsynced", "unsynced", "records")},
+            #: JWTs all nodes signed and signatures they checked, per committed update
+            "jwt_per_update": {
+                k: round(sum(st.get("jwt", {}).get(k, 0) for st in states) / per, 2)
+                for k in ("signed", "checked")},
             "updates_per_s": round(len(lat) / dt, 1),
             "latency_ms_p50": round(1000 * statistics.median(lat), 1) if lat else -1,
             "latency_ms_p95": round(1000 * lat[int(0.95 * len(lat))], 1) if lat else -1,

@@ -90,6 +90,8 @@ class Signer:
     ttl_s: float = 600.0
     #: lifetime of a token for a request made once on our own behalf (ONCE_TTL_S)
     once_ttl_s: float = 30.0
+    #: tokens signed so far (GET /admin/state ``jwt``): the bench reports them per update
+    signed: int = 0
 
     def __post_init__(self) -> None:
         # parsed once: PyJWT would parse the PEM again for every token it signs
@@ -103,6 +105,7 @@ class Signer:
         claims = {"iss": self.node_id, "iat": iat, "exp": iat + int(ttl),
                   "jti": secrets.token_hex(12), "req": digest, **extra}
         alg = SHARED_ALG if self.mode == "shared" else PUBLIC_ALG
+        self.signed += 1
         return jwt.encode(claims, self._key, algorithm=alg)
 
     def header(self, now: float, digest: str, once: bool = False) -> str:
@@ -139,6 +142,8 @@ class Verifier:
     verified: dict[str, dict[str, Any]] = field(default_factory=dict)
     max_verified: int = 4096
     _keys: dict[str, Any] = field(default_factory=dict)
+    #: signatures checked so far (tokens not in ``verified``; GET /admin/state ``jwt``)
+    checked: int = 0
 
     def verify(self, header: str | None, expected_iss: str, now: float) -> dict[str, Any]:
         """The token's claims, or AuthError naming what is wrong."""
@@ -157,6 +162,7 @@ class Verifier:
         return self._check_claims(dict(claims), now)
 
     def _check_signature(self, token: str, expected_iss: str) -> dict[str, Any]:
+        self.checked += 1
         iss = _unverified_iss(token)
         if iss != expected_iss:
             raise AuthError(f"token iss {iss!r} does not match DRiP-Node-ID {expected_iss!r}")

@@ -345,6 +345,7 @@ class DripNode(JournalingHost):
         return {**self.core.snapshot(), "refused": self.refusals.snapshot(),
                 "batches": dict(self.batch_stats), "peer_connections": dict(self.conn_stats),
                 "group_commits": dict(self.store.commit_stats),
+                "jwt": {"signed": self.signer.signed, "checked": self.verifier.checked},
                 "admission": {"cap": round(self._slots.cap, 1), "active": self._slots.active}}
 
     def _note_refusal(self, reason: str, **detail: Any) -> None:
