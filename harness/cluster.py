@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 
 from harness.backends import NodeSpec, get_backend
+from harness.member_change import ATTEMPT_TIMEOUT_S, Attempt, MemberChange, in_effect, outcome_of
 from harness.node_command import node_argv
 from harness.spec import NodeAddr, TestSpec
 from harness.store import RunDir, write_json
@@ -64,6 +65,9 @@ class Cluster:
         self._hostile: Any = None  # faults.hostile.HostileSender (protocols that declare one)
         #: per node, hostile messages sent and refusals counted (collect(); None: none sent)
         self.hostile_report: dict[str, Any] | None = None
+        #: membership changes asked by the "add-member" and "decommission" ops, by (op, node)
+        self.changes: dict[tuple[str, str], MemberChange] = {}
+        self._t0 = 0.0  # loop time at the end of start(): the run's time limit counts from it
 
     # ---- set-up -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -98,6 +102,7 @@ class Cluster:
             self._hostile = HostileSender(self.proto.hostile, targets, rng, routes) \
                 if driver is None else driver(targets, rng, {
                     n: json.loads(self.node_specs[n].config_path.read_text()) for n in self.nodes})
+        self._t0 = asyncio.get_running_loop().time()  # the run's clock starts about now
         self._faults = Nemesis(random.Random(f"{self.spec.seed}:faults"), nodes=self,
                                links=self._links, node_names=self.nodes, hostile=self._hostile,
                                topology=None if self.spec.topology is None else self.spec.edges())
@@ -222,30 +227,84 @@ class Cluster:
                 raise ClusterError(f"no node {node!r} in this cluster")
             if op["f"] == "join":
                 await self.restart(node)
-            elif op["f"] == "decommission":
-                via = next(n for n in self.nodes if n != node and self.backend.is_running(n))
-                done["value"]["via"] = via
-                await self.admin(via, "POST", "/admin/members",
-                                 {"id": f"decommission-{node}", "remove": [node]}, timeout=15.0)
-            elif op["f"] == "add-member":
-                if self.proto.member_entry is None:
-                    raise ClusterError(f"{self.proto.name} has no add-member op")
-                via = next(n for n in self.nodes if n != node and n not in self.late
-                           and self.backend.is_running(n))
-                done["value"]["via"] = via
-                # members dial it at its own peer port: one agreed address serves every member,
-                # so links into it are not proxied (its own links out are)
-                entry = self.proto.member_entry(
-                    json.loads(self.node_specs[node].config_path.read_text()),
-                    f"{HOST}:{self.ports[node][self.proto.peer_port]}")
-                await self.admin(via, "POST", "/admin/members",
-                                 {"id": f"add-{node}", "add": [node], "addresses": {node: entry}},
-                                 timeout=15.0)
+            elif op["f"] in ("decommission", "add-member"):
+                return await self._member_change(op["f"], node, done)
             else:
                 await self.admin(node, "POST", "/admin/leave", {}, timeout=10.0)
         except Exception as e:
             done["error"] = f"{type(e).__name__}: {e}"
         return done
+
+    # ---- membership changes, retried as an operator would (harness/member_change.py) ----
+    async def _member_change(self, f: str, node: str, done: dict[str, Any]) -> dict[str, Any]:
+        """One attempt of the change; ``retry_in_s`` in the answer asks the runner to play the
+        op again that much later (a refused or failed change, time left)."""
+        if f == "add-member" and self.proto.member_entry is None:
+            raise ClusterError(f"{self.proto.name} has no add-member op")
+        ch = self.changes.setdefault((f, node), MemberChange(f, node))
+        loop = asyncio.get_running_loop()
+        if ch.outcome is None:
+            ch.record(await self._attempt(ch, loop.time() - self._t0))
+        last = ch.attempts[-1]
+        wait = ch.retry_in(loop.time() - self._t0, self.spec.time_limit)
+        done["value"].update(via=last.via, attempt=last.n, result=last.outcome,
+                             outcome=ch.outcome, retry_in_s=wait)
+        if last.error is not None:
+            done["error"] = f"{last.status or 'no answer'}: {last.error}"
+        if wait is not None:
+            done["retry_in_s"] = wait
+        return done
+
+    def _members_now(self, leaving: str) -> list[str]:
+        """Running nodes that are members as far as our changes go, ``leaving`` aside."""
+        added = {n for (f, n), c in self.changes.items()
+                 if f == "add-member" and c.outcome == "committed"}
+        return [n for n in self.nodes if n != leaving and (n not in self.late or n in added)
+                and self.backend.is_running(n)]
+
+    async def _attempt(self, ch: MemberChange, at_s: float) -> Attempt:
+        n, via = len(ch.attempts) + 1, ch.next_via(self._members_now(ch.node))
+        if via is None:
+            return Attempt(n, None, at_s, "error", None, "no running member to ask")
+        if ch.attempts and any(in_effect(ch.f, ch.node, (s or {}).get("members"))
+                               for m, s in (await self.states()).items()
+                               if m != ch.node and m in self._members_now(ch.node)):
+            return Attempt(n, via, at_s, "in-effect")  # an earlier unanswered try committed
+        body: dict[str, Any] = {"id": ch.uid}
+        if ch.f == "decommission":
+            body["remove"] = [ch.node]
+        else:
+            assert self.proto.member_entry is not None
+            # each member dials it through its own link proxy, like any other node, so the
+            # nemesis cuts and slows links into it too
+            peer_for = {m: self.links[link_name(m, ch.node)] for m in self.nodes
+                        if link_name(m, ch.node) in self.links}
+            entry = self.proto.member_entry(
+                json.loads(self.node_specs[ch.node].config_path.read_text()),
+                f"{HOST}:{self.ports[ch.node][self.proto.peer_port]}", peer_for)
+            body.update(add=[ch.node], addresses={ch.node: entry})
+        left = self._t0 + self.spec.time_limit - asyncio.get_running_loop().time()
+        assert self._session is not None
+        try:
+            async with self._session.post(
+                    self.admin_url(via) + "/admin/members", json=body,
+                    timeout=aiohttp.ClientTimeout(total=max(1.0, min(ATTEMPT_TIMEOUT_S, left)))
+            ) as r:
+                status, text = r.status, await r.text()
+        except (aiohttp.ClientError, TimeoutError) as e:
+            return Attempt(n, via, at_s, "error", None, f"{type(e).__name__}: {e}".strip())
+        if status == 200:
+            return Attempt(n, via, at_s, "committed", 200)
+        try:
+            error = str(json.loads(text).get("error") or text)
+        except (ValueError, AttributeError):
+            error = text
+        return Attempt(n, via, at_s, outcome_of(status), status, error[:500])
+
+    @property
+    def membership_report(self) -> list[dict[str, Any]]:
+        """Every membership change with its attempts and final outcome (test.json)."""
+        return [c.to_json() for c in self.changes.values()]
 
     async def heal_all(self) -> dict[str, Any]:
         return await self._faults.heal_all()
@@ -311,6 +370,14 @@ class Cluster:
                        {"node": n, "why": "killed for good by the nemesis; the final heal "
                                           "left it down"})
         states = await self.states()
+        for c in self.changes.values():
+            # an attempt left without an answer may have committed after all: the final
+            # states say (a member applies a change only once it committed)
+            if c.outcome != "committed" and any(
+                    in_effect(c.f, c.node, (s or {}).get("members"))
+                    for m, s in states.items() if m != c.node and s is not None):
+                c.outcome, c.note = "committed", "found in effect in the final states"
+            c.close()
         for n in self.nodes:
             if states[n] is not None:
                 (self.run_dir.node_dir(n) / "state.json").write_text(json.dumps(states[n], indent=1))

@@ -148,20 +148,40 @@ class _Run:
                 await client.close()
 
     async def nemesis_thread(self, gen: Generator) -> None:
+        """Plays the nemesis generator's ops one at a time, and the ones the cluster asked to
+        retry (its answer's ``retry_in_s``: a membership change an operator tool would try
+        again, harness/member_change.py) when due, each as its own op, until the time limit."""
         assert self.cluster is not None
+        retries: list[tuple[float, Op]] = []  # (due, op), by due time
+        ended, stop_at = False, self.now_s() + self.spec.time_limit  # as time_limit() counts
         while True:
-            o = gen.op(Context(self.now_s(), NEMESIS, NEMESIS, (NEMESIS,), self.nemesis_rng))
-            if o is None:
-                return
-            if isinstance(o, Pending):
-                await self._pending(o)
+            if retries and retries[0][0] <= self.now_s():
+                o: Any = retries.pop(0)[1]
+            elif ended:
+                if not retries or retries[0][0] >= stop_at:
+                    return
+                await self._pending(Pending(retries[0][0]))
                 continue
+            else:
+                o = gen.op(Context(self.now_s(), NEMESIS, NEMESIS, (NEMESIS,), self.nemesis_rng))
+                if o is None:
+                    ended = True
+                    continue
+                if isinstance(o, Pending):
+                    due = retries[0][0] if retries else None
+                    await self._pending(o if due is None or o.until is None or o.until < due
+                                        else Pending(due))
+                    continue
             self._record({"process": NEMESIS, "type": "invoke", "f": o["f"], "value": o.get("value")})
             try:
                 res = await self.cluster.nemesis_invoke(o)
                 done = {"process": NEMESIS, "type": "info", "f": o["f"], "value": res.get("value")}
                 if res.get("error"):
                     done["error"] = res["error"]
+                if res.get("retry_in_s") is not None:
+                    retries.append((self.now_s() + float(res["retry_in_s"]),
+                                    {"f": o["f"], "value": o.get("value")}))
+                    retries.sort(key=lambda r: r[0])
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -327,6 +347,8 @@ async def _run_in(spec: TestSpec, workload: Workload, checkers: dict[str, Any],
             await cluster.collect()
             if getattr(cluster, "hostile_report", None):  # "sent N, node refused M" per node
                 desc["hostile"] = cluster.hostile_report
+            if getattr(cluster, "membership_report", None):  # attempts and final outcomes
+                desc["membership_changes"] = cluster.membership_report
         status = "complete"
     except (KeyboardInterrupt, asyncio.CancelledError):
         status = "interrupted"

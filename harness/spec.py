@@ -93,8 +93,9 @@ class ProtocolDef:
     #: the protocol's messages for the ``hostile`` fault (faults/hostile.py); None: not offered
     hostile: HostileDef | None = None
     #: what the cluster's "add-member" op sends as the new node's address entry, from (its
-    #: config, the "host:port" members dial it at); None: the protocol has no such op
-    member_entry: Callable[[dict[str, Any], str], dict[str, Any]] | None = None
+    #: config, its own "host:port", {member: "host:port" of that member's proxied link into
+    #: it}); None: the protocol has no such op
+    member_entry: Callable[[dict[str, Any], str, dict[str, str]], dict[str, Any]] | None = None
 
 
 def bug_name(spec: str) -> str:

@@ -48,10 +48,15 @@ def node_extra(spec: TestSpec, index: int, run_path: Path) -> dict[str, Any]:
     return {**out, "options": {"join": True}} if me in late else out
 
 
-def member_entry(config: dict[str, Any], peer: str) -> dict[str, Any]:
+def member_entry(config: dict[str, Any], peer: str,
+                 peer_for: dict[str, str] | None = None) -> dict[str, Any]:
     """The ``POST /admin/members`` address entry of the node whose ``config`` this is, as its
-    operator gives it: where members dial it, its certificate and (public keys) its JWT key."""
-    entry = {"peer": peer, "cert": Path(config["tls"]["cert"]).read_text()}
+    operator gives it: where members dial it (``peer_for``: each member through its own
+    link, so faults on links into it apply as on any other), its certificate and (public
+    keys) its JWT key."""
+    entry: dict[str, Any] = {"peer": peer, "cert": Path(config["tls"]["cert"]).read_text()}
+    if peer_for:
+        entry["peer_for"] = dict(peer_for)
     if config["jwt"]["mode"] == "public":
         entry["jwt_key"] = Path(config["jwt"]["public_keys"][config["id"]]).read_text()
     return entry

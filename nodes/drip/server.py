@@ -65,7 +65,7 @@ from nodes.drip.core import (
 )
 from nodes.drip.entitlement import get_policy
 from nodes.drip.material import NodeFiles, client_context, peer_identity, server_context
-from nodes.drip.membership import operator_entry, parse_peer
+from nodes.drip.membership import dial_address, operator_entry, parse_peer
 from nodes.drip.records import Delivered
 from nodes.drip.store import Store
 
@@ -854,7 +854,7 @@ class DripNode(JournalingHost):
                     self.verifier.trust(n, None)
         for n, a in want.items():
             if self._wired.get(n) != a:
-                host, port = parse_peer(a["peer"])
+                host, port = parse_peer(dial_address(a, self.me))
                 self.peer_urls[n] = f"https://{host}:{port}"
                 if "jwt_key" in a and self.verifier.mode == "public":
                     self.verifier.trust(n, a["jwt_key"])
