@@ -158,3 +158,33 @@ def test_a_lean_store_loads_metadata_and_reads_values_back(tmp_path: Path) -> No
     d.apply(Merged((Item("k", "newer", 4, "u2", None),)))
     assert d.kv["k"].value is None and d.kv["k"].version == 4
     s.close()
+
+
+def _bytes_read() -> int:
+    """Bytes this process has read through read(2) so far (``rchar``, page cache included)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise RuntimeError("no rchar in /proc/self/io: is this Linux?")
+
+
+def test_a_lean_start_and_a_sync_merge_read_no_stored_value(tmp_path: Path) -> None:
+    """A start-up over a store of large values reads only the metadata, and merging a synced
+    item reads only the (version, uid) it compares with: each used to walk every value's
+    overflow pages (``value`` sits before ``version`` in the row), so a start over 5 GB read
+    5 GB. The store is reopened as an older one would be (no index yet: built on open)."""
+    path = tmp_path / "d.sqlite3"
+    s = Store(path)
+    big = "v" * 256 * 1024
+    s.apply_items([Item(f"k{i:03d}", big, 1, f"u{i}", None) for i in range(48)])  # 12 MiB
+    s.db.execute("DROP INDEX IF EXISTS kv_meta")  # a store written before the index existed
+    s.close()
+    Store(path).close()  # the first open builds the index (one scan)
+    s = Store(path, lean=True)
+    before = _bytes_read()
+    d = s.load()
+    s.apply_items([Item(f"k{i:03d}", big, 1, f"u{i}", None) for i in range(0, 48, 2)])
+    read = _bytes_read() - before
+    assert len(d.kv) == 48 and d.kv["k007"] == Item("k007", None, 1, "u7", None)
+    assert read < 1024 * 1024, f"load + 24 merges read {read} bytes of a 12 MiB store"
+    s.close()
