@@ -2,9 +2,12 @@
 
 Real node processes over TLS on loopback, a full mesh of ``--nodes`` (5), peers wired directly
 (no proxy). All but the last start holding N keys; the last (the joiner) is decommissioned (it
-never came up), added back through ``POST /admin/members``, then started on a fresh data directory with ``join``. Prints the time
-from its process start to ``active``, the sync's own time and keys/s, and the joiner's peak
-RSS and each source's (``VmHWM`` of each process, read once the joiner is active), as JSON.
+never came up), added back through ``POST /admin/members``, then started on a fresh data
+directory with ``join``. Prints, as JSON: the time to load the stores (``load_s``); the
+sources' start to healthy and to active (each restarted on its data, so all but the lowest id
+take a whole sync first: ``sources_resync_s``); the joiner's process start to ``active``, its
+sync's own time, keys/s, value MB moved and MB/s; every node's peak RSS (``VmHWM``) and the
+RSS sampled every 0.25 s per phase (the sources' while the joiner syncs).
 ``--value-bytes`` makes every value a string of that many bytes of JSON (default: a small
 object), to measure a sync of large values (nodes/drip/sync.py bounds each batch).
 Run: ``.venv/bin/python bench/bench_drip_sync.py [--keys 10000] [--value-bytes 1048576]
@@ -22,6 +25,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +39,40 @@ from drip_mesh import Mesh  # noqa: E402
 from nodes.drip.codec import MAX_VALUE_BYTES, Item  # noqa: E402
 
 
-def peak_rss_mib(pid: int) -> float:
-    """The process's peak resident set (``VmHWM``), in MiB."""
+def status_mib(pid: int, field: str = "VmHWM") -> float:
+    """A memory line of the process's ``/proc`` status (``VmHWM``: its peak resident set;
+    ``VmRSS``: now), in MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(field + ":"):
             return round(int(line.split()[1]) / 1024, 1)
-    raise RuntimeError(f"no VmHWM in /proc/{pid}/status: is this Linux?")
+    raise RuntimeError(f"no {field} in /proc/{pid}/status: is this Linux?")
+
+
+def peak_rss_mib(pid: int) -> float:
+    return status_mib(pid, "VmHWM")
+
+
+@dataclass
+class RssSampler:
+    """Samples every node's resident set every ``every_s`` and keeps the largest per phase
+    (``VmHWM`` alone cannot tell a source's start-up peak from its peak while serving)."""
+
+    m: Mesh
+    every_s: float = 0.25
+    phase: str = "start"
+    peaks: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    async def run(self) -> None:
+        while True:
+            for nid, proc in list(self.m.procs.items()):
+                if proc.poll() is None:
+                    try:
+                        rss = status_mib(proc.pid, "VmRSS")
+                    except (OSError, RuntimeError):
+                        continue  # exited between the poll and the read
+                    row = self.peaks.setdefault(self.phase, {})
+                    row[nid] = max(row.get(nid, 0.0), rss)
+            await asyncio.sleep(self.every_s)
 
 
 async def change_members(m: Mesh, s: aiohttp.ClientSession, at: str, uid: str,
@@ -112,6 +144,7 @@ async def bench(root: Path, keys: int, jwt_mode: str, value_bytes: int | None = 
     m = Mesh(root, nodes, options={"jwt_mode": jwt_mode})
     joiner = m.ids[-1]
     old = [n for n in m.ids if n != joiner]
+    t_load = time.monotonic()
     # the mesh already holds the keys (written in slices of 100: bounded memory here), the
     # first store written, the others copies of it
     m.preload(old[:1], lambda: (it for start in range(0, keys, 100)
@@ -119,38 +152,63 @@ async def bench(root: Path, keys: int, jwt_mode: str, value_bytes: int | None = 
     for n in old[1:]:
         (root / n / "data").mkdir(parents=True, exist_ok=True)
         shutil.copyfile(root / old[0] / "data" / "drip.sqlite3", root / n / "data" / "drip.sqlite3")
+    load_s = time.monotonic() - t_load
     m.set_options(joiner, join=True)
+    rss = RssSampler(m)
+    sampler = asyncio.ensure_future(rss.run())
     try:
+        t_start = time.monotonic()
         for n in old:
             m.start_node(n)
-        await asyncio.gather(*(m.wait_healthy(n, timeout=600) for n in old))  # large stores load slowly
+        # a start reads only metadata (nodes/drip/store.py kv_meta): seconds, not minutes
+        await asyncio.gather(*(m.wait_healthy(n, timeout=120) for n in old))
+        healthy_s = time.monotonic() - t_start
         async with aiohttp.ClientSession() as s:
-            await wait_active(m, s, old, timeout=600)
+            # each source restarted on its data, so it syncs (spec 4.6): the lowest id goes
+            # active on its own data, the others take a whole sync from an active one
+            await wait_active(m, s, old, timeout=3600)
+            sources_active_s = time.monotonic() - t_start
+            rss.phase = "membership"
             await asyncio.sleep(2)  # a few heartbeat rounds: every peer up
             await change_members(m, s, old[0], "m-remove", remove=[joiner])
             await wait_epoch(m, s, old, 1)  # the commit reaches the others after the answer
             await change_members(m, s, old[1], "m-add", add=[joiner])
             await wait_epoch(m, s, old, 2)
+            rss.phase = "joiner-sync"
             t0 = time.monotonic()
             m.start_node(joiner)
             await m.wait_healthy(joiner, timeout=120)
             await wait_active(m, s, [joiner], timeout=3600)
             wall = time.monotonic() - t0
-            rss = peak_rss_mib(m.procs[joiner].pid)
-            sources_rss = {n: peak_rss_mib(m.procs[n].pid) for n in old}
+            hwm = {n: peak_rss_mib(m.procs[n].pid) for n in m.ids}
     finally:
+        sampler.cancel()
         m.close()
     held, held_bytes = stored(root / joiner / "data" / "drip.sqlite3")
     if held < keys:
         raise RuntimeError(f"{joiner} went active holding {held} of {keys} keys")
     done = last_sync_done(root / joiner / "data" / "events.jsonl")
     sync_s = float(done["elapsed_s"])
+    resyncs = {n: last_sync_done(root / n / "data" / "events.jsonl") for n in old}
+    during = rss.peaks.get("joiner-sync", {})
     return {"jwt_mode": jwt_mode, "nodes": nodes, "keys": keys, "value_bytes": value_bytes,
+            "load_s": round(load_s, 1),
+            "sources_healthy_s": round(healthy_s, 1),
+            "sources_active_s": round(sources_active_s, 1),
+            "sources_resync_s": {n: d.get("elapsed_s") for n, d in resyncs.items()},
             "joiner_store_mib": round(held_bytes / 2**20, 1),
             "start_to_active_s": round(wall, 2),
             "sync_elapsed_s": sync_s, "batches": done.get("batches"),
             "keys_per_s": round(keys / sync_s) if sync_s > 0 else None,
-            "joiner_peak_rss_mib": rss, "sources_peak_rss_mib": sources_rss}
+            # values moved (their bytes as stored: JSON), over the sync's own time
+            "value_mb_moved": round(held_bytes / 1e6, 1),
+            "mb_per_s": round(held_bytes / 1e6 / sync_s, 1) if sync_s > 0 else None,
+            "joiner_peak_rss_mib": hwm[joiner],
+            "sources_peak_rss_mib": {n: hwm[n] for n in old},
+            # sampled every 0.25 s while the joiner synced (the sources' VmHWM includes
+            # their own start-up and resync)
+            "sampled_rss_during_join_mib": during,
+            "sampled_rss_by_phase_mib": rss.peaks}
 
 
 def last_sync_done(journal: Path) -> dict[str, Any]:
