@@ -52,8 +52,9 @@ What it does (spec ../shared/specs/swim.md, SWIM paper, memberlist's incarnation
   no new gossip item: a confirmation is an ordinary suspect entry whose ``origin`` is the
   confirming member (docs/swim.md, "Wire");
 * a member we believe suspect or dead is told so whenever we talk to it ("notice"), so it can
-  refute; dead members get a reconnecting JoinReq every ``reconnect_periods`` periods, which
-  is how two sides of a healed partition find each other again;
+  refute; dead members, and address-book members we never heard of, get a reconnecting
+  JoinReq every ``reconnect_periods`` periods, which is how two sides of a healed partition
+  find each other again (and two groups founded apart merge);
 * voluntary leave (Leave to every member, then silence), peer capacity, broadcast seeds.
 """
 
@@ -237,6 +238,11 @@ JOIN_ANSWER_PERIODS = 3
 #: of them (a founder that restarted with every peer as a seed, while each peer waits to join
 #: through it, would otherwise wedge: nobody founds; docs/swim.md "Founding")
 FOUND_AFTER_PERIODS = 5
+#: periods after joining before a member of a minority group also knocks (`_reconnect`) at
+#: address-book members it never heard of: by then gossip has taught it every member of its
+#: group, so one still unknown is in another group (founded beside ours across a partition)
+#: or not running
+STRANGER_PERIODS = 10
 #: JoinNaks sent per sender per period, and to everyone per period: a forged JoinReq flood
 #: from (or spoofing) one address must not make a node answer it datagram for datagram
 NAKS_PER_SENDER_PER_PERIOD = 1
@@ -289,6 +295,7 @@ class SwimCore:
         self._introduced: set[int] = set()  # members our own JoinReq introduced us to
         self._former: list[int] = []  # the members we left: whom a rejoin asks first
         self._join_tries = 0  # periods spent unjoined asking seeds (since start or rejoin)
+        self._joined_at = 0  # the period we last joined (or founded) in: _reconnect
         self._joiners: dict[int, int] = {}  # joiner -> period its JoinReq reached us unjoined
         self._out: list[Effect] = []
         self._armed: float | None = None  # the TICK timer's time as last set
@@ -833,6 +840,7 @@ class SwimCore:
 
     def _found(self) -> None:
         self.joined = True  # a founder: a group of one that others join
+        self._joined_at = self.period
         self._emit("join-ok", seed=None, gen=self.gen)
         self._probe_next()
 
@@ -950,6 +958,7 @@ class SwimCore:
     def _on_join_ack(self, msg: c.JoinAck) -> None:
         if not self.joined:
             self.joined = True
+            self._joined_at = self.period
             self._emit("join-ok", seed=msg.desc.id, gen=self.gen)
         # the acker first: it may take the slot kept for direct joins, the rest may not
         self._apply(Update(UpdateKind.ALIVE, msg.desc, msg.desc.id), direct=True)
@@ -1038,11 +1047,29 @@ class SwimCore:
             self._try_join()
 
     def _reconnect(self) -> None:
-        dead = [m for m in self.members.values() if m.state is State.DEAD]
-        if not dead:
-            return
-        m = self.rng.choice(dead)
-        self._join_req(m.id)
+        """Every ``reconnect_periods``: one JoinReq to a member we hold dead, or, from a
+        member of a minority group (`_in_minority`), to one of the address book we have never
+        heard of. The second is how two groups merge: members that restarted on both sides
+        of a partition each found a group (`_may_found`) that knows nothing of the other, so
+        nobody there is dead and without it the two stay apart for good. A joined member is
+        not a member of the other group, so it may ask to join it (the spec's "Joining a
+        group"); the JoinAck's view and the pings that follow merge the two views
+        (docs/swim.md "Partitions heal")."""
+        targets = [m.id for m in self.members.values() if m.state is State.DEAD]
+        if self._in_minority():
+            targets += sorted(set(self.addresses) - set(self.members) - {self.me})
+        if targets:
+            self._join_req(self.rng.choice(targets))
+
+    def _in_minority(self) -> bool:
+        """Do we knock at address-book members we never heard of? Only while our group (us
+        and the members we hold alive or suspect: `n`) is at most half the address book,
+        we have room (`_full`), and we joined over STRANGER_PERIODS periods ago. Of two
+        disjoint groups at most one is a majority, so some member of every pair knocks at
+        the other; a majority member never knocks, so a member that a lost gossip kept
+        out of a view stays the gossip's failure to find, not the knock's to mend."""
+        return (2 * self.n <= 1 + len(self.addresses) and not self._full(direct=False)
+                and self.period - self._joined_at > STRANGER_PERIODS)
 
     # ---------------------------------------------------------------- gossip
 

@@ -6,6 +6,7 @@ import pytest
 
 from harness.sim.search import search
 from harness.sim.swim_search import TARGET, run
+from nodes.swim.core import SwimCore
 
 pytestmark = pytest.mark.sim
 #: shrunk by the search (seed 1): member 1 isolated, again and again; without refutation the
@@ -102,3 +103,26 @@ def test_joiners_that_founded_apart_do_not_stay_two_groups() -> None:
               ["restart", 0, 0, 3], ["leave", 92, 0, 2], ["restart", 0, 0, 1], ["cut", 0, 0, 0]],
               3, ())
     assert out.ok, out.witness
+
+
+#: member 1 and 2 cut off from 3, 4 and 5, then every member crashes and restarts (generation
+#: 1: every peer is a seed) while every one of them is joining; 20 s later the last heal
+SPLIT = ([["partition", 0, 1, 0]] + [["crash", 0, 0, b] for b in range(5)]
+         + [["restart", 0, 0, b] for b in range(5)] + [["heal", 20000, 0, 0]])
+
+
+def test_groups_founded_on_both_sides_of_a_partition_merge(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each side founds a group (`SwimCore._may_found`: 1 for {1, 2}, 3 for {3, 4, 5}) knowing
+    nothing of the other: nobody is dead, so no reconnect crosses the healed link, and the
+    two groups stayed apart for good (view-mismatch at every member, every seed). Now a
+    member of the minority group knocks at the address-book members it never heard of
+    (`SwimCore._reconnect`, `_in_minority`) and the JoinAck merges the views."""
+    for seed in (1, 2, 3):
+        out = run(SPLIT, seed, ())
+        assert out.ok, out.witness
+    # without the knock, the two groups stay apart: every member misses the other side
+    monkeypatch.setattr(SwimCore, "_in_minority", lambda self: False)
+    out = run(SPLIT, 1, ())
+    assert {w["witness"]["node"] for w in out.witness if w["kind"] == "view-mismatch"} == {
+        f"n{i}" for i in range(1, 6)}, out.witness
