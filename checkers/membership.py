@@ -11,8 +11,9 @@ connectivity, cost):
 * ``accuracy``: no live, reachable member declared dead. A death a node declared itself
   (journal ``dead`` with ``local: true``) is a false positive unless, within the
   ``grace`` window before it, the member or the declaring node was crashed, paused or gone,
-  or a partition separated the two, or a latency fault slowed the link between them (per
-  pair: a cut or a slow link elsewhere excuses nothing). Loss is *not* an excuse: surviving loss is what indirect probes are for. Reported
+  or a partition separated the two (`Timeline.separated`: a one-way cut of the declaring node's
+  link that a third member's relay goes around excuses nothing), or a latency fault slowed the
+  link between them (per pair: a cut or a slow link elsewhere excuses nothing). Loss is *not* an excuse: surviving loss is what indirect probes are for. Reported
   as false positives per member-hour, and false suspicions likewise.
 * ``completeness``: every member crashed long enough (``window``) is declared dead (or
   left) by every survivor that was healthy throughout; the time each took.
@@ -73,6 +74,10 @@ class Timeline:
     kills: list[tuple[str, float, float]] = field(default_factory=list)  # node, down, up
     #: the node pairs a partition separated, and when
     cut_pairs: list[tuple[frozenset[str], float, float]] = field(default_factory=list)
+    #: each partition's directed flows cut (src, dst), and when
+    cut_flows: list[tuple[frozenset[tuple[str, str]], float, float]] = field(
+        default_factory=list)
+    nodes: list[str] = field(default_factory=list)
     #: each latency fault's span and the node pairs it slowed (None: every pair)
     slow_links: list[tuple[float, float, frozenset[frozenset[str]] | None]] = field(
         default_factory=list)
@@ -93,9 +98,21 @@ class Timeline:
                    for s, e in d.get(node, []))
 
     def separated(self, x: str, y: str, a: float, b: float) -> bool:
-        """Did a partition put ``x`` and ``y`` on different sides at any time in [a, b]?"""
-        pair = frozenset((x, y))
-        return any(p == pair and s <= b and e >= a for p, s, e in self.cut_pairs)
+        """Could a partition at any time in [a, b] have failed ``x``'s probe of ``y``? It
+        could when ``y``'s answer to ``x`` was cut (a relayed probe is answered directly), or
+        ``x -> y`` was cut and no third member relayed both ways between them (SWIM's
+        indirect probes exist for exactly that). A one-way cut ``x -> y`` alone excuses
+        ``y``'s verdict on ``x``, not ``x``'s on ``y``."""
+        for flows, s, e in self.cut_flows:
+            if s > b or e < a:
+                continue
+            if (y, x) in flows:
+                return True
+            if (x, y) in flows and not any(
+                    not {(x, k), (k, x), (k, y), (y, k)} & flows
+                    for k in self.nodes if k not in (x, y)):
+                return True
+        return False
 
     def slowed_between(self, x: str, y: str, a: float, b: float) -> bool:
         """Was a latency fault on the link between ``x`` and ``y`` at any time in [a, b]?"""
@@ -115,10 +132,11 @@ def _names(v: Any) -> list[str]:
 def build_timeline(history: list[Op], nodes: list[str]) -> Timeline:
     """Fault and leave intervals from nemesis completions and client leave/join ops."""
     end = max((o.get("time", 0) for o in history), default=0) / 1e9
-    tl = Timeline(end=end)
+    tl = Timeline(end=end, nodes=list(nodes))
     open_: dict[tuple[str, str], float] = {}
     cut_since: dict[str, float] = {}
     pairs_since: dict[frozenset[str], float] = {}
+    flows_since: list[tuple[frozenset[tuple[str, str]], float]] = []
     slow_since: float | None = None
     slow_pairs: frozenset[frozenset[str]] | None = None
 
@@ -135,6 +153,8 @@ def build_timeline(history: list[Op], nodes: list[str]) -> Timeline:
         cut_since.clear()
         tl.cut_pairs.extend((p, s, t) for p, s in pairs_since.items())
         pairs_since.clear()
+        tl.cut_flows.extend((f, s, t) for f, s in flows_since)
+        flows_since.clear()
 
     def close_slow(t: float) -> None:
         nonlocal slow_since
@@ -177,6 +197,7 @@ def build_timeline(history: list[Op], nodes: list[str]) -> Timeline:
                 cut_since.setdefault(str(a), start)
                 cut_since.setdefault(str(b), start)
                 pairs_since.setdefault(frozenset((str(a), str(b))), start)
+            flows_since.append((frozenset((str(a), str(b)) for a, b in v.get("cut", [])), start))
         elif f == "stop-partition":
             close_cuts(t)
         elif f == "start-latency":

@@ -32,7 +32,11 @@ Ops (value fields; ``links`` is a list of ``[src, dst]`` pairs, default every no
 * ``kill`` ``{node, for_good: true}``: killed and left down through the final heal (a node
   that is gone for good: ``gone``); nothing restarts it, later kills and pauses skip it, and
   ``heal_all`` names it under ``gone`` so the checkers judge the run without it
-* ``clock-skew`` ``{node, offset_s}``; ``clock-reset`` ``{node?}`` (default: every skewed node)
+* ``clock-skew`` ``{node, offset_s}``; ``clock-reset`` ``{node?}`` (default: every skewed node;
+  it also puts a node's clock rate back to 1)
+* ``clock-rate`` ``{node, rate}``: the node's clocks (monotonic and calendar) run at ``rate``
+  times true time from now on, continuing from what they read (no jump), through a restart
+  too; the harness starts such a run's nodes under libfaketime (faults/clockrate.py)
 * ``start-hostile`` ``{interval_s?, nodes?}``: a burst of the protocol's hostile messages
   (faults/hostile.py) to each node (default every node) now and every ``interval_s`` (0.5);
   ``stop-hostile`` ends it and completes with what was sent, per node and kind
@@ -66,6 +70,8 @@ class NodeControl(Protocol):
     async def resume(self, node: str) -> None: ...        # SIGCONT
 
     async def set_clock_offset(self, node: str, offset_s: float) -> None: ...
+
+    async def set_clock_rate(self, node: str, rate: float) -> None: ...
 
     async def leader(self) -> str | None: ...             # best guess, or None
 
@@ -107,6 +113,7 @@ class Nemesis:
         self.gone: set[str] = set()
         self.paused: set[str] = set()
         self.skewed: dict[str, float] = {}
+        self.rated: dict[str, float] = {}  # node -> clock rate, for nodes not at 1
         self._lock = asyncio.Lock()  # ops run one at a time, so the bookkeeping stays true
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
             "start-partition": self._start_partition,
@@ -135,6 +142,7 @@ class Nemesis:
             "resume": self._resume,
             "clock-skew": self._clock_skew,
             "clock-reset": self._clock_reset,
+            "clock-rate": self._clock_rate,
             "start-hostile": self._start_hostile,
             "stop-hostile": self._stop_hostile,
         }
@@ -348,12 +356,33 @@ class Nemesis:
 
     async def _clock_reset(self, value: dict[str, Any]) -> dict[str, Any]:
         spec = value.get("node", value.get("nodes"))
-        names = sorted(self.skewed) if spec is None else await self._resolve(spec, set())
+        names = sorted(self.skewed.keys() | self.rated.keys()) if spec is None \
+            else await self._resolve(spec, set())
         control = self._control()
-        await self._each(lambda n: control.set_clock_offset(n, 0.0), names)
+        # a node gone for good has no process to ask; its clock rate is a file, reset too
+        await self._each(lambda n: control.set_clock_offset(n, 0.0),
+                         [n for n in names if (spec is not None or n in self.skewed)
+                          and n not in self.gone])
+        await self._each(lambda n: control.set_clock_rate(n, 1.0),
+                         [n for n in names if n in self.rated])
         for n in names:
             self.skewed.pop(n, None)
+            self.rated.pop(n, None)
         return {**value, "nodes": names}
+
+    async def _clock_rate(self, value: dict[str, Any]) -> dict[str, Any]:
+        names = await self._resolve(value.get("node", "random"), self.gone)
+        rate = float(value["rate"])
+        if not rate > 0:
+            raise NemesisError(f"clock-rate: the rate must be positive, got {rate}")
+        control = self._control()
+        await self._each(lambda n: control.set_clock_rate(n, rate), names)
+        for n in names:
+            if rate == 1.0:
+                self.rated.pop(n, None)
+            else:
+                self.rated[n] = rate
+        return {**value, "nodes": names, "rate": rate}
 
     # ---- hostile messages ----------------------------------------------------------------
 

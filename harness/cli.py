@@ -423,7 +423,7 @@ def _sim_replay_spec(a: argparse.Namespace, record: dict[str, Any]) -> Any:
     (harness/sim/realrun.py), its bug modes, seed and protocol; the options that make sense
     beside it (--seed, --time-limit, --name, --store, --backend, --sim-scale) are applied, the
     rest refused."""
-    from harness.sim.realrun import profile, spec_for
+    from harness.sim.realrun import Unsupported, profile, spec_for
 
     fixed = {"--nodes": a.nodes, "--nemesis": a.nemesis, "--nemesis-interval": a.nemesis_interval,
              "--workload": a.workload, "--topology": a.topology, "--concurrency": a.concurrency,
@@ -444,6 +444,8 @@ def _sim_replay_spec(a: argparse.Namespace, record: dict[str, Any]) -> Any:
                                 time_limit=a.time_limit, name=a.name, store=a.store,
                                 backend=a.backend or "local",
                                 quiesce_s=quiesce_for(proto, profile(proto.name).nodes))
+    except Unsupported as e:
+        raise UsageError(f"--from {a.from_}: {e}") from None
     except (ValueError, KeyError, TypeError) as e:
         raise UsageError(f"--from {a.from_}: not a usable sim replay file: {e}") from None
     a.sim_replay, a.sim_notes = record, mapped.notes

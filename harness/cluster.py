@@ -71,6 +71,10 @@ class Cluster:
 
     # ---- set-up -------------------------------------------------------------------------
     async def start(self) -> None:
+        if self.spec.options.get("clock_rate") and self.backend.name != "local":
+            raise ClusterError(f"test option clock_rate (a clock-rate fault) needs the local "
+                               f"backend, not {self.backend.name}: it preloads libfaketime into "
+                               "each node process and rewrites its rate file; use --backend local")
         udp = socket.SOCK_DGRAM if self.proto.transport == "udp" else socket.SOCK_STREAM
         for n in self.nodes:
             self.ports[n] = {p: free_port(kind=udp if p == self.proto.peer_port else socket.SOCK_STREAM)
@@ -170,7 +174,20 @@ class Cluster:
         else:  # the user's implementation, run from where the harness was started
             argv, cwd = node_argv(self.spec.node_command, config=path, node_id=n), Path.cwd()
         return NodeSpec(id=n, argv=argv, config_path=path, data_dir=data,
-                        log_path=nd / "log.txt", cwd=cwd)
+                        log_path=nd / "log.txt", cwd=cwd, env=self._clock_env(n))
+
+    def _clock_env(self, n: str) -> dict[str, str]:
+        """Test option ``clock_rate``: node ``n`` starts under libfaketime, so the
+        ``clock-rate`` op can change its clocks' rate (faults/clockrate.py); local backend only
+        (the library and the rate file must be on the node's own machine)."""
+        if not self.spec.options.get("clock_rate"):
+            return {}
+        from faults.clockrate import RATE_FILE, ClockRateError, node_env
+
+        try:
+            return node_env(self.run_dir.node_dir(n) / RATE_FILE)
+        except ClockRateError as e:
+            raise ClusterError(str(e)) from None
 
     def admin_url(self, n: str) -> str:
         return f"http://{HOST}:{self.ports[n]['admin']}"
@@ -337,6 +354,14 @@ class Cluster:
 
     async def set_clock_offset(self, node: str, offset_s: float) -> None:
         await self.admin(node, "POST", "/admin/clock", {"offset_s": offset_s})
+
+    async def set_clock_rate(self, node: str, rate: float) -> None:
+        from faults.clockrate import RATE_FILE, set_rate
+
+        if not self.node_specs[node].env.get("FAKETIME_TIMESTAMP_FILE"):
+            raise ClusterError(f"{node} runs at true time: a clock-rate fault needs the run's "
+                               "nodes started under libfaketime (test option clock_rate: true)")
+        set_rate(self.run_dir.node_dir(node) / RATE_FILE, rate)
 
     async def states(self) -> dict[str, dict[str, Any] | None]:
         async def one(n: str) -> dict[str, Any] | None:

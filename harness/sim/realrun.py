@@ -49,6 +49,11 @@ from faults.schedules import op
 MARKS = ("schedule", "trace_sha256")
 
 
+class Unsupported(ValueError):
+    """A usable replay file this real run cannot play as asked (a clock rate off the local
+    backend): said before anything starts."""
+
+
 def is_replay(record: Any) -> bool:
     """A sim replay file (`harness.sim.replayfile`), not a stored run's test.json."""
     return isinstance(record, dict) and all(k in record for k in MARKS) and "faults" not in record
@@ -68,6 +73,10 @@ class Profile:
     #: test options that make the real cluster the sim's (topology, timers)
     options: dict[str, Any] = field(default_factory=dict)
 
+
+#: SWIM step kinds under which a correct member may suspect without a cut or crash to
+#: excuse it: a replay without them holds the real run to no false suspicion
+CORRECT_SUSPECTS = {"loss", "dup", "delay", "hostile"}
 
 #: DRiP's sim mesh (harness/sim/drip_search.py EDGES): the ring n1..n4 with the chord n2-n4
 DRIP_EDGES = (("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n4", "n1"), ("n2", "n4"))
@@ -95,6 +104,12 @@ class Mapped:
     steps: list[NemesisStep]
     duration_s: float
     notes: list[str] = field(default_factory=list)
+    #: SWIM: the workload's leave/join ops (test option ``swim_plan``)
+    swim_plan: list[list[Any]] = field(default_factory=list)
+    #: DRiP: nodes added (`TestSpec.add_member`) and when
+    added: dict[str, float] = field(default_factory=dict)
+    #: a ``clock-rate`` op is among the steps: the nodes start under libfaketime
+    rates: bool = False
 
 
 def profile(protocol: str) -> Profile:
@@ -129,6 +144,11 @@ def _partition(p: Profile, protocol: str, a: int, b: int) -> dict[str, Any]:
 def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
     """The real nemesis schedule of replay file ``rec``: each step's wait (``scale`` times the
     simulated one; the lead-in first) then its ops."""
+    from harness.sim.drip_search import MAX_ADDED as DRIP_MAX_ADDED
+    from harness.sim.driver import Simulation
+    from harness.sim.swim_search import CUT_S as SWIM_CUT_S
+
+    SKEWS = Simulation.SKEWS
     protocol = rec["protocol"]
     p = profile(protocol)
     timed: list[tuple[float, int, dict[str, Any]]] = []  # (at, order, op): later ends sort in
@@ -138,6 +158,13 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
     killed = 0
     down: set[str] = set()  # named profiles: nodes killed and not restarted
     cut: set[tuple[str, str]] = set()  # DRiP: the links cut so far (the sim's cuts add up)
+    gone: set[str] = set()  # killed for good: no later step touches them
+    clocks: dict[str, tuple[float, float]] = {}  # node -> (rate, calendar offset) skewed
+    flows: set[tuple[str, str]] = set()  # SWIM: directed flows cut (partitions and cuts)
+    one_way: list[tuple[float, tuple[str, str]]] = []  # SWIM: (end, flow) of each cut on
+    left: set[str] = set()  # SWIM: members that left and have not joined again
+    plan: list[list[Any]] = []  # SWIM: the workload's leave/join ops ([at_s, f, node])
+    added: dict[str, float] = {}  # DRiP: node -> when its add-member op runs
 
     def emit(o: dict[str, Any], at: float | None = None) -> None:
         timed.append((now if at is None else at, len(timed), o))
@@ -155,11 +182,76 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
                 cut -= links
                 emit(partition_of(cut) if cut else op("stop-partition"), at=end)
 
+    def uncut(until: float) -> None:
+        """SWIM ``cut`` ends due by ``until``: that flow back (the sim discards it even
+        where a partition also cut it), the rest kept."""
+        for end, flow in sorted(one_way):
+            if end <= until:
+                one_way.remove((end, flow))
+                flows.discard(flow)
+                emit(op("start-partition", {"shape": "explicit", "cut": sorted(
+                    map(list, flows))}) if flows else op("stop-partition"), at=end)
+
     ends: list[tuple[float, frozenset[tuple[str, str]]]] = []
     for i, (kind, dt, a, b) in enumerate(rec["schedule"]):
         now += dt / 1000 * scale
         node = _node(p, b)
         give_back(now)
+        uncut(now)
+        if node in gone and kind not in ("decommission", "heal", "partition", "delay", "loss",
+                                         "dup", "cut", "isolate", "add", "remove"):
+            notes.append(f"step {i} {kind}: skipped, {node} is gone for good")
+            continue
+        if kind == "gone":  # the sim's kill_for_good: the nemesis's own kill for good
+            emit(op("kill", {"node": node, "for_good": True}))
+            if not p.leader_relative:
+                gone.add(node)
+                down.discard(node)
+            continue
+        if kind == "skew":  # rate: libfaketime under the node; calendar: its clock offset
+            rate, step = SKEWS[a % len(SKEWS)]
+            was_rate, was_off = clocks.get(node, (1.0, 0.0))
+            if rate != was_rate:
+                emit(op("clock-rate", {"node": node, "rate": rate}))
+            if step:
+                emit(op("clock-skew", {"node": node, "offset_s": was_off + step}))
+            clocks[node] = (rate, was_off + step)
+            continue
+        if protocol == "swim" and kind in ("cut", "partition", "heal") and \
+                (kind == "cut" or one_way):
+            if kind == "heal":
+                flows.clear()
+                one_way.clear()
+                emit(op("stop-partition"))
+                continue
+            if kind == "cut":  # member b's link to another (a % 4 picks it), one way
+                names = [f"n{j}" for j in range(1, p.nodes + 1)]
+                flow = (node, names[(b + 1 + a % (p.nodes - 1)) % p.nodes])
+                flows.add(flow)
+                one_way.append((now + SWIM_CUT_S * scale, flow))
+            else:
+                shape = _partition(p, protocol, a, b)
+                groups = shape.get("groups") or [[node], [m for m in (
+                    f"n{j}" for j in range(1, p.nodes + 1)) if m != node]]
+                flows.update((x, y) for g in groups for h in groups if g is not h
+                             for x in g for y in h)
+            emit(op("start-partition", {"shape": "explicit", "cut": sorted(map(list, flows))}))
+            continue
+        if protocol == "swim" and kind in ("leave", "rejoin"):
+            if node not in down and (node in left) == (kind == "rejoin"):
+                plan.append([round(now, 3), "leave" if kind == "leave" else "join", node])
+                (left.add if kind == "leave" else left.discard)(node)
+            continue
+        if protocol == "drip" and kind == "add":
+            new = f"n{p.nodes + len(added) + 1}"
+            if len(added) < DRIP_MAX_ADDED and node not in down:
+                added[new] = round(now, 3)
+                notes.append(f"step {i} add: {new} added through a running member (the "
+                             f"cluster's add-member op, not {node}'s own), started 0.5 s later")
+            else:
+                notes.append(f"step {i} add: skipped, as in the sim ({node} is down, or "
+                             f"{DRIP_MAX_ADDED} nodes were added already)")
+            continue
         if protocol == "drip" and kind in ("cut", "isolate", "heal"):
             if kind == "heal":
                 cut.clear()
@@ -234,30 +326,30 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
             notes.append(f"step {i} add: skipped, a real server joins only as a late node "
                          "started outside the cluster (options.late_nodes), and the sim's five "
                          "are all members")
-        elif kind == "add" and protocol == "drip":
-            notes.append(f"step {i} add: skipped, not mapped yet (the real add-member op needs "
-                         "a late node none of the mesh knows, options.late_unknown)")
         elif kind in ("add", "remove", "leave", "rejoin"):
             notes.append(f"step {i} {kind}: skipped, the real nemesis has no membership op for "
                          f"{protocol} yet")
         elif kind == "hostile":
             notes.append(f"step {i} hostile: skipped, the real 'hostile' fault sends its own "
                          "bursts (harness run --nemesis hostile)")
-        elif kind == "skew":
-            notes.append(f"step {i} skew: skipped, not mapped yet (a calendar step, a=3/4, is "
-                         "the real 'clock-skew' op; a clock rate, a=1/2, has no real fault)")
         else:
             notes.append(f"step {i} {kind}: left to the workload, which sends its own requests")
         if kind == "rejoin" and protocol == "drip":
             notes.append(f"step {i} rejoin: {node} restarted; the update the sim starts at once "
                          "is left to the workload")
+    if one_way:  # a cut still on lasts its time, as the sim plays it out
+        now = max(now, max(end for end, _ in one_way))
+        uncut(now)
+    if protocol == "swim" and left:  # the sim's settle: every member still out joins again
+        plan += [[round(now, 3), "join", n] for n in sorted(left)]
     out: list[NemesisStep] = []
     last = 0.0
     # an end due after the last step is the run's final heal's, as in the sim
     for at, _, o in sorted((t for t in timed if t[0] <= now), key=lambda t: (t[0], t[1])):
         out.append((round(at - last, 3), o))
         last = at
-    return Mapped(out, now, notes)
+    return Mapped(out, now, notes, plan, added, rates=any(
+        o["f"] == "clock-rate" for _, _, o in timed))
 
 
 def verdict_line(result: Any, witness: list[dict[str, Any]]) -> str:
@@ -304,15 +396,34 @@ def spec_for(rec: dict[str, Any], proto: Any, *, scale: float = 1.0, seed: int |
         raise ValueError(f"--sim-scale must be positive, got {scale}")
     p = profile(rec["protocol"])
     mapped = nemesis_steps(rec, scale)
+    if mapped.rates and backend != "local":
+        raise Unsupported(f"its schedule runs a node's clock at another rate (a 'skew' step), "
+                         f"which only the local backend can do (it starts each node under "
+                         f"libfaketime), not --backend {backend}; run it with --backend local")
+    options: dict[str, Any] = {**p.options}
+    if mapped.swim_plan:
+        options["swim_plan"] = mapped.swim_plan
+    if mapped.rates:
+        options["clock_rate"] = True
+    if rec["protocol"] == "swim" and not {s[0] for s in rec["schedule"]} & CORRECT_SUSPECTS:
+        # the sim's accuracy check: no suspicion a relay goes around, while nothing else
+        # excuses one (loss, latency: they may)
+        options["swim_max_false_suspicions_per_member_hour"] = 0
+    edges = p.edges
+    if edges is not None and mapped.added:  # an added node peers with every member then
+        first = [f"n{i}" for i in range(1, p.nodes + 1)]
+        edges = edges + tuple((m, new) for j, new in enumerate(mapped.added)
+                              for m in first + list(mapped.added)[:j])
     spec = TestSpec(
-        name=name or f"{proto.name}-sim-replay", protocol=proto, nodes=p.nodes,
+        name=name or f"{proto.name}-sim-replay", protocol=proto,
+        nodes=p.nodes + len(mapped.added), add_member=dict(mapped.added),
         nemesis=from_schedule(mapped.steps) if mapped.steps else None,
         time_limit=time_limit if time_limit is not None else round(mapped.duration_s + 1.0, 3),
         concurrency=p.nodes, seed=int(rec["seed"]) if seed is None else seed, backend=backend,
         bugs=list(rec.get("bug") or []), store=store, quiesce_s=quiesce_s,
-        topology=None if p.edges is None else FixedTopology(  # type: ignore[arg-type]
-            tuple(sorted(tuple(sorted(e)) for e in p.edges))),
-        options={**p.options, **(antacid_zones(int(rec.get("zones", 1)))
+        topology=None if edges is None else FixedTopology(  # type: ignore[arg-type]
+            tuple(sorted(tuple(sorted(e)) for e in edges))),
+        options={**options, **(antacid_zones(int(rec.get("zones", 1)))
                                  if rec["protocol"] == "antacid" else {})})
     if mapped.steps:  # none: a run without faults, which the faults checker does not judge
         spec.nemesis_desc = f"sim replay ({len(mapped.steps)} ops)"

@@ -127,9 +127,12 @@ def test_a_replay_file_with_skew_steps_reproduces_byte_for_byte(tmp_path, capsys
     assert "reproduced byte for byte" in capsys.readouterr().out
 
 
-def test_a_real_run_from_a_file_says_a_skew_step_is_not_mapped() -> None:
+def test_a_real_run_from_a_file_plays_a_calendar_skew_on_the_node() -> None:
     from harness.sim.realrun import nemesis_steps
 
     r = {"protocol": "garlicfarm", "seed": 1, "bug": [], "schedule": [["skew", 0, 3, 0]],
          "ops": [], "witness": [], "trace_sha256": "0" * 64}
-    assert "skew: skipped, not mapped yet" in nemesis_steps(r).notes[0]
+    m = nemesis_steps(r)
+    assert [o for _, o in m.steps] == [
+        {"f": "clock-skew", "value": {"node": "leader", "offset_s": -60.0}}]
+    assert not m.notes and not m.rates  # a calendar step needs no libfaketime

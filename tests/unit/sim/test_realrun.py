@@ -188,3 +188,92 @@ def test_a_drip_decommission_is_the_clusters_decommission_of_that_node() -> None
         (0.05, {"f": "decommission", "value": {"node": "n1"}}),
     ]
     assert m.notes == []
+
+
+def test_a_node_gone_for_good_is_the_nemesis_kill_for_good_and_nothing_touches_it_after() -> None:
+    m = nemesis_steps(rec("sds", [["gone", 100, 0, 1], ["crash", 10, 0, 1], ["restart", 0, 0, 1],
+                                  ["pause", 0, 0, 1], ["partition", 0, 0, 1]], bug=["no-repair"]))
+    assert m.steps == [(1.1, {"f": "kill", "value": {"node": "n2", "for_good": True}}),
+                       (0.01, {"f": "start-partition",
+                               "value": {"shape": "isolate", "node": "n2"}})]
+    assert [n.split(":")[0] for n in m.notes] == ["step 1 crash", "step 2 restart",
+                                                  "step 3 pause"]
+    assert all("gone for good" in n for n in m.notes)
+
+
+def test_a_skew_is_a_clock_rate_under_libfaketime_and_a_calendar_step_on_the_node() -> None:
+    # SKEWS[a] = (rate, calendar step): a=2 double speed; a=4 true rate and +60 s (the
+    # steps add up); a=0 true rate, already so: nothing; a=1 half speed
+    r = rec("sds", [["skew", 0, 2, 0], ["skew", 10, 4, 0], ["skew", 0, 4, 0], ["skew", 0, 0, 0],
+                    ["skew", 0, 1, 3]])
+    m = nemesis_steps(r)
+    assert [o for _, o in m.steps] == [
+        {"f": "clock-rate", "value": {"node": "n1", "rate": 2.0}},
+        {"f": "clock-rate", "value": {"node": "n1", "rate": 1.0}},
+        {"f": "clock-skew", "value": {"node": "n1", "offset_s": 60.0}},
+        {"f": "clock-skew", "value": {"node": "n1", "offset_s": 120.0}},
+        {"f": "clock-rate", "value": {"node": "n4", "rate": 0.5}}]
+    assert m.rates and not m.notes
+    spec, _ = spec_for(r, get_protocol("sds"))
+    assert spec.options["clock_rate"] is True  # the nodes start under libfaketime
+    with pytest.raises(ValueError, match="only the local backend can do"):
+        spec_for(r, get_protocol("sds"), backend="docker")
+    # a calendar step alone needs no libfaketime
+    spec, _ = spec_for(rec("sds", [["skew", 0, 3, 0]]), get_protocol("sds"), backend="docker")
+    assert "clock_rate" not in spec.options
+
+
+def test_a_swim_cut_is_one_way_for_its_time_and_adds_up_with_a_partition() -> None:
+    # member b=0 (n1) and the one a % 4 = 1 picks: n3; the cut lasts 8 s (CUT_S)
+    m = nemesis_steps(rec("swim", [["cut", 0, 1, 0], ["partition", 1000, 1, 0],
+                                   ["heal", 1000, 0, 0], ["cut", 0, 0, 4]]))
+    split = [[x, y] for g, h in ((["n1", "n2"], ["n3", "n4", "n5"]),
+                                 (["n3", "n4", "n5"], ["n1", "n2"])) for x in g for y in h]
+    assert m.steps == [
+        (10.0, {"f": "start-partition", "value": {"shape": "explicit", "cut": [["n1", "n3"]]}}),
+        (1.0, {"f": "start-partition", "value": {"shape": "explicit", "cut": sorted(split)}}),
+        (1.0, {"f": "stop-partition", "value": None}),
+        (0.0, {"f": "start-partition", "value": {"shape": "explicit", "cut": [["n5", "n1"]]}}),
+        (8.0, {"f": "stop-partition", "value": None})]  # the sim plays the cut out
+    assert m.duration_s == 20.0
+    # alone, a cut's end gives the link back at its time
+    m = nemesis_steps(rec("swim", [["cut", 0, 1, 0], ["loss", 9000, 2, 0]]))
+    assert [(t, o["f"]) for t, o in m.steps] == [(10.0, "start-partition"),
+                                                 (8.0, "stop-partition"), (1.0, "start-loss")]
+
+
+def test_swim_leave_and_rejoin_are_the_workloads_ops_and_the_last_heal_rejoins() -> None:
+    r = rec("swim", [["leave", 0, 0, 1], ["leave", 0, 0, 1], ["rejoin", 500, 0, 1],
+                     ["leave", 0, 0, 2], ["crash", 0, 0, 3], ["leave", 0, 0, 3]])
+    m = nemesis_steps(r)
+    assert m.swim_plan == [[10.0, "leave", "n2"], [10.5, "join", "n2"], [10.5, "leave", "n3"],
+                           [10.5, "join", "n3"]]
+    spec, _ = spec_for(r, get_protocol("swim"))
+    assert spec.options["swim_plan"] == m.swim_plan
+    # nothing here lets a correct member suspect unexcused: none is allowed, as in the sim
+    assert spec.options["swim_max_false_suspicions_per_member_hour"] == 0
+    spec, _ = spec_for(rec("swim", [["cut", 0, 0, 0], ["loss", 0, 3, 0]]), get_protocol("swim"))
+    assert "swim_max_false_suspicions_per_member_hour" not in spec.options
+
+
+def test_a_drip_add_is_the_clusters_add_member_of_a_fresh_node_on_the_sims_mesh() -> None:
+    r = rec("drip", [["add", 100, 0, 0], ["add", 0, 0, 1], ["add", 0, 0, 2]])
+    m = nemesis_steps(r)
+    assert m.added == {"n5": 1.1, "n6": 1.1} and not m.steps
+    assert "step 2 add: skipped" in m.notes[2]
+    spec, _ = spec_for(r, get_protocol("drip"))
+    assert (spec.nodes, spec.add_member) == (6, {"n5": 1.1, "n6": 1.1})
+    edges = set(spec.topology(spec.node_ids))
+    assert {("n1", "n5"), ("n4", "n5"), ("n1", "n6"), ("n5", "n6"), ("n2", "n4")} <= edges
+    assert ("n1", "n3") not in edges  # the sim's own mesh stays as it was
+
+
+def test_a_clock_rate_replay_on_another_backend_is_refused_before_anything_starts(
+        tmp_path, capsys) -> None:
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(rec("sds", [["skew", 0, 2, 0]])))
+    assert main(["run", "--from", str(f), "--store", str(tmp_path / "s"),
+                 "--backend", "docker"]) == 254
+    said = " ".join(capsys.readouterr().err.split())
+    assert "only the local backend can do" in said and "--backend local" in said, said
+    assert not (tmp_path / "s").exists()

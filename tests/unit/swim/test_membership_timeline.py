@@ -126,3 +126,21 @@ def test_events_on_the_history_axis(test: dict[str, Any], history: list[dict[str
     else:
         assert al.events["n1"][0]["ht"] == 0.0 and [(e["type"], e["ht"]) for e in al.events["n2"]] == [
             ("start", 1.0), ("wall-only", 2.0)]
+
+
+def test_a_one_way_cut_that_relays_go_around_excuses_only_the_answers_loss() -> None:
+    # n1 -> n2 cut alone: n1's probe of n2 goes around through n3/n4 (answered directly,
+    # n2 -> n1 works), so n1 suspecting n2 is not excused; n2's probe of n1 is answered over
+    # the cut link, so n2 suspecting n1 is
+    tl = build_timeline(fault(10, "start-partition", {"cut": [["n1", "n2"]]}) +
+                        fault(20, "stop-partition", None), NODES)
+    assert not tl.separated("n1", "n2", 12, 13) and tl.separated("n2", "n1", 12, 13)
+    assert not tl.separated("n2", "n1", 21, 22)  # healed
+    # n1 isolated one way (n1 -> everyone): no relay either, so both excused
+    out = [["n1", k] for k in NODES[1:]]
+    tl = build_timeline(fault(10, "start-partition", {"cut": out}), NODES)
+    assert tl.separated("n1", "n2", 12, 13) and tl.separated("n2", "n1", 12, 13)
+    # both ways: excused, as before
+    tl = build_timeline(fault(10, "start-partition", {"cut": [["n1", "n2"], ["n2", "n1"]]}),
+                        NODES)
+    assert tl.separated("n1", "n2", 12, 13) and not tl.separated("n3", "n4", 12, 13)
