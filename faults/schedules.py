@@ -32,7 +32,8 @@ def stop_op(start: Op) -> Op:
     if f not in STOP_FOR:
         raise ValueError(f"{f!r} is not a start op; known: {sorted(STOP_FOR)}")
     value = start.get("value")
-    if f in ("kill", "pause", "clock-skew") and isinstance(value, dict) and "node" in value:
+    if f in ("kill", "pause", "clock-skew", "clock-rate") and isinstance(value, dict) \
+            and "node" in value:
         node = value["node"]
         # "random"/"leader" are resolved by the nemesis: the end op undoes whatever was chosen.
         return op(STOP_FOR[f], None if node in ("random", "leader") else {"node": node})
@@ -125,6 +126,9 @@ def named_kinds(nodes: Sequence[str]) -> dict[str, FaultKind]:
     kinds = {k.name: k for k in default_kinds(nodes, shapes, udp=True)}
     out: dict[str, FaultKind] = {"partition": kinds["partition"],
                                  "clock-skew": kinds["clock-skew"]}
+    # a node's clocks at half or double speed (libfaketime: local backend only)
+    out["clock-rate"] = FaultKind("clock-rate", lambda rng: op("clock-rate", {
+        "node": rng.choice(list(nodes)), "rate": rng.choice([0.5, 2.0])}))
     for shape in shapes:
         out[f"partition-{shape}"] = FaultKind(
             f"partition-{shape}", lambda rng, shape=shape: op("start-partition", {"shape": shape}))

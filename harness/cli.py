@@ -330,6 +330,10 @@ def run_spec(a: argparse.Namespace) -> Any:
     opt = {k: CLI_DEFAULTS[k] if getattr(a, k) is None else getattr(a, k)
            for k in ("nodes", "time_limit", "nemesis", "nemesis_interval", "backend")}
     proto = validate_names(a.protocol, a.workload, a.bug, opt["nemesis"])
+    if "clock-rate" in [n.strip() for n in opt["nemesis"].split(",")] and \
+            opt["backend"] != "local":
+        raise UsageError(f"--nemesis clock-rate needs --backend local, not {opt['backend']}: "
+                         "it preloads libfaketime into each node process (faults/clockrate.py)")
     topology = None
     if a.topology not in (None, "full"):
         if a.topology not in proto.topologies:

@@ -71,7 +71,7 @@ class Cluster:
 
     # ---- set-up -------------------------------------------------------------------------
     async def start(self) -> None:
-        if self.spec.options.get("clock_rate") and self.backend.name != "local":
+        if self._rates() and self.backend.name != "local":
             raise ClusterError(f"test option clock_rate (a clock-rate fault) needs the local "
                                f"backend, not {self.backend.name}: it preloads libfaketime into "
                                "each node process and rewrites its rate file; use --backend local")
@@ -176,11 +176,17 @@ class Cluster:
         return NodeSpec(id=n, argv=argv, config_path=path, data_dir=data,
                         log_path=nd / "log.txt", cwd=cwd, env=self._clock_env(n))
 
+    def _rates(self) -> bool:
+        """The run may change a node's clock rate: test option ``clock_rate`` (a sim replay
+        with a rate ``skew``) or the ``clock-rate`` fault named in ``--nemesis``."""
+        return bool(self.spec.options.get("clock_rate")) or \
+            "clock-rate" in self.spec.nemesis_desc.split(",")
+
     def _clock_env(self, n: str) -> dict[str, str]:
-        """Test option ``clock_rate``: node ``n`` starts under libfaketime, so the
+        """`_rates`: node ``n`` starts under libfaketime, so the
         ``clock-rate`` op can change its clocks' rate (faults/clockrate.py); local backend only
         (the library and the rate file must be on the node's own machine)."""
-        if not self.spec.options.get("clock_rate"):
+        if not self._rates():
             return {}
         from faults.clockrate import RATE_FILE, ClockRateError, node_env
 

@@ -24,6 +24,7 @@ FAULTS: dict[str, tuple[str, str]] = {
     "kill": ("kill", "restart"),
     "pause": ("pause", "resume"),
     "clock-skew": ("clock", "clock-reset"),
+    "clock-rate": ("clock", "clock-reset"),
     "start-hostile": ("hostile", "stop-hostile"),
 }
 STOP_FOR: dict[str, str] = {start: stop for start, (_, stop) in FAULTS.items()}

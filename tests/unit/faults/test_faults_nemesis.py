@@ -36,6 +36,9 @@ class FakeNodes:
     async def set_clock_offset(self, node: str, offset_s: float) -> None:
         self.calls.append(("clock", node, offset_s))
 
+    async def set_clock_rate(self, node: str, rate: float) -> None:
+        self.calls.append(("rate", node, rate))
+
     async def leader(self) -> str | None:
         return self._leader
 
@@ -204,6 +207,20 @@ def test_heal_all_undoes_everything() -> None:
                                    "clocks-reset": []}
 
 
+def test_a_clock_rate_is_set_put_back_by_the_heal_and_refused_when_not_positive() -> None:
+    nem, nodes, _ = make()
+    done = run(nem.invoke({"f": "clock-rate", "value": {"node": "n2", "rate": 2}}))
+    assert done["value"] == {"node": "n2", "rate": 2.0, "nodes": ["n2"]} and nem.rated == {"n2": 2.0}
+    assert "must be positive" in run(nem.invoke({"f": "clock-rate",
+                                                 "value": {"node": "n3", "rate": 0}}))["error"]
+    run(nem.invoke({"f": "kill", "value": {"node": "n2", "for_good": True}}))
+    nodes.calls.clear()
+    out = run(nem.heal_all())
+    # a node gone for good has no process to ask its offset of; its rate file is reset
+    assert out["clocks-reset"] == ["n2"] and "errors" not in out
+    assert nodes.calls == [("rate", "n2", 1.0)] and not nem.rated
+
+
 def test_random_schedule_runs_through_the_nemesis_deterministically() -> None:
     def trace(seed: int) -> list[dict[str, Any]]:
         nem, _, _ = make(seed=seed)
@@ -238,7 +255,7 @@ def test_every_named_fault_runs_through_the_nemesis() -> None:
         for o in (start, stop_op(start)):
             done = run(nem.invoke(o))
             assert "error" not in done, (name, done)
-    assert links.active == {} and not (nem.killed or nem.paused or nem.skewed)
+    assert links.active == {} and not (nem.killed or nem.paused or nem.skewed or nem.rated)
 
 
 def test_on_a_sparse_topology_a_shape_that_severs_nothing_becomes_a_min_edge_cut() -> None:

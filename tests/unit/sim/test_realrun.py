@@ -277,3 +277,11 @@ def test_a_clock_rate_replay_on_another_backend_is_refused_before_anything_start
     said = " ".join(capsys.readouterr().err.split())
     assert "only the local backend can do" in said and "--backend local" in said, said
     assert not (tmp_path / "s").exists()
+
+
+def test_the_clock_rate_nemesis_is_refused_off_the_local_backend(tmp_path, capsys) -> None:
+    assert main(["run", "sds", "--nemesis", "partition,clock-rate", "--backend", "ssh",
+                 "--store", str(tmp_path / "s")]) == 254
+    assert "--nemesis clock-rate needs --backend local, not ssh" in " ".join(
+        capsys.readouterr().err.split())
+    assert not (tmp_path / "s").exists()
