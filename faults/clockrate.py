@@ -76,3 +76,10 @@ def node_env(rate_file: Path) -> dict[str, str]:
     return {"LD_PRELOAD": f"{lib}:{preload}" if preload else lib,
             "FAKETIME_TIMESTAMP_FILE": str(rate_file), "FAKETIME_NO_CACHE": "1",
             "FAKETIME_XRESET": "1"}
+
+
+def forget(pid: int) -> None:
+    """Remove what libfaketime left in /dev/shm for process ``pid`` (its shared-memory
+    segment and semaphore): a killed node never unlinks them itself."""
+    for name in (f"faketime_shm_{pid}", f"sem.faketime_sem_{pid}"):
+        Path("/dev/shm", name).unlink(missing_ok=True)

@@ -62,6 +62,7 @@ class Cluster:
         self._links: Any = None  # faults.links.TcpLinks or faults.udp_relay.UdpLinks
         self._relay: Any = None
         self._collected = False  # faults.udp_relay.UdpRelayProcess (UDP protocols)
+        self._faked: list[int] = []  # pids of node processes started under libfaketime
         self._hostile: Any = None  # faults.hostile.HostileSender (protocols that declare one)
         #: per node, hostile messages sent and refusals counted (collect(); None: none sent)
         self.hostile_report: dict[str, Any] | None = None
@@ -334,6 +335,8 @@ class Cluster:
 
     async def _start_node(self, n: str) -> None:
         await self.backend.start(self.node_specs[n])
+        if self.node_specs[n].env.get("FAKETIME_TIMESTAMP_FILE"):
+            self._faked.append(self.backend.pid(n))  # its /dev/shm leftovers, for close()
         direct = getattr(self.backend, "direct_host", None)
         if self._relay is not None and direct is not None:
             # UDP on a docker bridge: the relay delivers to the container's own address, so
@@ -442,6 +445,11 @@ class Cluster:
                     self._hostile.close()
                 if self._session is not None:
                     await self._session.close()
+                if self._faked:
+                    from faults.clockrate import forget
+
+                    for pid in self._faked:
+                        forget(pid)
 
 
 

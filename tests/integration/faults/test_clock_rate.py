@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 
@@ -69,7 +70,11 @@ def test_a_nodes_clock_runs_at_the_rate_the_nemesis_sets(tmp_path):
             moved = await stamps(c, GAP)
             assert 0.85 * GAP < moved["n1"] < 1.15 * GAP, moved
 
+    shm = set(Path("/dev/shm").glob("*faketime*"))
     asyncio.run(body())
+    # libfaketime's shared memory of the nodes (killed ones too) is gone with the cluster
+    left = set(Path("/dev/shm").glob("*faketime*")) - shm
+    assert not left, left
 
 
 def test_a_clock_rate_run_on_another_backend_is_refused_before_a_node_starts(tmp_path):
