@@ -8,7 +8,8 @@ Each ``Send(peer, msg)`` is one HTTPS request, and how it ended goes back to the
 loop before the next send or answer. Timers, heartbeat rounds, the commit outbox and sync are
 the core's.
 
-Request checks on the peer port, in order (each failure changes nothing):
+Request checks on the peer port, in order (each failure changes nothing; 1-6 are
+`nodes.drip.admit.Gate`'s, which the simulator's DRiP transport runs too):
 
 0. Connections: at most ``max_conns`` per port, the first head within ``head_timeout_s``
    (`nodes.common.conns`); the TLS handshake requires a client certificate.
@@ -51,7 +52,8 @@ from nodes.common.loop import Answers, CoreLoop, JournalingHost
 from nodes.common.tasks import Background
 from nodes.drip import codec
 from nodes.drip.admission import Admission
-from nodes.drip.auth import MAX_GROUP, AuthError, Signer, Verifier, covers, load_auth
+from nodes.drip.admit import Gate, Refusal
+from nodes.drip.auth import MAX_GROUP, Signer, Verifier, load_auth
 from nodes.drip.codec import CodecError, Message, Update
 from nodes.drip.core import (
     Answer,
@@ -73,11 +75,6 @@ log = logging.getLogger("drip.server")
 
 #: delivery marks carried at most, waiting for a durable group (then written on their own)
 _MAX_CARRIED = 4096
-
-#: messages a node sends on its own behalf: DRiP-Node-ID must be the TLS peer itself
-_OWN_BEHALF = (codec.VoteResponse, codec.Heartbeat, codec.NodeNotice, codec.SyncRequest,
-               codec.SyncBatch, codec.StateQuery, codec.Batch)
-
 
 def _cert_sha256(req: web.Request) -> str | None:
     """The SHA-256 of the TLS client certificate (DER) of ``req``'s connection."""
@@ -222,6 +219,11 @@ class DripNode(JournalingHost):
         self.limits = codec.Limits(o.max_value_bytes, int(o.vote_timeout_s * 1000))
         self.client_token = _client_token(o.client_token_file)
         self.refusals = self.core.refusals  # the core counts sync refusals in the same place
+        #: the checks before the core (nodes/drip/admit.py, shared with the simulator)
+        self.gate = Gate(self.me, self.verifier, self.limits, lambda: self.core.peers,
+                         lambda: self.core.epoch,
+                         lambda n: self._wired.get(n, {}).get("cert_sha256"),
+                         self._note_refusal, cfg.bugs)
         self.admin = AdminServer(self.me, self._snapshot, self.journal, self.clock, cfg.host,
                                  cfg.ports.admin)
         self.admin.app.router.add_post("/admin/members", self.handle_members)
@@ -381,31 +383,6 @@ class DripNode(JournalingHost):
                 assert isinstance(m, codec.VoteResponse)
                 out[i] = replace(m, statements=tuple(sorted((*m.statements, (self.me, mine)))))
         return out
-
-    def _proven(self, msg: codec.VoteResponse, hop: str, now: float) -> codec.VoteResponse:
-        """Only voters whose own signed statement checks out count: a relay cannot invent a
-        yes. The responder's own yes is proven by the request's token itself."""
-        if msg.uid is None or msg.initiator is None or msg.counter is None:
-            return msg
-        if "trust-relayed-voters" in self.cfg.bugs:  # planted: a relay's list taken as is
-            return msg
-        digest = codec.vote_digest(msg.uid, msg.initiator, msg.counter)
-        given = dict(msg.statements)
-        proven: list[str] = []
-        for voter in msg.voters:
-            if voter == hop and voter not in given:
-                proven.append(voter)
-                continue
-            try:
-                claims = self.verifier.verify(given.get(voter), voter, now)
-                if not covers(claims, digest):
-                    raise AuthError("the statement is about another vote")
-                proven.append(voter)
-            except AuthError as e:
-                self._note_refusal("unproven-vote", peer=hop, voter=voter, uid=msg.uid,
-                                   error=str(e))
-        return replace(msg, voters=tuple(proven), statements=tuple(
-            (v, t) for v, t in msg.statements if v in proven))
 
     def _auth_for(self, msg: Message) -> str:
         forwarded = getattr(msg, "auth", None)
@@ -671,51 +648,18 @@ class DripNode(JournalingHost):
     # ---- incoming from peers ----------------------------------------------------------------
     async def handle_peer(self, req: web.Request) -> web.Response:
         ident = peer_identity(req.transport.get_extra_info("peercert") if req.transport else None)
-        if ident is None:
-            return self._refuse(403, "no-client-cert", "no TLS client certificate: DRiP peers "
-                                "authenticate with mutual TLS", None)
-        if ident not in self.core.peers:
-            msg = (f"{ident!r} is not a peer of {self.me} (configured, or added by an agreed "
-                   "membership, and not decommissioned); request ignored")
-            self._note_refusal("not-a-peer", peer=ident, status=403, error=msg)
-            # the epoch lets a member added at run time, decommissioned and restarted, learn
-            # it left (core._disowned, docs/drip.md "A decommissioned member that restarts")
-            return web.json_response({"error": msg, "refusal": "not-a-peer",
-                                      "epoch": self.core.epoch}, status=403)
-        pin = self._wired.get(ident, {}).get("cert_sha256")
-        if pin is not None and _cert_sha256(req) != pin:
-            return self._refuse(403, "cert-mismatch", f"{ident!r} presented a certificate "
-                                "other than the one its agreed membership entry pins", ident)
-        try:
-            sender = codec.parse_node_id(req.headers.get(codec.H_NODE))
-        except CodecError as e:
-            return self._refuse(e.status, "malformed", str(e), ident)
-        auth = req.headers.get(codec.H_AUTH)
         now = self.clock.wall()
-        try:
-            claims = self.verifier.verify(auth, sender, now)
-        except AuthError as e:
-            return self._refuse(401, e.reason, str(e), ident)
+        # only a member added at run time has its certificate pinned (`_rewire`)
+        head = self.gate.head(ident, _cert_sha256(req) if ident in self._wired else None,
+                              req.headers, now)
+        if isinstance(head, Refusal):
+            return self._refused(head, ident)
         body = await req.read()
-        try:
-            msg = codec.decode(req.method, req.path, req.headers, body, auth, self.limits)
-        except CodecError as e:
-            return self._refuse(e.status, "malformed", str(e), ident)
-        except Exception as e:  # noqa: BLE001 - a decoder bug must be a 400, never a 500
-            return self._refuse(400, "malformed", f"undecodable request: {type(e).__name__}: "
-                                f"{e}", ident)
-        try:
-            self.verifier.bind(claims, codec.signed_digest(msg),
-                               once=not isinstance(msg, codec.FLOODED), now=now)
-        except AuthError as e:
-            return self._refuse(401, e.reason, str(e), ident)
-        if isinstance(msg, _OWN_BEHALF) and sender != ident:
-            return self._refuse(403, "not-own-behalf", f"{codec.H_NODE} {sender!r} is not the "
-                                f"TLS peer {ident!r}", ident)
+        msg = self.gate.body(head, req.method, req.path, req.headers, body, now)
+        if isinstance(msg, Refusal):
+            return self._refused(msg, ident)
         if isinstance(msg, codec.Batch):
             return await self._handle_batch(ident, msg, now)
-        if isinstance(msg, codec.VoteResponse):
-            msg = self._proven(msg, ident, now)
         key, fut = self._waiter()
         self._queue((None, Inbound(ident, key), msg), key)
         answer = await fut
@@ -725,22 +669,10 @@ class DripNode(JournalingHost):
         assert isinstance(answer, Answer)
         return web.json_response(answer.body, status=answer.status)
 
-    def _admit_item(self, ident: str, m: Message, now: float) -> Message | Answer:
-        """A batch item as a single request would be admitted; a refusal is its answer."""
-        if isinstance(m, codec.FLOODED):
-            try:  # the initiator's own token, as on a single request
-                claims = self.verifier.verify(m.auth, m.initiator, now)
-                self.verifier.bind(claims, codec.signed_digest(m), once=False, now=now)
-            except AuthError as e:
-                self._note_refusal(e.reason, peer=ident, status=401, error=str(e))
-                return Answer(401, {"error": str(e)})
-            return m
-        assert isinstance(m, codec.VoteResponse)
-        if m.responder != ident:
-            msg = f"batch item from {m.responder!r} is not the TLS peer {ident!r}"
-            self._note_refusal("not-own-behalf", peer=ident, status=403, error=msg)
-            return Answer(403, {"error": msg})
-        return self._proven(m, ident, now)
+    def _refused(self, r: Refusal, ident: str | None) -> web.Response:
+        """A request the gate refused: counted, journaled, answered."""
+        self._note_refusal(r.reason, peer=ident, status=r.status, error=r.error)
+        return web.json_response(r.body(), status=r.status)
 
     async def _handle_batch(self, ident: str, batch: codec.Batch, now: float) -> web.Response:
         """Each item judged on its own; all go to the core in one pass (one fsync)."""
@@ -748,9 +680,11 @@ class DripNode(JournalingHost):
         self.batch_stats["taken_items"] += len(batch.items)
         waits: list[asyncio.Future[Any] | Answer] = []
         for m in batch.items:
-            admitted = self._admit_item(ident, m, now)
-            if isinstance(admitted, Answer):
-                waits.append(admitted)
+            admitted = self.gate.item(ident, m, now)
+            if isinstance(admitted, Refusal):
+                self._note_refusal(admitted.reason, peer=ident, status=admitted.status,
+                                   error=admitted.error)
+                waits.append(Answer(admitted.status, {"error": admitted.error}))
                 continue
             key, fut = self._waiter()
             self._queue((None, Inbound(ident, key), admitted), key)

@@ -1,0 +1,167 @@
+"""The checks a DRiP node makes on a peer request before its core, without any I/O.
+
+Why its own module: the HTTPS server (`nodes.drip.server`) and the simulator's DRiP transport
+(`harness.sim.drip`, its ``hostile`` kind) both run these checks, so a hostile request meets
+the very same refusals in a simulated mesh as on a real socket; nothing here reads a socket,
+a clock or a file. Inputs: the TLS peer identity (the name in the client certificate, None
+without one) and the certificate's SHA-256, the request's method, path, headers and body, and
+the node's calendar time. Output: the decoded message for the core, or a `Refusal` (HTTP
+status, the reason it is counted under, the error text).
+
+Two phases, as the server reads a request: `Gate.head` (before the body is read: identity,
+``DRiP-Node-ID``, the token's signature and times) and `Gate.body` (decoding with the codec's
+bounds, the token bound to this very request and its replay id, own-behalf, and the signed
+statements behind a relayed yes); `Gate.admit` is both at once. The order and the checks are
+those listed in `nodes.drip.server`'s docstring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from nodes.drip import codec
+from nodes.drip.auth import AuthError, Verifier, covers
+from nodes.drip.codec import CodecError, Message
+
+#: messages a node sends on its own behalf: DRiP-Node-ID must be the TLS peer itself
+OWN_BEHALF = (codec.VoteResponse, codec.Heartbeat, codec.NodeNotice, codec.SyncRequest,
+              codec.SyncBatch, codec.StateQuery, codec.Batch)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A request refused before the core: answered ``status`` with ``{"error": error,
+    **extra}``, counted under ``reason`` (`nodes.common.refusals`)."""
+
+    status: int
+    reason: str
+    error: str
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def body(self) -> dict[str, Any]:
+        return {"error": self.error, **self.extra}
+
+
+@dataclass(frozen=True)
+class Head:
+    """A request whose head passed: who sent it over TLS, who it says it is, its token."""
+
+    ident: str
+    sender: str
+    auth: str | None
+    claims: dict[str, Any]
+
+
+@dataclass
+class Gate:
+    """One node's pre-core checks. ``peers``/``epoch``/``pin`` read the node's current view
+    (the agreed membership changes them); ``note`` counts a refusal that does not refuse the
+    request (an unproven voter in a relayed yes), as ``note(reason, **detail)``."""
+
+    me: str
+    verifier: Verifier
+    limits: codec.Limits
+    peers: Callable[[], Collection[str]]
+    epoch: Callable[[], int]
+    #: the certificate SHA-256 an agreed membership entry pins for a peer (None: no pin)
+    pin: Callable[[str], str | None]
+    note: Callable[..., None]
+    bugs: Collection[str] = frozenset()
+
+    def head(self, ident: str | None, cert_sha256: str | None, headers: Mapping[str, str],
+             now: float) -> Head | Refusal:
+        """Checks 1-3: a configured peer's certificate, a well-formed ``DRiP-Node-ID``, a
+        valid token issued by it."""
+        if ident is None:
+            return Refusal(403, "no-client-cert", "no TLS client certificate: DRiP peers "
+                           "authenticate with mutual TLS")
+        if ident not in self.peers():
+            msg = (f"{ident!r} is not a peer of {self.me} (configured, or added by an agreed "
+                   "membership, and not decommissioned); request ignored")
+            # the epoch lets a member added at run time, decommissioned and restarted, learn
+            # it left (core._disowned, docs/drip.md "A decommissioned member that restarts")
+            return Refusal(403, "not-a-peer", msg, {"refusal": "not-a-peer",
+                                                     "epoch": self.epoch()})
+        pin = self.pin(ident)
+        if pin is not None and cert_sha256 != pin:
+            return Refusal(403, "cert-mismatch", f"{ident!r} presented a certificate other "
+                           "than the one its agreed membership entry pins")
+        try:
+            sender = codec.parse_node_id(headers.get(codec.H_NODE))
+        except CodecError as e:
+            return Refusal(e.status, "malformed", str(e))
+        auth = headers.get(codec.H_AUTH)
+        try:
+            claims = self.verifier.verify(auth, sender, now)
+        except AuthError as e:
+            return Refusal(401, e.reason, str(e))
+        return Head(ident, sender, auth, claims)
+
+    def body(self, h: Head, method: str, path: str, headers: Mapping[str, str], body: bytes,
+             now: float) -> Message | Refusal:
+        """Checks 4-6 on a request whose head passed; a relayed yes keeps only its proven
+        voters (`proven`)."""
+        try:
+            msg = codec.decode(method, path, headers, body, h.auth, self.limits)
+        except CodecError as e:
+            return Refusal(e.status, "malformed", str(e))
+        except Exception as e:  # noqa: BLE001 - a decoder bug must be a 400, never a 500
+            return Refusal(400, "malformed", f"undecodable request: {type(e).__name__}: {e}")
+        try:
+            self.verifier.bind(h.claims, codec.signed_digest(msg),
+                               once=not isinstance(msg, codec.FLOODED), now=now)
+        except AuthError as e:
+            return Refusal(401, e.reason, str(e))
+        if isinstance(msg, OWN_BEHALF) and h.sender != h.ident:
+            return Refusal(403, "not-own-behalf", f"{codec.H_NODE} {h.sender!r} is not the "
+                           f"TLS peer {h.ident!r}")
+        if isinstance(msg, codec.VoteResponse):
+            msg = self.proven(msg, h.ident, now)
+        return msg
+
+    def admit(self, ident: str | None, cert_sha256: str | None, method: str, path: str,
+              headers: Mapping[str, str], body: bytes, now: float) -> Message | Refusal:
+        """Every check on one whole request: what the core is handed, or the refusal."""
+        h = self.head(ident, cert_sha256, headers, now)
+        return h if isinstance(h, Refusal) else self.body(h, method, path, headers, body, now)
+
+    def item(self, ident: str, m: Message, now: float) -> Message | Refusal:
+        """A batch item as a single request would be admitted."""
+        if isinstance(m, codec.FLOODED):
+            try:  # the initiator's own token, as on a single request
+                claims = self.verifier.verify(m.auth, m.initiator, now)
+                self.verifier.bind(claims, codec.signed_digest(m), once=False, now=now)
+            except AuthError as e:
+                return Refusal(401, e.reason, str(e))
+            return m
+        assert isinstance(m, codec.VoteResponse)
+        if m.responder != ident:
+            return Refusal(403, "not-own-behalf",
+                           f"batch item from {m.responder!r} is not the TLS peer {ident!r}")
+        return self.proven(m, ident, now)
+
+    def proven(self, msg: codec.VoteResponse, hop: str, now: float) -> codec.VoteResponse:
+        """Only voters whose own signed statement checks out count: a relay cannot invent a
+        yes. The responder's own yes is proven by the request's token itself."""
+        if msg.uid is None or msg.initiator is None or msg.counter is None:
+            return msg
+        if "trust-relayed-voters" in self.bugs:  # planted: a relay's list taken as is
+            return msg
+        digest = codec.vote_digest(msg.uid, msg.initiator, msg.counter)
+        given = dict(msg.statements)
+        proven: list[str] = []
+        for voter in msg.voters:
+            if voter == hop and voter not in given:
+                proven.append(voter)
+                continue
+            try:
+                claims = self.verifier.verify(given.get(voter), voter, now)
+                if not covers(claims, digest):
+                    raise AuthError("the statement is about another vote")
+                proven.append(voter)
+            except AuthError as e:
+                self.note("unproven-vote", peer=hop, voter=voter, uid=msg.uid, error=str(e))
+        return replace(msg, voters=tuple(proven), statements=tuple(
+            (v, t) for v, t in msg.statements if v in proven))
