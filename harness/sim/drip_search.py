@@ -27,7 +27,13 @@ waits for and out of the final update; the 2PC checker judges each decision agai
 membership in force (the journals' ``members`` events). ``add`` (also ``--members``, at most
 `MAX_ADDED`): member ``b`` asked to add a fresh node (n5, n6) with its address entry, as the
 real ``add-member`` op does; once that commits the node boots with a fresh data directory and
-``join``, its peers the members then, and syncs before it votes. Not drawn yet: hostile peers.
+``join``, its peers the members then, and syncs before it votes. When asked (``--hostile``)
+``hostile``: one burst of `nodes.drip.hostile`'s requests (the real ``hostile`` fault's
+builders, ``1 + 2·a`` requests per flood kind) at node ``b`` as from its first peer, a
+compromised member, each through ``b``'s real pre-core checks (`nodes.drip.admit.Gate`) and
+then its core (`DripSim.hostile_burst`). The compromised member's own yes on a vote the
+target waits on (``vote-response-relayed-voters``: a key holder's lie no node can refuse) is
+sent only for the bug modes in `LIES_FOR`, as the correct-node chaos test leaves it out.
 
 A run settles until it is quiet instead of for a fixed time (a DRiP run is the costliest of
 the targets: every hop is an HTTP request in JSON): after the last heal, until every node is
@@ -43,14 +49,22 @@ from typing import Any
 from checkers import twopc
 from harness.sim.drip import DripSim
 from harness.sim.play import capped, play
-from harness.sim.search import Outcome, Step, Target, witness_of
+from harness.sim.search import Outcome, Step, Target, bug_name, witness_of
 
+#: bug modes only hostile traffic shows (issue 26's checks planted back): their search always
+#: draws ``hostile`` (`Target.needs`)
+HOSTILE_BUGS = ("trust-relayed-voters", "ignore-counter-window", "apply-unvoted-commits",
+                "learn-heartbeat-members", "apply-unsolicited-sync")
+#: the modes whose hostile bursts include the compromised member's own lying yes
+#: (`hostile.HostileDrip.key_holder_lies`): a correct mesh cannot refuse a key holder's word
+LIES_FOR = ("trust-relayed-voters",)
 EDGES = [("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n4", "n1"), ("n2", "n4")]
 NODES = ["n1", "n2", "n3", "n4"]
 KINDS = ("cut", "heal", "crash", "restart", "pause", "resume", "loss", "dup", "delay",
          "update", "race", "stall", "rejoin", "isolate")
 BUGS = ("retake-duplicate-votes", "skip-sync", "commit-partial-vote", "forget-in-progress",
-        "syncing-votes-no", "act-on-late-votes", "commit-after-abort", "inactive-takes-part")
+        "syncing-votes-no", "act-on-late-votes", "commit-after-abort", "inactive-takes-part",
+        *HOSTILE_BUGS)
 #: a ``stall`` waits at most this long for an open vote to reach its node, looking every
 #: `POLL_S` (well inside one hop: a relay answers a few milliseconds after it takes a vote)
 STALL_WAIT_S = 0.1
@@ -70,6 +84,7 @@ TAIL_S = 5.0
 class _Run:
     def __init__(self, seed: int, bugs: tuple[str, ...]) -> None:
         self.sim = DripSim(EDGES, seed=seed, bugs=bugs, jitter=0.002)
+        self.lies = any(bug_name(b) in LIES_FOR for b in bugs)
         self.updates: list[tuple[str, str, int, str]] = []  # node, key, value, uid
         #: when the last ``stall`` or ``isolate`` ends (the last heal waits for it)
         self.busy_until = 0.0
@@ -109,6 +124,8 @@ class _Run:
             self._decommission(n, b)
         elif kind == "add":
             self._add(n)
+        elif kind == "hostile":
+            self._hostile(n, 1 + 2 * a, 0.0)
         elif kind == "isolate":
             links = [e for e in EDGES if n in e]
             for e in links:
@@ -176,6 +193,22 @@ class _Run:
             return
         sim.pause(n)
         sim.at(sim.now + for_s, lambda: sim.resume(n))
+
+    def _hostile(self, n: str, flood: int, waited: float) -> None:
+        """``hostile``: a burst at ``n``. An attacker that lies with its member's key strikes
+        while that member holds a lock: while a vote is open and the member (``n``'s first
+        peer) holds none, it waits (up to `STALL_WAIT_S`), as the real driver reads the
+        member's locks before each burst and sends its yes for them."""
+        sim = self.sim
+        peers = sim.peers(n)
+        member = peers[0] if peers else None
+        if self.lies and member is not None and sim.running(member) \
+                and not sim.core(member).d.locks and waited < STALL_WAIT_S \
+                and any(not t.decided for m in self.ids if sim.running(m)
+                        for t in sim.core(m).tallies.values()):
+            sim.at(sim.now + POLL_S, lambda: self._hostile(n, flood, waited + POLL_S))
+            return
+        sim.hostile_burst(n, flood, self.lies)
 
     def _rejoin_links(self, links: list[tuple[str, str]], n: str, a: int) -> None:
         """``isolate``'s end: its links back (only those) and an update at ``n``."""
@@ -280,4 +313,5 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     return Outcome(not witness, witness, trace, history, sim.now)
 
 
-TARGET = Target("drip", KINDS, BUGS, run, optional=("skew", *MEMBER_KINDS))
+TARGET = Target("drip", KINDS, BUGS, run, optional=("skew", *MEMBER_KINDS, "hostile"),
+                needs={b: ("hostile",) for b in HOSTILE_BUGS})

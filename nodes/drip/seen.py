@@ -101,10 +101,25 @@ class Seen:
         """``node``'s own authenticated word (its signed heartbeat, from its TLS identity)
         that its counter is ``counter``. A receiver that missed more than the window of its
         messages (a long partition) would refuse all the rest for good: its window moves up
-        to ``counter``, so the next message is taken. Nothing moves within the window, or
-        backwards (a wrap-around comes as a reset). True when it moved."""
+        to ``counter``, so the next message is taken. Nothing moves within the window (a
+        wrap-around comes as a reset). True when it moved.
+
+        It moves back only past a floor more than `SEEN_WINDOW` above ``counter``: everything
+        up to the floor counts as seen, and the node's own counters above its word are still
+        to come, so what lifted the floor there was not the node (a compromised member's
+        far-ahead counter, taken within the window and saved as the highest: after a restart
+        it would make every real message of that node a repeat until its counter passed it;
+        found by ``harness sim run drip --hostile``). Counters remembered above it stay seen.
+        Only the floor moves, in memory (False: nothing to save): the saved counter, the
+        window's mark, never goes back, and a restart redoes this at the next heartbeat.
+        """
         w = self.windows.get(node)
-        if w is None or w.saved is None or counter - w.saved <= self.window:
+        if w is None or w.saved is None:
+            return False
+        if w.floor is not None and w.floor - counter > SEEN_WINDOW:
+            w.floor = counter
+            return False
+        if counter - w.saved <= self.window:
             return False
         w.saved = counter
         return True

@@ -53,4 +53,5 @@ def test_correct_swim_survives_a_bounded_hostile_search(capsys, tmp_path) -> Non
     assert main(["sim", "run", "swim", "--hostile", "--seed", "1", "--runs", "25",
                  "--out", str(tmp_path / "r.json")]) == 0
     assert "no failing schedule" in capsys.readouterr().out
-    assert main(["sim", "run", "drip", "--hostile", "--runs", "1"]) == 254
+    # an optional kind the protocol lacks is bad input (every protocol has hostile now)
+    assert main(["sim", "run", "swim", "--members", "--runs", "1"]) == 254
