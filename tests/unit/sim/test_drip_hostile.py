@@ -92,6 +92,17 @@ def test_a_far_ahead_counter_of_a_key_holder_does_not_silence_its_member_after_a
     assert o.ok, o.witness
 
 
+@pytest.mark.xfail(strict=True, reason="open: n3 is no peer of n1, so it never hears n1's own "
+                   "heartbeat counter; docs/sim.md DRiP 'Hostile peers'")
+def test_a_far_ahead_counter_does_not_silence_its_member_at_a_node_it_does_not_heartbeat(
+        ) -> None:
+    """Found by ``harness sim run drip --hostile --seed 2`` (and seed 1) after the fix above:
+    the far-ahead voting n2 took in n1's name floods to n3, which restarts with it saved;
+    n3 hears no heartbeat of n1's (not its peer), so n1's real votings stay repeats there."""
+    o = run([["hostile", 0, 0, 1], ["cut", 4, 0, 0], ["crash", 0, 0, 2]], 2, ())
+    assert o.ok, o.witness
+
+
 def test_the_floor_moves_back_to_the_members_own_word_only_far_below_it() -> None:
     far = 2**19
     seen = Seen({"n1": (far, None)})  # as loaded after a restart: all <= far count as seen
