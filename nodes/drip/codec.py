@@ -71,6 +71,9 @@ class Limits:
 
     max_value_bytes: int = MAX_VALUE_BYTES
     max_budget_ms: int | None = None
+    #: the highest version taken (a commit's, a sync item's); only the planted
+    #: ``no-version-bound`` raises it (to SQLite's largest, one past the bound)
+    max_version: int = MAX_VERSION
 
 
 DEFAULT_LIMITS = Limits()
@@ -212,7 +215,8 @@ class Item:
     @classmethod
     def from_json(cls, d: Any, limits: Limits = DEFAULT_LIMITS) -> Item:
         u = Update.from_json(d, limits)
-        return cls(u.key, u.value, _int(d, "version", "item"), u.uid, u.owner)
+        return cls(u.key, u.value, _int(d, "version", "item", limits.max_version), u.uid,
+                   u.owner)
 
 
 def _int(d: dict[str, Any], k: str, where: str = "body", top: int = MAX_VERSION) -> int:
@@ -595,8 +599,8 @@ def decode(method: str, path: str, headers: Any, body: bytes,
         if ttype == "update":
             if not isinstance(d, dict):
                 raise CodecError("commit body: expected a JSON object")
-            return Commit(sender, counter, reset, Update.from_json(d, limits), _int(d, "version"),
-                          auth)
+            return Commit(sender, counter, reset, Update.from_json(d, limits),
+                          _int(d, "version", top=limits.max_version), auth)
         complete = parse_bool(headers.get(H_SYNC_COMPLETE), H_SYNC_COMPLETE)
         if not isinstance(d, dict) or not isinstance(d.get("items"), list):
             raise CodecError("sync body: expected {sync_id, items: [...]}")

@@ -101,7 +101,9 @@ BUGS = ("commit-partial-vote", "forget-in-progress", "skip-sync", "syncing-votes
         "inactive-takes-part", "retake-duplicate-votes", "act-on-late-votes", "commit-after-abort",
         # issue 26 items 1 and 3 planted back (docs/drip.md "Bug modes")
         "learn-heartbeat-members", "apply-unvoted-commits", "apply-unsolicited-sync",
-        "trust-relayed-voters", "ignore-counter-window")
+        "trust-relayed-voters", "ignore-counter-window",
+        # issue 26 item 2: the version bound is the decoder's (nodes/drip/server.py sets it)
+        "no-version-bound")
 #: bug modes where an initiator keeps an aborted vote open and commits on a late yes
 LATE_BUGS = frozenset({"act-on-late-votes", "commit-after-abort"})
 #: the reserved key whose committed value is the membership (a sorted list of node ids) and

@@ -250,7 +250,12 @@ class Burst:
         stranger = f"mallory-{self.rng.randbytes(3).hex()}"
         peer("voting-unknown-node",
              signed(voting(initiator=stranger), Signer(stranger, s.mode, s.key)))
-        peer("commit-version-2^63-1", signed(commit(MAX_I63), s))
+        # after a vote of ours on that update, so a node without the bound applies it
+        # (`no-version-bound`: `version-out-of-bounds`); the bound refuses it before the core
+        up63 = self._update(f"hk-{self.rng.randrange(1 << 32):08x}")
+        c63 = self._fresh(known, me)
+        peer("commit-version-2^63-1", signed(commit(MAX_I63, counter=c63 + 1, update=up63), s),
+             setup=signed(voting(counter=c63, update=up63), s))
         peer("commit-version-2^64", signed(commit(MAX_U64 + 1), s))
         peer("commit-without-vote",
              signed(commit(self.rng.randrange(1, 1000), counter=self._fresh(known, me)), s))

@@ -388,6 +388,13 @@ def test_bug_ignore_counter_window_is_caught(chaos_run) -> None:
               expect="2pc", anomaly="counter-out-of-window", min_ok=MIN_OK_PER_S * 8)
 
 
+def test_bug_no_version_bound_is_caught(chaos_run) -> None:
+    """A version above 2^63-2 is refused while decoding (issue 26 item 2): the bug takes the
+    attack's commit at 2^63-1 of an update the attacker voted on as a member, and applies it."""
+    chaos_run(hostile_bug("drip-bug-version-bound", "no-version-bound"),
+              expect="2pc", anomaly="version-out-of-bounds", min_ok=MIN_OK_PER_S * 8)
+
+
 # ---- issue 26: a correct mesh under hostile traffic plus partitions and a kill --------------
 
 #: partitions for the hostile run: ``min-edge-cut`` is drawn from the topology's graph (figure 1

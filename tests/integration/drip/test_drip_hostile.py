@@ -30,8 +30,9 @@ def _open_sockets() -> int:
     return n
 
 
-#: every kind but the answer to a vote the compromised member holds a lock for: no update
-#: is in flight here, so there is none (the trust-relayed-voters chaos test sends it)
+#: every kind but the answer to a vote the compromised member holds a lock for: no client
+#: update is in flight here (the trust-relayed-voters chaos test sends it); it may still be
+#: sent for the locks the attack's own votes leave (commit-version-2^63-1's), so not required
 EVERY_KIND = set(INTENT) - {"vote-response-relayed-voters"}
 
 
@@ -54,7 +55,7 @@ def test_hostile_traffic_reaches_a_real_mesh_and_is_cleaned_up(tmp_path: Path) -
             deadline = time.monotonic() + 30.0
             await asyncio.sleep(4.0)
             while time.monotonic() < deadline and any(
-                    set(h.counts()[n]["by_kind"]) != EVERY_KIND for n in ("n2", "n3")):
+                    not EVERY_KIND <= set(h.counts()[n]["by_kind"]) for n in ("n2", "n3")):
                 await asyncio.sleep(0.5)
             await h.stop()
             assert not h._inflight and not h._held
@@ -62,7 +63,7 @@ def test_hostile_traffic_reaches_a_real_mesh_and_is_cleaned_up(tmp_path: Path) -
             counts = h.counts()
             print(json.dumps(counts, indent=1))
             for n in ("n2", "n3"):
-                assert set(counts[n]["by_kind"]) == EVERY_KIND, n
+                assert EVERY_KIND <= set(counts[n]["by_kind"]), n
                 assert m.procs[n].poll() is None, m.log(n)
                 async with s.get(m.admin(n) + "/admin/health") as r:
                     assert r.status == 200
