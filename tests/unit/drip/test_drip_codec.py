@@ -243,3 +243,15 @@ def test_the_fast_path_still_checks_depth_and_takes_plain_bodies() -> None:
         codec.decode_json(deep)
     ok = {"items": [{"k": "\ud7ff \u00e9", "v": [1, {"x": "y"}]}] * 50}
     assert codec.decode_json(json.dumps(ok, ensure_ascii=False).encode()) == ok
+
+
+def test_only_the_planted_mode_raises_the_version_bound() -> None:
+    """`no-version-bound` (the server's Limits) takes 2^63-1; the default refuses it, and
+    2^64 (SQLite cannot store it) stays refused either way."""
+    unbound = codec.Limits(max_version=2**63 - 1)
+    msg = codec.decode("POST", "/commit", _UPDATE_H, _commit(2**63 - 1), limits=unbound)
+    assert isinstance(msg, codec.Commit) and msg.version == 2**63 - 1
+    with pytest.raises(CodecError, match="exceeds the maximum"):
+        codec.decode("POST", "/commit", _UPDATE_H, _commit(2**63 - 1))
+    with pytest.raises(CodecError, match="exceeds the maximum"):
+        codec.decode("POST", "/commit", _UPDATE_H, _commit(2**64), limits=unbound)
