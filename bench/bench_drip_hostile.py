@@ -198,13 +198,15 @@ async def run(root: Path, requests: int, rate: float, clients: int, quiet_s: flo
         async with aiohttp.ClientSession() as s:
             await m.wait_all_active(s)
             await phase(m, s, clients, "w", 5.0)  # warm up: imports, buffers, first keys
-            q0 = sample(m)
+            q0, load = sample(m), [os.getloadavg()[0]]
             quiet = await phase(m, s, clients, "q", quiet_s)
             before = sample(m)
+            load.append(os.getloadavg()[0])
             t_hostile = time.time()
             during, counts = await hostile_phase(m, s, targets, configs, requests, clients,
                                                  same_loop)
             after = sample(m)
+            load.append(os.getloadavg()[0])
             await m.wait_all_active(s)
             states = {n: await m.state(s, n) for n in m.ids}
         alive = {n: m.procs[n].poll() is None for n in m.ids}
@@ -212,6 +214,7 @@ async def run(root: Path, requests: int, rate: float, clients: int, quiet_s: flo
     finally:
         m.close()
     return {"quiet": quiet, "during": during, "q0": q0, "before": before, "after": after,
+            "load": load,
             "alive": alive, "aborts": aborts, "sent": sum(v["sent"] for v in counts.values()),
             "status": {k: _sum(counts, k) for k in CORE_KINDS},
             "refused": {n: st.get("refused", {}) for n, st in states.items()}}
@@ -235,6 +238,10 @@ def abort_reasons(root: Path, ids: list[str], since: float) -> dict[str, int]:
 
 def _per(mib: float, commits: int) -> str:
     return f"{mib * 1024 / commits:.2f} KiB" if commits else "n/a"
+
+
+def _ms(cpu_s: float, commits: int) -> str:
+    return f"{cpu_s * 1000 / commits:.1f} ms" if commits else "n/a"
 
 
 def _sum(counts: dict[str, dict[str, Any]], kind: str) -> dict[str, int]:
@@ -273,6 +280,11 @@ def main() -> None:
               f"per commit: quiet {_per(b[n][0] - q0[n][0], qc)}, hostile "
               f"{_per(af[n][0] - b[n][0], hc)}; CPU s/s: quiet {(b[n][1] - q0[n][1]) / qs:.2f}, "
               f"hostile {(af[n][1] - b[n][1]) / hs:.2f}; alive {r['alive'][n]}")
+    node_cpu = [sum(x[n][1] - y[n][1] for n in r["alive"]) for x, y in ((b, q0), (af, b))]
+    print(f"node CPU per committed update (all five nodes; load-independent-ish): quiet "
+          f"{_ms(node_cpu[0], qc)}, hostile {_ms(node_cpu[1], hc)}")
+    print(f"load average (1 min) at start {r['load'][0]:.1f}, before the attack "
+          f"{r['load'][1]:.1f}, at the end {r['load'][2]:.1f}")
     print(f"bench process (clients and attacker) CPU s/s: quiet "
           f"{(b['bench'][1] - q0['bench'][1]) / qs:.2f}, hostile "
           f"{(af['bench'][1] - b['bench'][1]) / hs:.2f}")
