@@ -240,7 +240,9 @@ class Burst:
         # first: it lands only while the target waits on us. Our own yes in it is a key
         # holder's lie no node can refuse (DRiP tolerates crashed members, not lying ones):
         # only the relayed voters beside it are refusable, so a correct-node run leaves it out
-        for uid in known.locked[:4] if self.key_holder_lies else ():
+        # (the attack's own votes lock too: only real votes are worth answering)
+        real = [u for u in known.locked if not u.startswith("hostile-")]
+        for uid in real[:4] if self.key_holder_lies else ():
             peer("vote-response-relayed-voters", signed(VoteResponse(
                 responder=me, yes=True, initiator=t.node, counter=0, uid=uid,
                 voters=tuple(self.members), version=0), s))
