@@ -187,9 +187,9 @@ async def hostile_phase(m: Mesh, s: aiohttp.ClientSession, targets: list[Target]
 
 
 async def run(root: Path, requests: int, rate: float, clients: int, quiet_s: float,
-              same_loop: bool) -> dict[str, Any]:
+              same_loop: bool, lies: bool = True) -> dict[str, Any]:
     m = Mesh(root, 5, figure1([f"n{i}" for i in range(1, 6)]),
-             options={"hostile_rate": rate})
+             options={"hostile_rate": rate, "hostile_key_holder_lies": lies})
     try:
         await m.start()
         configs = {n: json.loads(m.configs[n].read_text()) for n in m.ids}
@@ -264,10 +264,15 @@ def main() -> None:
     ap.add_argument("--kinds", help="only these attack kinds (comma-separated; the attacker "
                     "then runs in its own process)")
     ap.add_argument("--drop-kinds", action="store_true", help="every kind but --kinds")
+    ap.add_argument("--no-key-holder-lies", action="store_true",
+                    help="leave out the compromised member's own forged yes on a vote the "
+                         "target waits on (hostile_key_holder_lies false, as the correct-node "
+                         "chaos test): a member's own word no node can refuse")
     a = ap.parse_args()
     KINDS.update(only=a.kinds, drop=a.drop_kinds)
     with tempfile.TemporaryDirectory() as d:
-        r = asyncio.run(run(Path(d), a.requests, a.rate, a.clients, a.quiet_s, a.same_loop))
+        r = asyncio.run(run(Path(d), a.requests, a.rate, a.clients, a.quiet_s, a.same_loop,
+                            not a.no_key_holder_lies))
     (qc, qo, qs), (hc, ho, hs) = r["quiet"], r["during"]
     print(f"drip 5 nodes (figure 1): {r['sent']} hostile requests in {hs:.1f} s "
           f"({r['sent'] / hs:.0f}/s)")
