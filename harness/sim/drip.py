@@ -247,8 +247,8 @@ class DripSim(Simulation):
         def note(reason: str, **detail: Any) -> None:
             self._refused(n, reason, "")
 
-        g = Gate(n, verifier, codec.Limits(codec.MAX_VALUE_BYTES,
-                                           int(self.cfg.vote_timeout_s * 1000)),
+        g = Gate(n, verifier, codec.node_limits(codec.MAX_VALUE_BYTES, self.cfg.vote_timeout_s,
+                                                self.cfg.bugs),
                  lambda: self.core(n).peers, lambda: self.core(n).epoch, lambda _: None, note,
                  self.cfg.bugs)
         self._gates[n] = (boot, g)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +78,14 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+
+
+def node_limits(max_value_bytes: int, vote_timeout_s: float, bugs: Collection[str]) -> Limits:
+    """A node's bounds: the vote budget capped at its vote timeout, and the version bound
+    unless the planted ``no-version-bound`` lifts it (to SQLite's largest, past the bound).
+    One place for the server and the simulator."""
+    return Limits(max_value_bytes, int(vote_timeout_s * 1000),
+                  2**63 - 1 if "no-version-bound" in bugs else MAX_VERSION)
 
 
 # --------------------------------------------------------------------------- headers

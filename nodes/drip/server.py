@@ -216,9 +216,7 @@ class DripNode(JournalingHost):
         self._wired: dict[str, dict[str, Any]] = {}
         self._rewire()
         self.loop = CoreLoop(self.core, self, self.clock.monotonic)
-        unbound = "no-version-bound" in cfg.bugs  # planted: SQLite's largest, past the bound
-        self.limits = codec.Limits(o.max_value_bytes, int(o.vote_timeout_s * 1000),
-                                   2**63 - 1 if unbound else codec.MAX_VERSION)
+        self.limits = codec.node_limits(o.max_value_bytes, o.vote_timeout_s, cfg.bugs)
         self.client_token = _client_token(o.client_token_file)
         self.refusals = self.core.refusals  # the core counts sync refusals in the same place
         #: the checks before the core (nodes/drip/admit.py, shared with the simulator)
