@@ -3,7 +3,12 @@
 Garlic Farm: 5 servers, a client write to the leader every ``--interval`` simulated seconds
 (all through the codec, every entry replicated, committed and applied); the target is
 >= 1,000x real time. SWIM: 5 members probing (1 s period). SDS: 5 participants, one send
-every ``--interval`` round robin. Each figure is the median of ``--repeat`` runs.
+every ``--interval`` round robin. DRiP: the search target's 4-node mesh (ring and chord), one
+client update every ``--interval`` round robin over 8 keys (each a full 2PC vote over HTTP in
+JSON). ANTACID: the search target's primary and 3 replicas, one two-document group submitted
+every ``--interval`` round robin. DRiP and ANTACID are set up as `harness sim run` sets them
+up (`drip_search._Run`, `antacid_search._Run`). Each figure is the median of ``--repeat``
+runs.
 
     .venv/bin/python -m bench.bench_sim --seconds 60 --interval 0.02
 
@@ -84,7 +89,48 @@ def sds(seconds: float, interval: float, seed: int) -> tuple[Took, int]:
     return wall, len(sim.delivered[names[0]])
 
 
-BENCHES = {"garlicfarm": garlicfarm, "swim": swim, "sds": sds}
+def drip(seconds: float, interval: float, seed: int) -> tuple[Took, int]:
+    from harness.sim.drip_search import NODES, _Run
+
+    r = _Run(seed, ())
+    uids: list[str] = []
+
+    def update(k: int) -> None:
+        uids.append(r.update(NODES[k % len(NODES)], f"k{k % 8}"))
+
+    wall = _loaded(r.sim, seconds, interval, update)
+    r.sim.run_for(5.0)  # let the last votes decide (not timed)
+    committed = sum(r.sim.committed(u) for u in uids)
+    if committed < 0.9 * len(uids):
+        raise SystemExit(f"drip: only {committed} of {len(uids)} updates committed: "
+                         "the load did not run")
+    return wall, committed
+
+
+def antacid(seconds: float, interval: float, seed: int) -> tuple[Took, int]:
+    from harness.sim.antacid_search import _Run
+
+    r = _Run(seed, ())
+    ops: list[dict[str, object]] = []
+
+    def submit(k: int) -> None:
+        n = r.names[k % len(r.names)]
+        ops.append(r.sim.submit(n, (f"{r.zones[0]}.k{k % 3}", f"v{k}", "write"),
+                                (f"{r.zones[0]}.g{k % 5}", f"w{k}", "write")))
+
+    wall = _loaded(r.sim, seconds, interval, submit)
+    r.sim.run_for(5.0)  # let the last submissions commit (not timed)
+    ok = sum(op["type"] == "ok" for op in ops)
+    if ok < 0.9 * len(ops):
+        raise SystemExit(f"antacid: only {ok} of {len(ops)} submissions committed: "
+                         "the load did not run")
+    return wall, ok
+
+
+BENCHES = {"garlicfarm": garlicfarm, "swim": swim, "sds": sds, "drip": drip,
+           "antacid": antacid}
+#: nodes each bench runs (DRiP and ANTACID: the search targets' 4)
+NODES = {"garlicfarm": 5, "swim": 5, "sds": 5, "drip": 4, "antacid": 4}
 
 
 def bug_table(only: list[str] | None, seeds: int, budget_s: float, shrink_s: float,
@@ -127,7 +173,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60.0, help="simulated seconds per run")
     ap.add_argument("--interval", type=float, default=0.02, help="seconds between client ops")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", action="append", help="one protocol (repeatable)")
+    ap.add_argument("--only", action="append", choices=sorted(BENCHES),
+                    help="one protocol (repeatable)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--bug-table", action="store_true",
                     help="time the search to find each bug mode instead (see above)")
@@ -151,10 +198,11 @@ def main() -> None:
         wall, cpu = statistics.median(walls), statistics.median(cpus)
         out[name] = {"sim_s": a.seconds, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
                      "speedup": round(a.seconds / wall, 1),
-                     "speedup_cpu": round(a.seconds / cpu, 1), "work": work}
+                     "speedup_cpu": round(a.seconds / cpu, 1), "work": work,
+                     "nodes": NODES[name]}
         if not a.json:
             mark = "  (target >= 1000x)" if name == "garlicfarm" else ""
-            print(f"{name:<11} {a.seconds:g} sim s in {wall:.3f} wall s ({cpu:.3f} CPU s): "
+            print(f"{name:<11} {NODES[name]} nodes, {a.seconds:g} sim s in {wall:.3f} wall s ({cpu:.3f} CPU s): "
                   f"{a.seconds / wall:,.0f}x real time ({a.seconds / cpu:,.0f}x by CPU); "
                   f"{work} ops/messages{mark}")
     if a.json:

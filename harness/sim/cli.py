@@ -81,7 +81,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             raise _usage(f"{t.name} has no optional membership kinds (its own, if any, are "
                          "always drawn); drop --members (drip has them)")
         extra += ("decommission", "add")
-    from harness.sim.search import search  # hypothesis: imported only when a search runs
+    from harness.sim.search import Tally, search  # hypothesis: imported only when searching
     print(f"searching {t.name} schedules, seed {a.seed}, bug {','.join(bugs) or '(none)'}, "
           f"budget {a.budget:g} s{', with hostile peers' if a.hostile else ''}"
           f"{', with clock skew' if a.skew else ''}"
@@ -94,10 +94,12 @@ def cmd_run(a: argparse.Namespace) -> int:
             bugs_by_node(bugs, t.per_node)
         except ValueError as e:
             raise _usage(f"--bug {e}") from None
+    tally = Tally()
     found = search(t, a.seed, bugs, a.budget, shrink_s=a.shrink, runs=a.runs,
-                   shrink_runs=a.shrink_runs, extra=extra)
+                   shrink_runs=a.shrink_runs, extra=extra, tally=tally)
+    covered = f"{tally.runs} runs, {tally.sim_s:,.0f} simulated s"
     if found is None:
-        print(f"no failing schedule found within {a.budget:g} s")
+        print(f"no failing schedule found within {a.budget:g} s ({covered})")
         return 0
     rec = replayfile.record(t.name, a.seed, bugs, found.schedule, found.outcome)
     if a.zones != 1:
@@ -106,7 +108,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     replayfile.write(out, rec)
     print(replayfile.screen(rec))
     print(f"first failure after {found.first_failure_s:.1f} s wall ({found.examples} schedules "
-          f"run); shrunk to {len(found.schedule)} step(s); replay: harness sim replay {out}")
+          f"run); shrunk to {len(found.schedule)} step(s); in all {covered}; "
+          f"replay: harness sim replay {out}")
     return 1
 
 

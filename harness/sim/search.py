@@ -113,6 +113,15 @@ def schedules(kinds: tuple[str, ...], max_steps: int = 24) -> st.SearchStrategy[
 
 
 @dataclass
+class Tally:
+    """What a search covered, found or not: simulated runs made and the simulated seconds
+    they spanned (runs, not wall time, are the measure on a shared machine)."""
+
+    runs: int = 0
+    sim_s: float = 0.0
+
+
+@dataclass
 class Found:
     schedule: list[Step]
     outcome: Outcome
@@ -147,7 +156,8 @@ def _no_local_constants() -> Iterator[None]:
 
 def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
            max_steps: int = 24, shrink_s: float | None = None, runs: int | None = None,
-           shrink_runs: int | None = None, extra: tuple[str, ...] = ()) -> Found | None:
+           shrink_runs: int | None = None, extra: tuple[str, ...] = (),
+           tally: Tally | None = None) -> Found | None:
     """Draw schedules until one fails or ``budget_s`` wall seconds pass; then shrink it for
     at most ``shrink_s`` more (default: ``budget_s``), keeping the smallest failing one.
 
@@ -155,7 +165,8 @@ def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
     time they do not depend on the machine's load, so a search bounded by them gives the same
     answer everywhere (the tests use them; wall time stays the backstop). ``extra``: the
     target's optional kinds to draw as well (``hostile``); a bug mode's `Target.needs` are
-    added to them."""
+    added to them. ``tally``, if given, is filled with the runs made and their simulated
+    seconds (shrinking included)."""
     extra += tuple(dict.fromkeys(k for b in bugs for k in target.needs.get(bug_name(b), ())
                                  if k not in extra))
     unknown = [k for k in extra if k not in target.optional]
@@ -181,7 +192,11 @@ def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
                       or (shrink_runs is not None and count[0] - first_run[0] >= shrink_runs)):
             return False  # shrinking past its share of the budget: keep what we have
         count[0] += 1
-        bad = seen[key] = not target.run(schedule, seed, bugs).ok
+        outcome = target.run(schedule, seed, bugs)
+        if tally is not None:
+            tally.runs += 1
+            tally.sim_s += outcome.sim_seconds
+        bad = seen[key] = not outcome.ok
         if bad and not first:
             first.append(time.monotonic() - start)
             first_run.append(count[0])

@@ -14,7 +14,7 @@ from harness.cli import main
 from harness.sim import replayfile
 from harness.sim.cli import budget
 from harness.sim.gf_search import TARGET, run
-from harness.sim.search import search
+from harness.sim.search import Tally, search
 
 pytestmark = pytest.mark.sim
 BUG = ("unsafe-config-change",)
@@ -43,6 +43,13 @@ def test_the_known_schedule_fails_with_the_flaw_and_names_the_rule() -> None:
 
 def test_a_short_search_of_correct_garlic_farm_finds_nothing() -> None:
     assert search(TARGET, 5, (), budget_s=600, runs=150) is None
+
+
+def test_the_tally_counts_the_runs_and_simulated_seconds_of_a_search_that_finds_nothing(
+) -> None:
+    tally = Tally()
+    assert search(TARGET, 5, (), budget_s=600, runs=4, tally=tally) is None
+    assert tally.runs == 4 and tally.sim_s > 4  # every run settles for seconds
 
 
 def _harness(*args: str) -> subprocess.CompletedProcess[str]:
