@@ -107,8 +107,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     out = Path(a.out or f"sim-{t.name}-{a.seed}.json")
     replayfile.write(out, rec)
     print(replayfile.screen(rec))
-    print(f"first failure after {found.first_failure_s:.1f} s wall ({found.examples} schedules "
-          f"run); shrunk to {len(found.schedule)} step(s); in all {covered}; "
+    print(f"first failure after {found.first_failure_s:.1f} s wall ({found.first_failure_runs} "
+          f"schedules run; {found.examples} with shrinking); shrunk to {len(found.schedule)} step(s); in all {covered}; "
           f"replay: harness sim replay {out}")
     return 1
 

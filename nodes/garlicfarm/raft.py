@@ -34,7 +34,11 @@ Promises kept here:
   accepts (as JRaft does), or directly once ``leave_timeout`` passes without an answer (JRaft
   removes it directly once its retries give up). A configuration takes effect when appended.
   A server not in its configuration, or told to leave (``removed``, durable through
-  ``PersistRemoved``), never starts elections. The leader cannot remove itself.
+  ``PersistRemoved``), never starts elections; nor does a server invited to join
+  (``catching_up``, JRaft's flag) until a committed configuration names it: a server removed
+  (the configuration without it never reaches it), then invited back, still finds itself in its stale
+  configuration, and its elections would depose every leader while its join is abandoned.
+  The leader cannot remove itself.
 - compaction via ``compact`` and chunked InstallSnapshot.
 
 Bug modes handled here: ``commit-without-majority`` (the leader commits on its own append);
@@ -270,6 +274,8 @@ class Raft:
         #: configuration without them once they answer
         self.leaving: dict[int, tuple[float, float]] = {}
         self.removed = stored.removed
+        #: invited to join (JoinCluster) and no committed configuration names it yet
+        self.catching_up = False
         self._snap_rx: tuple[int, bytearray] | None = None
         self._last_role_event: tuple | None = None
         #: peers' messages refused as malformed, by reason (``status()["refused"]``)
@@ -419,6 +425,8 @@ class Raft:
         while self.applied < self.commit:
             self.applied += 1
             out.append(Apply(self.applied, self.entry(self.applied)))
+        if self.catching_up and self.me in self.config_at(self.commit).ids():
+            self.catching_up = False
         if self.role == Role.LEADER and self.pending:
             for idx in sorted(i for i in self.pending if i <= self.commit):
                 token, t = self.pending.pop(idx)
@@ -453,7 +461,7 @@ class Raft:
         return self._role_event() + self._reset_election(now)
 
     def can_elect(self) -> bool:
-        return self.me in self.servers and not self.removed
+        return self.me in self.servers and not self.removed and not self.catching_up
 
     def on_timer(self, name: str, now: float) -> list[Effect]:
         if name == "election":
@@ -866,6 +874,7 @@ class Raft:
         if self.removed:
             self.removed = False
             out.append(Persist(RAFT, PersistRemoved(False)))
+        self.catching_up = self.me not in cfg.ids()
         out.append(Emit("join-invited", {"leader": req.source, "servers": cfg.ids()}))
         return out + [Reply(token, self._resp(T, req.source, self.last_index + 1, True))]
 
@@ -930,6 +939,8 @@ class Raft:
         self.log = keep
         self.commit = self.applied = s.last_log_index
         self._recompute_config()
+        if self.catching_up and self.me in self.config_at(self.commit).ids():
+            self.catching_up = False
         rem = tuple((s.last_log_index + 1 + k, e) for k, e in enumerate(keep))
         out += [
             Persist(RAFT, PersistSnapshot(s.last_log_index, s.last_log_term, s.config, data, rem)),

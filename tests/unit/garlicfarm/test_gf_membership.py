@@ -159,3 +159,38 @@ def test_removed_flag_survives_a_restart():
     assert sim.raft(victim).removed and sim.raft(victim).term == term
     assert not [e for e in sim.of("vote") if e.node == victim and e.fields["candidate"] == victim
                 and e.fields["term"] > term]
+
+
+def test_a_server_invited_back_does_not_campaign_until_a_committed_configuration_names_it():
+    """A removed server never receives the configuration without it, so its own log still
+    names it. Invited back (JoinCluster clears ``removed``) and then cut off before the join
+    completes, it must not campaign on that stale configuration (JRaft's ``catchingUp``):
+    its ever higher terms would depose every leader (found by the sim search, seed 11, see
+    tests/unit/sim/data/gf_rejoiner_campaigns.json). Once a join completes it campaigns again."""
+    sim = GfSim([1, 2, 3, 4, 5])
+    lead = sim.wait_leader()
+    sim.run_for(0.2)
+    victim = next(i for i in sim.ids if i != lead)
+    rm = sim.client_request(lead, _server_req(MsgType.REMOVE_SERVER_REQUEST, victim))
+    sim.run_for(1)
+    assert sim.replies[rm].accepted and sim.raft(victim).removed
+    assert victim in sim.raft(victim).servers  # the stale configuration
+    sim.client_request(lead, _server_req(MsgType.ADD_SERVER_REQUEST, victim,
+                                         f"tcp://127.0.0.1:{9000 + victim}"))
+    sim.run_for(0.0015)  # the invitation lands, nothing after it
+    assert [e for e in sim.of("join-invited") if e.node == victim]
+    assert not sim.raft(victim).removed and sim.raft(victim).catching_up
+    sim.partition({victim}, {i for i in sim.ids if i != victim})
+    term = sim.raft(victim).term
+    sim.run_for(sim.raft(lead).opt.join_timeout + 2)  # the leader abandons the join
+    assert [e for e in sim.of("join-abandoned") if e.node == lead]
+    sim.heal()
+    sim.run_for(3)
+    assert sim.raft(victim).term == term
+    assert not [e for e in sim.of("vote") if e.node == victim and e.fields["candidate"] == victim]
+    assert len({sim.raft(i).term for i in sim.ids if i != victim}) == 1  # no leader deposed
+    again = sim.client_request(sim.leaders()[0], _server_req(
+        MsgType.ADD_SERVER_REQUEST, victim, f"tcp://127.0.0.1:{9000 + victim}"))
+    sim.run_for(2)
+    assert sim.replies[again].accepted and not sim.raft(victim).catching_up
+    assert sim.raft(victim).can_elect()

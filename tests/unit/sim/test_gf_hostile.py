@@ -56,3 +56,19 @@ def test_hostile_is_optional_and_the_search_finds_nothing_at_seed_1(tmp_path, ca
     assert main(["sim", "run", "garlicfarm", "--hostile", "--seed", "1", "--runs", "300",
                  "--out", str(f)]) == 0
     assert "no failing schedule found" in capsys.readouterr().out and not f.exists()
+
+
+REJOINER = Path(__file__).parent / "data" / "gf_rejoiner_campaigns.json"
+
+
+def test_a_server_invited_back_and_cut_off_no_longer_deposes_every_leader(capsys) -> None:
+    """Found by `harness sim run garlicfarm --budget 600s --seed 11` on the correct core: a
+    removed server invited back (its join then abandoned) campaigned on its stale
+    configuration, and every leader stepped down to its terms (no leader 3 s after the last
+    heal). Fixed in `nodes.garlicfarm.raft` (``catching_up``)."""
+    rec = json.loads(REJOINER.read_text())
+    assert rec["bug"] == [] and rec["witness"][0]["kind"] == "no-leader-after-heal"
+    out = run(rec["schedule"], rec["seed"], ())
+    assert out.ok, out.witness
+    assert main(["sim", "replay", str(REJOINER)]) == 2  # the file holds the failing trace
+    assert "witness (0 anomalies)" in capsys.readouterr().out
