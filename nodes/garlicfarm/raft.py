@@ -760,6 +760,11 @@ class Raft:
         out: list[Effect] = []
         heard_leader = self.leader is not None and self.leader != req.source and now - self.last_leader_contact < self.opt.election_min
         if req.term > self.term and not heard_leader:
+            if self.role == Role.LEADER:
+                # a leader's election timer lapsed unarmed: deposed by a vote it may not
+                # grant (its log is longer), it must campaign again, or nobody with the
+                # longest log ever does and the cluster has no leader for good
+                out += self._reset_election(now)
             out += self._step_down(req.term, None, now)
         up_to_date = (req.last_log_term, req.last_log_index) >= (self.last_term, self.last_index)
         granted = (

@@ -333,3 +333,30 @@ def test_same_seed_same_trace_bytes():
 
     assert run(4) == run(4)
     assert run(4) != run(5)
+
+
+def test_a_leader_deposed_by_a_vote_it_refuses_campaigns_again():
+    """A leader's election timer lapses unarmed while it leads. Deposed by a RequestVote of a
+    higher term that it refuses (the candidate's log is shorter), it must arm it again: when
+    it alone holds the longest log nobody else can win, and the cluster had no leader for
+    good (found by the sim search, seed 12; tests/unit/sim/data/gf_deposed_leader_idle.json)."""
+    sim = GfSim([1, 2, 3])
+    lead = sim.wait_leader()
+    sim.run_for(0.5)
+    f = next(i for i in sim.ids if i != lead)
+    sim.partition({f}, {i for i in sim.ids if i != f})
+    sim.client_request(lead, client_req("a", "b"))
+    sim.run_for(2)  # f campaigns alone: its term passes the leader's, its log stays short
+    assert sim.raft(f).term > sim.raft(lead).term
+    assert sim.raft(lead).election_at < sim.now  # lapsed while it led
+    sim.heal()
+    sim.net.cut_one_way(lead, f)  # so the leader learns f's term from its RequestVote only
+    end = sim.now + 1
+    while sim.raft(lead).role == R.Role.LEADER and sim.now < end:
+        sim.run_for(0.001)
+    down = [e for e in sim.of("vote", candidate=f) if e.node == lead]
+    assert down and not any(e.fields["granted"] for e in down)  # deposed, f's log is short
+    assert sim.raft(lead).role == R.Role.FOLLOWER
+    assert sim.raft(lead).election_at > sim.now  # armed again
+    sim.run_for(3)
+    assert sim.leaders()

@@ -72,3 +72,20 @@ def test_a_server_invited_back_and_cut_off_no_longer_deposes_every_leader(capsys
     assert out.ok, out.witness
     assert main(["sim", "replay", str(REJOINER)]) == 2  # the file holds the failing trace
     assert "witness (0 anomalies)" in capsys.readouterr().out
+
+
+DEPOSED = Path(__file__).parent / "data" / "gf_deposed_leader_idle.json"
+
+
+def test_a_leader_deposed_by_a_vote_it_refuses_campaigns_again(capsys) -> None:
+    """Found by `harness sim run garlicfarm --hostile --skew --budget 600s --seed 12` on the
+    correct core (the shrunk schedule holds neither kind): two removals leave the leader alone
+    with the longest log; a candidate with a shorter log deposes it by RequestVote, and its
+    election timer, lapsed while it led, was never armed again: no leader for good. Fixed in
+    `nodes.garlicfarm.raft` (``_on_vote``)."""
+    rec = json.loads(DEPOSED.read_text())
+    assert rec["bug"] == [] and rec["witness"][0]["kind"] == "no-leader-after-heal"
+    out = run(rec["schedule"], rec["seed"], ())
+    assert out.ok, out.witness
+    assert main(["sim", "replay", str(DEPOSED)]) == 2  # the file holds the failing trace
+    assert "witness (0 anomalies)" in capsys.readouterr().out
