@@ -167,3 +167,17 @@ def test_a_node_a_later_change_added_was_no_member_of_epoch_0() -> None:
     evidence, had been an epoch-0 member (the checker only knew the first change's adds)."""
     out = run([["rejoin", 0, 0, 0], ["decommission", 0, 0, 1], ["add", 14, 0, 0]], 4, ())
     assert out.ok, out.witness
+
+
+def test_the_final_update_waits_for_a_membership_change_to_settle() -> None:
+    """Found by `harness sim run drip --members --skew --budget 600s --seed 12`: the add of n5
+    committed while the final update's vote was open, which then aborted ("no vote from
+    ['n5']"), rightly; the liveness check now waits for membership requests to decide and an
+    added node to boot before it sends the final update."""
+    import json
+    from pathlib import Path
+
+    rec = json.loads((Path(__file__).parent / "data" / "drip_final_races_add.json").read_text())
+    assert rec["bug"] == [] and "no vote from ['n5']" in rec["witness"][0]["message"]
+    out = run(rec["schedule"], rec["seed"], ())
+    assert out.ok, out.witness
