@@ -427,6 +427,9 @@ class Raft:
             out.append(Apply(self.applied, self.entry(self.applied)))
         if self.catching_up and self.me in self.config_at(self.commit).ids():
             self.catching_up = False
+            if self.removed:
+                self.removed = False
+                out.append(Persist(RAFT, PersistRemoved(False)))
         if self.role == Role.LEADER and self.pending:
             for idx in sorted(i for i in self.pending if i <= self.commit):
                 token, t = self.pending.pop(idx)
@@ -876,10 +879,10 @@ class Raft:
         if self.me not in self.servers:
             self.bootstrap = {s.id: s.endpoint or "" for s in cfg.servers}
             self._recompute_config()
-        if self.removed:
+        self.catching_up = self.me not in cfg.ids()
+        if self.removed and not self.catching_up:  # else kept (durably) until it is named
             self.removed = False
             out.append(Persist(RAFT, PersistRemoved(False)))
-        self.catching_up = self.me not in cfg.ids()
         out.append(Emit("join-invited", {"leader": req.source, "servers": cfg.ids()}))
         return out + [Reply(token, self._resp(T, req.source, self.last_index + 1, True))]
 
@@ -946,6 +949,9 @@ class Raft:
         self._recompute_config()
         if self.catching_up and self.me in self.config_at(self.commit).ids():
             self.catching_up = False
+            if self.removed:
+                self.removed = False
+                out.append(Persist(RAFT, PersistRemoved(False)))
         rem = tuple((s.last_log_index + 1 + k, e) for k, e in enumerate(keep))
         out += [
             Persist(RAFT, PersistSnapshot(s.last_log_index, s.last_log_term, s.config, data, rem)),

@@ -89,3 +89,16 @@ def test_a_leader_deposed_by_a_vote_it_refuses_campaigns_again(capsys) -> None:
     assert out.ok, out.witness
     assert main(["sim", "replay", str(DEPOSED)]) == 2  # the file holds the failing trace
     assert "witness (0 anomalies)" in capsys.readouterr().out
+
+
+def test_a_rejoiner_that_restarts_still_does_not_campaign(capsys) -> None:
+    """Found by `harness sim run garlicfarm --budget 600s --seed 21` with the two fixes above:
+    the rejoiner crashed, and its in-memory ``catching_up`` went with it while ``removed`` had
+    been cleared by the invitation. ``removed`` now stays until a committed configuration
+    names the server."""
+    f = Path(__file__).parent / "data" / "gf_rejoiner_restarts.json"
+    rec = json.loads(f.read_text())
+    assert rec["witness"][0]["kind"] == "no-leader-after-heal"
+    assert run(rec["schedule"], rec["seed"], ()).ok
+    assert main(["sim", "replay", str(f)]) == 2
+    assert "witness (0 anomalies)" in capsys.readouterr().out
