@@ -24,7 +24,11 @@ Properties, each a child result:
 * ``lamport-rules``: a node's every ``send`` has a Lamport time greater than every message it
   delivered (or sent) before it: delivery updates the clock;
 * ``buffers-drain``: after the heal, every final state's ``incoming_buffer``,
-  ``outgoing_buffer`` and ``repair.outgoing`` are empty (leftovers are named);
+  ``outgoing_buffer`` and ``repair.outgoing`` are empty (leftovers are named); but an entry
+  that waits only on ids only a gone node had (a repair request nobody live can answer, a held
+  message missing them) may stay until the node gives it up as ``lost`` (SDS-R bounds repair
+  by ``T_max``; the node's ``lost_after_ms`` in its state): a younger one is excused and
+  counted (``entries_waiting_on_gone``), an older one is a failure to give up;
 * ``same-set``: every live node ends with the same set of ids; no phantom id (logged but never
   sent, when its sender's journal was read); a message some node lacks at the end (whoever sent
   it, crashed senders too) must be journaled ``lost`` by that node, never silently absent.
@@ -230,10 +234,53 @@ def check_lamport_rules(nodes: dict[str, dict[str, Any]]) -> list[Anomaly]:
 BUFFERS = (("incoming_buffer",), ("outgoing_buffer",), ("repair", "outgoing"))
 
 
-def check_buffers(nodes: dict[str, dict[str, Any]]) -> tuple[list[Anomaly], int]:
-    """Leftovers in each final state's buffers; returns how many buffers were read."""
+def only_gone_had(origin: Any, key: Any, anywhere: Collection[Any], gone: Collection[str]
+                  ) -> bool:
+    """An item made at a node killed for good that no live node's final log holds: it died
+    with its node, so no live node can get it, or serve it to another (the one notion behind
+    ``died_with_gone`` and the buffers ``buffers-drain`` waits out)."""
+    return origin in gone and key not in anywhere
+
+
+def _origins(nodes: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Each message id's sender, as any journal's ``send`` or any buffer entry names it."""
+    out: dict[str, str] = {}
+    for name, obs in nodes.items():
+        for ev in _journal(obs, "send"):
+            out.setdefault(ev["id"], name)
+        st = obs.get("state")
+        if isinstance(st, dict):
+            for e in [*(st.get("incoming_buffer") or []),
+                      *((st.get("repair") or {}).get("outgoing") or [])]:
+                if isinstance(e, dict) and e.get("id") and e.get("sender"):
+                    out.setdefault(str(e["id"]), str(e["sender"]))
+    return out
+
+
+def _waits_on_gone(path: tuple[str, ...], e: Any, limit: Any, unservable: set[str]) -> bool:
+    """A buffer entry a correct node keeps until it gives it up (``age_ms`` up to the node's
+    ``lost_after_ms``, the spec's bounded repair): a repair request for, or a held message
+    missing, only ids only a gone node had. Older, it should have been journaled ``lost``."""
+    if path == ("outgoing_buffer",) or not isinstance(e, dict) or not isinstance(limit, int):
+        return False
+    age = e.get("age_ms")
+    if not isinstance(age, int) or age > limit:
+        return False
+    wanted = [e.get("id")] if path == ("repair", "outgoing") else e.get("missing") or []
+    return bool(wanted) and all(str(i) in unservable for i in wanted)
+
+
+def check_buffers(nodes: dict[str, dict[str, Any]], gone: Collection[str] = ()
+                  ) -> tuple[list[Anomaly], int, int]:
+    """Leftovers in each final state's buffers; returns them, how many buffers were read and
+    how many entries were excused as waiting, within the node's give-up bound, on what only a
+    gone node had (`_waits_on_gone`)."""
     out = []
-    read = 0
+    read = excused = 0
+    unservable: set[str] = set()
+    if gone:
+        anywhere = {e["id"] for obs in nodes.values() for e in _entries(obs) or []}
+        unservable = {i for i, o in _origins(nodes).items() if only_gone_had(o, i, anywhere, gone)}
     for name, obs in sorted(nodes.items()):
         st = obs.get("state")
         if not isinstance(st, dict):
@@ -245,6 +292,10 @@ def check_buffers(nodes: dict[str, dict[str, Any]]) -> tuple[list[Anomaly], int]
             if not isinstance(v, list):
                 continue
             read += 1
+            waiting = [e for e in v if _waits_on_gone(path, e, st.get("lost_after_ms"),
+                                                       unservable)]
+            excused += len(waiting)
+            v = [e for e in v if not any(e is w for w in waiting)]
             if v:
                 ids = [str(x.get("id")) if isinstance(x, dict) else str(x) for x in v]
                 out.append(Anomaly(
@@ -252,7 +303,7 @@ def check_buffers(nodes: dict[str, dict[str, Any]]) -> tuple[list[Anomaly], int]
                     f"{name}'s {'.'.join(path)} still holds {len(v)} entries after the heal "
                     f"(first {[_short(i) for i in ids[:3]]})",
                     {"node": name, "buffer": ".".join(path), "ids": ids[:20], "count": len(v)}))
-    return out, read
+    return out, read, excused
 
 
 def check_same_set(nodes: dict[str, dict[str, Any]], logs: dict[str, list[dict[str, Any]]]
@@ -334,7 +385,7 @@ def died_with_gone(history: list[dict[str, Any]], logs: dict[str, list[dict[str,
     """Payloads of ok sends made at a node killed for good (``gone``) that no final log holds:
     they died with their node, so no live node can get them (not a loss of the others')."""
     anywhere = {e.get("payload") for log in logs.values() for e in log}
-    return {p for p, op in _ok_sends(history) if op.get("node") in gone and p not in anywhere}
+    return {p for p, op in _ok_sends(history) if only_gone_had(op.get("node"), p, anywhere, gone)}
 
 
 def check_acked(history: list[dict[str, Any]], logs: dict[str, list[dict[str, Any]]],
@@ -429,7 +480,7 @@ def check(test: dict[str, Any], history: list[dict[str, Any]],
     both = sorted(set(journal_gaps + state_gaps))
     order, compared = check_common_order(logs)
     log_order, placed = check_log_order(nodes, logs)
-    buffers, buffers_read = check_buffers(nodes)
+    buffers, buffers_read, waiting_on_gone = check_buffers(nodes, gone)
     n = {"sends": sum(len(_journal(o, "send")) for o in nodes.values()),
          "deliveries": sum(len(_journal(o, "deliver")) for o in nodes.values()),
          "nodes_with_state": len(logs), "log_entries": sum(len(e) for e in logs.values()),
@@ -462,6 +513,8 @@ def check(test: dict[str, Any], history: list[dict[str, Any]],
     ]
     if died := died_with_gone(history, logs, gone):
         children[2].stats["ok_sends_died_with_gone"] = len(died)
+    if waiting_on_gone:
+        children[9].stats["entries_waiting_on_gone"] = waiting_on_gone
     v = worst(c.valid for c in children)
     bad = [c.checker for c in children if c.valid is False]
     return Result(NAME, v, [], stats(nodes, history), children,

@@ -538,11 +538,18 @@ class SdsCore:
                         del self.waiting[d]
         return b
 
+    @property
+    def lost_after_ms(self) -> int:
+        """How long a held message or a repair request is kept before it is given up as
+        ``lost``: the spec bounds repair (T_max, "irretrievably lost"); the snapshot reports
+        it so a checker knows until when an entry nobody live can serve may stay."""
+        return self.opt.lost_after_ms or 10 * self.opt.t_max_ms
+
     def _expire(self, now_ms: int, fx: list[Effect]) -> None:
         """Held messages and repair requests older than ``lost_after_ms`` are dropped and
         journaled ``lost`` (the spec's "irretrievably lost"). A dropped held id leaves our
         bloom filter, so its sender sees we lack it and a later copy is taken afresh."""
-        limit = self.opt.lost_after_ms or 10 * self.opt.t_max_ms
+        limit = self.lost_after_ms
         dropped = []
         for mid, b in list(self.incoming.items()):
             if now_ms - b.since_ms > limit:
@@ -836,6 +843,7 @@ class SdsCore:
 
         return {
             "lamport": self.lamport,
+            "lost_after_ms": self.lost_after_ms,
             "log": [entry(m) for m in self.ordered_log()],
             "incoming_buffer": [{"id": mid, "lamport": b.msg.lamport_timestamp,
                                  "sender": b.msg.sender_id, "missing": self._missing(b.msg),
@@ -851,7 +859,8 @@ class SdsCore:
                       "fill_ratio": round(self.bloom.fill_ratio(), 6),
                       "rollovers": self.c.bloom_rollovers},
             "repair": {
-                "outgoing": [{"id": mid, "sender": e.sender_id, "t_req_in_ms": t - now_ms}
+                "outgoing": [{"id": mid, "sender": e.sender_id, "t_req_in_ms": t - now_ms,
+                              "age_ms": now_ms - self.repair_since.get(mid, now_ms)}
                              for mid, (t, e) in sorted(self.repair_out.items(),
                                                        key=lambda kv: kv[1][0])],
                 "incoming": [{"id": mid, "sender": e.sender_id, "t_resp_in_ms": t - now_ms}

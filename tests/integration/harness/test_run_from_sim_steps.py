@@ -1,5 +1,7 @@
 """``harness run --from FILE``: the sim steps mapped onto real faults beyond the first ones
-(harness/sim/realrun.py): ``gone`` (SDS ``no-repair``, the search's own finding, confirmed),
+(harness/sim/realrun.py): ``gone`` (SDS ``no-repair``, the search's own finding, confirmed;
+correct nodes pass the same files, a repair only the gone node could answer waiting, within
+the node's give-up bound, excused),
 ``skew`` (libfaketime's clock rate and the node's calendar offset), SWIM's one-way ``cut``
 and ``leave``/``rejoin``, DRiP's ``add``. Each plays a replay file (the schedule written
 out here, as ``harness sim run`` found or would draw it) and reads the real history: every
@@ -50,6 +52,39 @@ def test_sds_no_repair_with_a_sender_gone_for_good_is_confirmed(tmp_path):
     assert (run / "nodes" / "n1" / "gone.json").exists()
     assert "CONFIRMED on real processes" in said, said[-3000:]
     assert "ordering.acked-not-lost" in said  # sends acked, then never repaired
+
+
+def drain(run: Path) -> dict:
+    """The run's ``ordering.buffers-drain`` result."""
+    r = json.loads((run / "results.json").read_text())["result"]
+    (o,) = [c for c in r["children"] if c["checker"] == "ordering"]
+    (d,) = [c for c in o["children"] if c["checker"] == "buffers-drain"]
+    return d
+
+
+def test_a_repair_only_a_gone_sender_could_answer_waits_for_the_give_up(tmp_path):
+    # n1 cut off for 2 s, healed, and gone 250 ms later: the few messages it resent name
+    # sends of its that the others never got, which only n1 could serve. A correct node keeps
+    # those repair requests (and the messages held for them) until its lost_after_ms (SDS-R
+    # bounds repair by T_max) and the state is read 3 s after the heal: they are excused,
+    # counted, not a buffer that never drains (this run failed buffers-drain before)
+    sched = [["partition", 0, 0, 0], ["heal", 2000, 0, 0], ["gone", 250, 0, 0]]
+    said, run, test = real(replay(tmp_path, "sds", sched, []), tmp_path / "s")
+    d = drain(run)
+    assert "NOT confirmed: the real run passed every checker" in said, said[-3000:]
+    assert d["valid"] is True and d["stats"]["entries_waiting_on_gone"] > 0, d
+
+
+def test_sds_no_repair_replay_passes_on_correct_nodes_and_is_confirmed_with_the_bug(tmp_path):
+    # n2 cut off while n1 sends, then n1 cut off and gone as the heal comes, before it can
+    # re-arm its sends for n2: only a repair from n3..n5 brings them to n2
+    sched = [["partition", 0, 0, 1], ["partition", 1000, 0, 0], ["heal", 1000, 0, 0],
+             ["gone", 0, 0, 0]]
+    said, run, test = real(replay(tmp_path, "sds", sched, []), tmp_path / "ok")
+    assert "NOT confirmed: the real run passed every checker" in said, said[-3000:]
+    said, run, test = real(replay(tmp_path, "sds", sched, ["no-repair"]), tmp_path / "bug")
+    assert "CONFIRMED on real processes" in said and "ordering.acked-not-lost" in said, \
+        said[-3000:]
 
 
 def test_a_skew_runs_a_nodes_clock_at_its_rate_and_steps_its_calendar(tmp_path):

@@ -142,3 +142,39 @@ def test_an_acked_send_only_its_gone_node_had_died_with_it() -> None:
     obs["nodes"]["n3"]["gone"] = False
     lost = child(ordering.check({}, h, obs), "acked-not-lost")
     assert [a.witness["missing_at"] for a in lost.anomalies] == [["n1", "n2"]]
+
+
+def test_a_repair_only_a_gone_node_could_answer_may_wait_until_the_node_gives_it_up() -> None:
+    """n3 sent d, then e (e depends on d); d reached nobody, e reached n2, and n3 was killed
+    for good. n2 holds e waiting for d and asks a repair of d that nobody live can answer:
+    SDS-R bounds repair (T_max), so a correct node keeps both until its ``lost_after_ms`` and
+    then journals them ``lost``. Younger they are excused; older, or d held by a live node
+    (it could serve it), or n3 not gone, they are a buffer that never drains."""
+    h, obs = good()
+    obs["nodes"]["n3"] = {"events": [ev(0, "send", "d", 4, "n3", t=10.3),
+                                     ev(1, "send", "e", 5, "n3", ["d"], t=10.4)],
+                          "state": None, "gone": True, "missing": []}
+    st = obs["nodes"]["n2"]["state"]
+    st["lost_after_ms"] = 10_000
+    st["incoming_buffer"] = [{"id": "e", "lamport": 5, "sender": "n3", "missing": ["d"],
+                              "age_ms": 3_000}]
+    st["repair"]["outgoing"] = [{"id": "d", "sender": "n3", "t_req_in_ms": 200,
+                                 "age_ms": 2_900}]
+    drain = child(ordering.check({}, h, obs), "buffers-drain")
+    assert drain.valid is True and drain.stats["entries_waiting_on_gone"] == 2, drain.explain()
+
+    st["repair"]["outgoing"][0]["age_ms"] = 10_001  # past the bound: should be journaled lost
+    drain = child(ordering.check({}, h, obs), "buffers-drain")
+    assert drain.valid is False
+    assert [a.witness["buffer"] for a in drain.anomalies] == ["repair.outgoing"]
+    st["repair"]["outgoing"][0]["age_ms"] = 2_900
+
+    obs["nodes"]["n1"]["state"]["log"].append(entry("d", 4, "n3"))  # n1 could serve d
+    drain = child(ordering.check({}, h, obs), "buffers-drain")
+    assert sorted(a.witness["buffer"] for a in drain.anomalies) == [
+        "incoming_buffer", "repair.outgoing"]
+    obs["nodes"]["n1"]["state"]["log"].pop()
+
+    obs["nodes"]["n3"]["gone"] = False  # merely down: it comes back and answers
+    drain = child(ordering.check({}, h, obs), "buffers-drain")
+    assert drain.valid is False and len(drain.anomalies) == 2

@@ -55,6 +55,10 @@ def test_held_and_repair_entries_expire_as_lost_and_a_later_copy_heals() -> None
     held = msg("b", "x", EPOCH_MS + 5, ("never-comes",))
     c.receive_message(held, 0)
     c.tick(100, EPOCH_MS)
+    snap = c.snapshot(1_500)  # what the checker reads: the entries' ages and the bound
+    assert snap["lost_after_ms"] == 2000
+    assert [(e["id"], e["age_ms"]) for e in snap["repair"]["outgoing"]] == [("never-comes", 1500)]
+    assert [e["age_ms"] for e in snap["incoming_buffer"]] == [1500]
     fx = c.tick(2_200, EPOCH_MS)
     lost = {(e["id"], e["where"]) for e in events(fx, "lost")}
     assert lost == {(held.message_id, "incoming"), ("never-comes", "repair")}

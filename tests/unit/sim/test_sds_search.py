@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.sim.sds_search import NAMES, TARGET, _Run, run
+from checkers import ordering
+from harness.sim.sds_search import NAMES, SETTLE_S, TARGET, _Run, run
 from harness.sim.search import search
 
 pytestmark = pytest.mark.sim
@@ -85,3 +86,33 @@ def test_no_repair_draws_gone_and_other_modes_draw_what_they_did() -> None:
     assert "gone" not in TARGET.kinds  # existing seeds draw the same schedules
     found = search(TARGET, 1, ("no-repair",), budget_s=600, runs=200, shrink_runs=40)
     assert found is not None and "gone" in {s[0] for s in found.schedule}
+
+
+def test_a_repair_only_a_gone_sender_could_answer_is_judged_as_in_a_real_run() -> None:
+    """n1 sends; n0 cut off sends a burst; healed, it sends once more (naming burst sends nobody got)
+    and is gone: the others hold that send and ask a repair only n0 could answer. Read 3 s
+    after the heal (a real run's quiesce) the same `checkers.ordering` excuses the entries,
+    still within the core's give-up bound (the search's settle too); well past the bound the
+    core has given them up, journaled ``lost``, and nothing is left to excuse."""
+    sched = [["send", 0, 0, 1], ["partition", 10, 0, 0], ["burst", 0, 0, 0], ["heal", 100, 0, 0],
+             ["send", 0, 0, 0], ["gone", 0, 0, 0]]
+    r = _Run(1, ())
+    for s in sched:
+        r.step(s)
+    r.sim.heal_everything(NAMES, latency=0.001)
+    r.sim.run_for(3.0)
+    obs = r.sim.observations()
+    assert any(o["state"]["repair"]["outgoing"] for o in obs["nodes"].values() if o["state"])
+    res = ordering.check({}, r.history, obs)
+    drain = next(c for c in res.children if c.checker == "buffers-drain")
+    assert drain.valid is True and drain.stats["entries_waiting_on_gone"] > 0, drain.explain()
+    assert res.valid is True, res.explain()
+    assert run(sched, 1, ()).ok  # the search's own run: the same, after its settle
+    r.sim.run_for(2 * SETTLE_S)  # past the bound twice (a request re-wanted for a held
+    obs = r.sim.observations()   # message restarts its age): all given up
+    drain = next(c for c in ordering.check({}, r.history, obs).children
+                 if c.checker == "buffers-drain")
+    assert drain.valid is True and "entries_waiting_on_gone" not in drain.stats
+    lost = {e.get("where") for o in obs["nodes"].values() for e in o.get("events") or []
+            if e.get("type") == "lost"}
+    assert lost == {"incoming", "repair"}
