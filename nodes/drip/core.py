@@ -516,8 +516,8 @@ class DripCore:
         """The counter window; the planted ``ignore-counter-window`` takes any counter."""
         return 2**65 if "ignore-counter-window" in self.bugs else self.cfg.counter_window
 
-    def _row(self, node: str) -> tuple[str, int, int | None]:
-        return (OWN, self.counter, None) if node == self.me else self.seen.row(node)
+    def _row(self, node: str) -> tuple[str, int, int | None, str | None]:
+        return (OWN, self.counter, None, None) if node == self.me else self.seen.row(node)
 
     def _item(self, key: str) -> Item | None:
         """``key``'s item with its value: from memory, or (lean) its last committed one."""
@@ -868,7 +868,8 @@ class DripCore:
 
     # ---- commit phase ---------------------------------------------------------------------
     def _apply(self, msg: Commit, hop: str | None, forward: bool,
-               rows: list[tuple[str, int, int | None]]) -> tuple[list[Effect], list[Effect]]:
+               rows: list[tuple[str, int, int | None, str | None]]
+               ) -> tuple[list[Effect], list[Effect]]:
         """Apply a new commit: (its records and events, the sends it sets off)."""
         up = msg.update
         targets = [p for p in self.peers if p != hop] if forward else []

@@ -32,9 +32,10 @@ class Init:
 
 @dataclass(frozen=True)
 class Counters:
-    """Saved counters (spec 4.4): ``(node, counter, reset_at)``; ``OWN`` is our own."""
+    """Saved counters (spec 4.4): ``(node, counter, reset_at, window)``; ``OWN`` is our own
+    (window None); a window is the counters remembered of that initiator (nodes.drip.seen)."""
 
-    rows: tuple[tuple[str, int, int | None], ...]
+    rows: tuple[tuple[str, int, int | None, str | None], ...]
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,7 @@ class Durable:
 
     fresh: bool = True
     counter: int = 0
-    counters: dict[str, tuple[int, int | None]] = field(default_factory=dict)
+    counters: dict[str, tuple[int, int | None, str | None]] = field(default_factory=dict)
     members: set[str] = field(default_factory=set)
     kv: dict[str, Item] = field(default_factory=dict)
     applied: set[str] = field(default_factory=set)
@@ -157,11 +158,11 @@ class Durable:
         if isinstance(r, Init):
             self.fresh = False
         elif isinstance(r, Counters):
-            for n, c, reset in r.rows:
+            for n, c, reset, window in r.rows:
                 if n == OWN:
                     self.counter = c
                 else:
-                    self.counters[n] = (c, reset)
+                    self.counters[n] = (c, reset, window)
         elif isinstance(r, Members):
             self.members.update(r.nodes)
         elif isinstance(r, Lock):

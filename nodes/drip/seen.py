@@ -14,10 +14,20 @@ that counter is still more than ``window`` short of the wrap-around, are refused
 otherwise be saved and make every later counter of that initiator a duplicate (issue 26 item 5).
 A receiver that fell further behind than the window catches up from the initiator's own signed
 heartbeat counter (`Seen.rebase`).
+
+What a node saves of an initiator is the set it remembers (`Window.encode`), not only the
+highest counter: a message is a repeat iff its (initiator, counter) was seen, and the spec's
+"everything up to the saved counter" would, after a restart, make a far-ahead counter a
+compromised member sent in the initiator's name (taken within the window) hide every real
+counter below it, at every node it flooded to, for good (``harness sim run drip --hostile``).
+The set stays small: counters that follow the run ``low..floor`` extend it, so in-order
+traffic costs two numbers; only gaps and far-ahead counters are listed (at most
+``2 * SEEN_WINDOW``, then the lowest are forgotten under a base).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 #: how many recent counters per initiator are remembered beyond the saved one
@@ -45,24 +55,93 @@ class CounterOutOfWindow(ValueError):
 
 @dataclass
 class Window:
-    """Which counters of one initiator were seen: all ``<= floor`` plus ``recent``. The floor
-    rises to the highest counter forgotten when ``recent`` is pruned to its ``SEEN_WINDOW``
-    highest."""
+    """Which counters of one initiator were seen: every one up to ``base`` (None: none), the
+    run ``low..floor``, and those listed in ``recent``. In-order counters extend the run
+    instead of growing ``recent``; when ``recent`` passes ``2 * SEEN_WINDOW`` the base rises
+    to the highest counter forgotten (and takes in the run when they meet)."""
 
     saved: int | None
     reset_at: int | None
-    floor: int | None
+    low: int
+    floor: int
     recent: set[int] = field(default_factory=set)
+    base: int | None = None
+
+    def has(self, c: int) -> bool:
+        return (self.low <= c <= self.floor or c in self.recent
+                or (self.base is not None and c <= self.base))
+
+    def add(self, c: int) -> None:
+        """Record ``c`` (not yet seen): it extends the run at either end, or is listed."""
+        if c == self.floor + 1:
+            self.floor = c
+            self._extend()
+        elif c == self.low - 1:
+            self.low = c
+            while self.low - 1 in self.recent:
+                self.low -= 1
+                self.recent.discard(self.low)
+        else:
+            self.recent.add(c)
+        if len(self.recent) > 2 * SEEN_WINDOW:
+            # forget the lowest counters, not all those a window below the highest: one
+            # accepted far-ahead counter (a compromised member's, within the window) would
+            # otherwise lift the floor over every real counter still to come (issue 26)
+            kept = sorted(self.recent)
+            base = kept[-SEEN_WINDOW - 1]
+            self.base = base if self.base is None else max(self.base, base)
+            self.recent = {x for x in kept[-SEEN_WINDOW:] if x > self.base}
+            if self.low <= self.base + 1:  # the run meets the base: one
+                self.base = self.low = self.floor = max(self.base, self.floor)
+                self._extend()
+
+    def _extend(self) -> None:
+        """Move listed counters that follow the run into it."""
+        while self.floor + 1 in self.recent:
+            self.floor += 1
+            self.recent.discard(self.floor)
+
+    def encode(self) -> str:
+        """What is saved: ``[base, low, floor, [[first, last], ...]]`` (the listed counters
+        as runs; JSON, as u64 counters must not become SQLite REALs)."""
+        runs: list[list[int]] = []
+        for c in sorted(self.recent):
+            if runs and runs[-1][1] == c - 1:
+                runs[-1][1] = c
+            else:
+                runs.append([c, c])
+        return json.dumps([self.base, self.low, self.floor, runs], separators=(",", ":"))
+
+    @classmethod
+    def decode(cls, saved: int, reset_at: int | None, text: str | None) -> Window:
+        """The window saved as ``text`` (None, as saved before it was: every counter up to
+        ``saved`` counts as seen, the spec's single counter)."""
+        if text is None:
+            return cls(saved, reset_at, saved, saved, base=saved)
+        damaged = "the store is damaged; remove the node's data dir to resync it"
+        try:
+            base, low, floor, runs = json.loads(text)
+            n = sum(b - a + 1 for a, b in runs)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"saved counter window {text[:80]!r} is not [base, low, floor, "
+                             f"runs]: {damaged}") from e
+        if n > 2 * SEEN_WINDOW:
+            raise ValueError(f"saved counter window lists {n} counters, more than "
+                             f"{2 * SEEN_WINDOW}: {damaged}")
+        recent = {c for a, b in runs for c in range(a, b + 1)}
+        return cls(saved, reset_at, low, floor, recent, base)
 
 
 class Seen:
-    """Every initiator's window; built from the saved counters ``{node: (counter, reset_at)}``."""
+    """Every initiator's window; built from the saved rows ``{node: (counter, reset_at,
+    window)}`` (`Window.decode`)."""
 
-    def __init__(self, saved: dict[str, tuple[int, int | None]],
+    def __init__(self, saved: dict[str, tuple[int, int | None, str | None]],
                  window: int = COUNTER_WINDOW) -> None:
         if window < 1:
             raise ValueError(f"counter window {window} must be at least 1")
-        self.windows: dict[str, Window] = {n: Window(c, r, c) for n, (c, r) in saved.items()}
+        self.windows: dict[str, Window] = {
+            n: Window.decode(c, r, x) for n, (c, r, x) in saved.items()}
         self.window = window
 
     def before(self, node: str, counter: int, reset: bool) -> bool:
@@ -76,25 +155,18 @@ class Seen:
                     return True  # the reset that started this epoch, again on a late path
                 raise CounterOutOfWindow(node, counter, reset, w.saved, self.window)
         if w is None:
-            self.windows[node] = Window(counter, counter if reset else None, None, {counter})
+            self.windows[node] = Window(counter, counter if reset else None, counter, counter)
             return False
         if reset:
-            if w.reset_at == counter and counter in w.recent:
+            if w.reset_at == counter and w.has(counter):
                 return True
-            self.windows[node] = Window(counter, counter, None, {counter})
+            self.windows[node] = Window(counter, counter, counter, counter)
             return False
-        if counter in w.recent or (w.floor is not None and counter <= w.floor):
+        if w.has(counter):
             return True
-        w.recent.add(counter)
+        w.add(counter)
         if w.saved is None or counter > w.saved:
             w.saved = counter
-        if len(w.recent) > 2 * SEEN_WINDOW:
-            # forget the lowest counters, not all those a window below the highest: one
-            # accepted far-ahead counter (a compromised member's, within the window) would
-            # otherwise lift the floor over every real counter still to come (issue 26)
-            kept = sorted(w.recent)
-            w.floor = kept[-SEEN_WINDOW - 1]
-            w.recent = set(kept[-SEEN_WINDOW:])
         return False
 
     def rebase(self, node: str, counter: int) -> bool:
@@ -104,28 +176,29 @@ class Seen:
         to ``counter``, so the next message is taken. Nothing moves within the window (a
         wrap-around comes as a reset). True when it moved.
 
-        It moves back only past a floor more than `SEEN_WINDOW` above ``counter``: everything
-        up to the floor counts as seen, and the node's own counters above its word are still
-        to come, so what lifted the floor there was not the node (a compromised member's
-        far-ahead counter, taken within the window and saved as the highest: after a restart
-        it would make every real message of that node a repeat until its counter passed it;
-        found by ``harness sim run drip --hostile``). Counters remembered above it stay seen.
-        Only the floor moves, in memory (False: nothing to save): the saved counter, the
-        window's mark, never goes back, and a restart redoes this at the next heartbeat.
+        It moves back only past a base more than `SEEN_WINDOW` above ``counter``: everything
+        up to the base counts as seen, and the node's own counters above its word are still
+        to come, so what lifted the base there was not the node (a flood of more than
+        ``2 * SEEN_WINDOW`` far-ahead counters a compromised member sent in its name, or a
+        store saved before windows were, whose base is its highest counter). The run and the
+        counters listed stay seen. Only the base moves, in memory (False: nothing to save):
+        the saved counter, the window's mark, never goes back, and a restart redoes this at
+        the next heartbeat.
         """
         w = self.windows.get(node)
         if w is None or w.saved is None:
             return False
-        if w.floor is not None and w.floor - counter > SEEN_WINDOW:
-            w.floor = counter
+        if w.base is not None and w.base - counter > SEEN_WINDOW:
+            w.base = counter
             return False
         if counter - w.saved <= self.window:
             return False
         w.saved = counter
         return True
 
-    def row(self, node: str) -> tuple[str, int, int | None]:
-        """The counters row that saves ``node``'s window (``(node, counter, reset_at)``)."""
+    def row(self, node: str) -> tuple[str, int, int | None, str | None]:
+        """The counters row that saves ``node``'s window (``(node, counter, reset_at,
+        window)``)."""
         w = self.windows[node]
         assert w.saved is not None
-        return (node, w.saved, w.reset_at)
+        return (node, w.saved, w.reset_at, w.encode())

@@ -45,7 +45,7 @@ CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL, versio
                                uid TEXT NOT NULL, owner TEXT);
 CREATE TABLE IF NOT EXISTS applied (uid TEXT PRIMARY KEY, key TEXT NOT NULL, version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS counters (node TEXT PRIMARY KEY, counter TEXT NOT NULL,
-                                     reset_at TEXT);
+                                     reset_at TEXT, seen TEXT);
 CREATE TABLE IF NOT EXISTS locks (key TEXT PRIMARY KEY, uid TEXT NOT NULL, initiator TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS outbox (seq INTEGER PRIMARY KEY, peer TEXT NOT NULL,
                                    payload TEXT NOT NULL);
@@ -71,6 +71,10 @@ class Store:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.executescript(SCHEMA)
+        if "seen" not in {r[1] for r in self.db.execute("PRAGMA table_info(counters)")}:
+            # a store from before the remembered counters were saved: NULL, the spec's
+            # "every counter up to the saved one was seen" (nodes.drip.seen.Window.decode)
+            self.db.execute("ALTER TABLE counters ADD COLUMN seen TEXT")
         self._cur: sqlite3.Cursor | None = None  # the open transaction
         #: group commits: fsynced, unsynced (delivery marks only) and the records in them
         self.commit_stats = {"fsynced": 0, "unsynced": 0, "records": 0}
@@ -118,11 +122,11 @@ class Store:
     def load(self) -> Durable:
         db = self.db
         d = Durable(fresh=db.execute("SELECT 1 FROM meta WHERE k='init'").fetchone() is None)
-        for n, c, r in db.execute("SELECT node, counter, reset_at FROM counters"):
+        for n, c, r, w in db.execute("SELECT node, counter, reset_at, seen FROM counters"):
             if n == OWN:
                 d.counter = int(c)
             else:
-                d.counters[n] = (int(c), None if r is None else int(r))
+                d.counters[n] = (int(c), None if r is None else int(r), w)
         d.members = {r[0] for r in db.execute("SELECT node FROM members")}
         d.lean = self.lean
         if self.lean:  # metadata only (from kv_meta); values are read from here when needed
@@ -210,8 +214,8 @@ def _write(cur: sqlite3.Cursor, r: Record) -> None:
         cur.execute("INSERT OR IGNORE INTO meta VALUES ('init', '1')")
     elif isinstance(r, Counters):
         # TEXT columns: u64 values above SQLite's signed 64-bit range must not become REAL
-        cur.executemany("INSERT OR REPLACE INTO counters VALUES (?, ?, ?)",
-                        [(n, str(c), None if x is None else str(x)) for n, c, x in r.rows])
+        cur.executemany("INSERT OR REPLACE INTO counters VALUES (?, ?, ?, ?)",
+                        [(n, str(c), None if x is None else str(x), w) for n, c, x, w in r.rows])
     elif isinstance(r, Members):
         cur.executemany("INSERT OR IGNORE INTO members VALUES (?)", [(n,) for n in r.nodes])
     elif isinstance(r, Lock):

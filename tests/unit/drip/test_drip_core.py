@@ -201,8 +201,8 @@ def test_seen_counters_stop_propagation_and_reset_starts_a_new_epoch() -> None:
     assert s.before("n1", 0, True) is False  # wrapped: reset flag makes 0 new
     assert s.before("n1", 0, True) is True  # the same reset seen again on another path
     assert s.before("n1", 1, False) is False
-    assert s.row("n1") == ("n1", 1, 0)
-    restored = Seen({"n1": (1, 0)})  # what a restart loads: everything up to 1 was seen
+    assert s.row("n1")[:3] == ("n1", 1, 0)
+    restored = Seen({"n1": (1, 0, None)})  # a store from before windows: everything up to 1
     assert restored.before("n1", 1, False) is True and restored.before("n1", 2, False) is False
 
 
@@ -226,7 +226,7 @@ def test_own_counter_wraps_with_the_reset_flag() -> None:
     assert send.msg.counter == 0 and send.msg.reset is True
     # the wrapped counter is persisted before the request leaves
     saved = [e for e in eff[:eff.index(send)] if isinstance(e, Persist)]
-    assert any(getattr(p.record, "rows", None) == (("__self__", 0, None),) for p in saved)
+    assert any(getattr(p.record, "rows", None) == (("__self__", 0, None, None),) for p in saved)
 
 
 def test_losing_every_peer_makes_a_node_inactive_then_it_syncs_back() -> None:

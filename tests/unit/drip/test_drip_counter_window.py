@@ -12,10 +12,10 @@ from nodes.drip.seen import MAX_COUNTER, SEEN_WINDOW, CounterOutOfWindow, Seen
 
 
 def test_a_counter_beyond_the_window_is_refused_and_recorded_nowhere() -> None:
-    s = Seen({"n1": (10, None)}, window=100)
+    s = Seen({"n1": (10, None, None)}, window=100)
     with pytest.raises(CounterOutOfWindow, match="more than 100 ahead of the last accepted"):
         s.before("n1", MAX_COUNTER - 1, False)
-    assert s.row("n1") == ("n1", 10, None)
+    assert s.row("n1")[:3] == ("n1", 10, None)
     assert s.before("n1", 11, False) is False  # the real next one is still new
     assert s.before("n1", 111, False) is False  # exactly the window ahead of 11: taken
     with pytest.raises(CounterOutOfWindow):
@@ -23,18 +23,18 @@ def test_a_counter_beyond_the_window_is_refused_and_recorded_nowhere() -> None:
 
 
 def test_a_reset_is_taken_only_near_the_wrap_around() -> None:
-    s = Seen({"n1": (5, None)}, window=100)
+    s = Seen({"n1": (5, None, None)}, window=100)
     with pytest.raises(CounterOutOfWindow, match="a reset"):
         s.before("n1", 0, True)  # would wipe the history: not a wrap-around
     assert s.before("n1", 5, False) is True
-    near = Seen({"n1": (MAX_COUNTER - 10, None)}, window=100)
+    near = Seen({"n1": (MAX_COUNTER - 10, None, None)}, window=100)
     assert near.before("n1", 0, True) is False  # the wrap-around
     assert near.before("n1", 0, True) is True  # the same reset on another path
     for c in range(1, 150):
         assert near.before("n1", c, False) is False
     assert near.before("n1", 0, True) is True  # a late copy of that reset: still a duplicate
-    _, saved, reset_at = near.row("n1")
-    restored = Seen({"n1": (saved, reset_at)}, window=100)  # what a restart loads
+    _, saved, reset_at, window = near.row("n1")
+    restored = Seen({"n1": (saved, reset_at, window)}, window=100)  # what a restart loads
     assert restored.before("n1", 149, False) is True
     assert restored.before("n1", 150, False) is False
 
@@ -110,7 +110,7 @@ def test_one_far_ahead_counter_does_not_turn_later_real_ones_into_duplicates() -
     """A long hostile run: a compromised member's counter far ahead (inside the window) was
     taken once; pruning the remembered counters must not raise the floor over the real ones
     that keep coming (it did: the floor went to the highest minus SEEN_WINDOW)."""
-    s = Seen({"n1": (0, None)})
+    s = Seen({"n1": (0, None, None)})
     far = 2**19 + 100
     assert s.before("n1", 1, False) is False
     assert s.before("n1", far, False) is False
@@ -123,7 +123,8 @@ def test_one_far_ahead_counter_does_not_turn_later_real_ones_into_duplicates() -
 
 def test_the_planted_ignore_counter_window_takes_the_poisoned_counter() -> None:
     """The bug mode the chaos suite catches by ``counter-out-of-window``: the counter is
-    journaled as taken, and the initiator's next real message is a duplicate."""
+    journaled as taken and saved as the window's mark. The initiator's next real message is
+    still new after a restart: what is saved is the set of counters seen, not the highest."""
     bugs = frozenset({"ignore-counter-window"})
     c = DripCore("n2", ["n1", "n3"], cfg=CoreConfig(counter_window=1000, bugs=bugs))
     c.start(0)
@@ -132,9 +133,79 @@ def test_the_planted_ignore_counter_window_takes_the_poisoned_counter() -> None:
         "n1", MAX_COUNTER - 1, False, Update("u2", "k2", 1)), 1)
     (vote,) = [e for e in eff if isinstance(e, Emit) and e.type == "vote"]
     assert vote.fields["counter"] == MAX_COUNTER - 1
-    assert c.d.counters["n1"][0] == MAX_COUNTER - 1  # saved: after a restart it silences n1
+    assert c.d.counters["n1"][0] == MAX_COUNTER - 1  # saved as the mark
     again = DripCore("n2", ["n1", "n3"], c.d, CoreConfig(counter_window=1000, bugs=bugs))
     again.start(5)
     eff = again.on_message(Inbound("n1", 3), codec.Voting(
         "n1", 11, False, Update("u3", "k", 2)), 5)
-    assert not [e for e in eff if isinstance(e, Emit) and e.type == "vote"]  # a "duplicate"
+    (vote,) = [e for e in eff if isinstance(e, Emit) and e.type == "vote"]
+    assert vote.fields["counter"] == 11
+
+
+def _restart(s: Seen, node: str = "n1") -> Seen:
+    """What a restart loads: the saved row (``Seen.row``) of ``node``."""
+    n, counter, reset_at, window = s.row(node)
+    return Seen({n: (counter, reset_at, window)}, s.window)
+
+
+def test_after_a_restart_a_far_ahead_counter_never_seen_hides_no_real_one() -> None:
+    """A message is a repeat iff its (initiator, counter) was seen: a far-ahead counter (a
+    compromised member's, inside the window) saved as the highest must not make the real ones
+    below it repeats after a restart (the sim: ``hostile n2, cut n1-n2, crash n3``)."""
+    s = Seen({})
+    for c in range(1, 11):
+        assert s.before("n1", c, False) is False
+    far = 2**19
+    assert s.before("n1", far, False) is False
+    s = _restart(s)
+    assert s.row("n1")[1] == far  # the window's mark stays the highest
+    for c in range(11, 20):
+        assert s.before("n1", c, False) is False, f"real counter {c} taken as a repeat"
+    assert s.before("n1", far, False) is True  # the far one itself is still a repeat
+    assert _restart(s).before("n1", far - 1, False) is False
+
+
+def test_after_a_restart_a_real_replayed_message_is_still_a_repeat() -> None:
+    """Every counter seen stays seen across a restart: the in-order run, one overtaken on
+    another path, and those beyond a gap (messages this node never got)."""
+    s = Seen({})
+    for c in [5, 6, 4, 7, 20, 21, 30, 3]:
+        assert s.before("n1", c, False) is False
+    r = _restart(s)
+    for c in [3, 4, 5, 6, 7, 20, 21, 30]:
+        assert r.before("n1", c, False) is True, f"replayed counter {c} taken as new"
+    for c in [2, 8, 19, 22, 29, 31]:
+        assert r.before("n1", c, False) is False, f"unseen counter {c} taken as a repeat"
+    assert _restart(r).before("n1", 8, False) is True
+
+
+def test_in_order_counters_are_saved_as_a_run_not_a_list() -> None:
+    s = Seen({})
+    for c in range(1, 10_000):
+        s.before("n1", c, False)
+    assert s.windows["n1"].recent == set() and s.row("n1")[3] == "[null,1,9999,[]]"
+
+
+def test_a_flood_of_far_ahead_counters_keeps_memory_and_the_saved_row_bounded() -> None:
+    """A compromised member sending distinct far-ahead counters in an initiator's name (each
+    inside the window of the last) cannot grow what is remembered, or saved, without bound;
+    forgotten ones count as seen (under the floor), so none is handled twice."""
+    s = Seen({})
+    for c in range(1, 6):
+        s.before("n1", c, False)
+    flood = [2**19 + 2 * i for i in range(5 * SEEN_WINDOW)]  # gaps: no run absorbs them
+    for c in flood:
+        assert s.before("n1", c, False) is False
+        assert len(s.windows["n1"].recent) <= 2 * SEEN_WINDOW
+    row = s.row("n1")
+    assert len(row[3]) < 2 * SEEN_WINDOW * 20
+    r = _restart(s)
+    assert len(r.windows["n1"].recent) <= 2 * SEEN_WINDOW
+    assert all(r.before("n1", c, False) for c in flood)
+
+
+def test_a_damaged_saved_window_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="data dir"):
+        Seen({"n1": (5, None, "[1,")})
+    with pytest.raises(ValueError, match="more than"):
+        Seen({"n1": (5, None, f"[null,3,3,[[10,{10 + 2**40}]]]")})

@@ -5,6 +5,7 @@ commit leaves no trace (a crash mid-write loses the whole group, never part of i
 from __future__ import annotations
 
 import itertools
+import sqlite3
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -51,7 +52,8 @@ records = st.one_of(
     st.just(Init()),
     st.builds(lambda rows: Counters(tuple(rows)), st.lists(st.tuples(
         st.sampled_from([OWN, "n2", "n3"]), st.integers(0, 2**64 - 1),
-        st.none() | st.integers(0, 2**64 - 1)), min_size=1, max_size=3)),
+        st.none() | st.integers(0, 2**64 - 1), st.none() | st.just("[null,1,3,[[5,9]]]")),
+        min_size=1, max_size=3)),
     st.builds(lambda ns: Members(tuple(ns)), st.lists(NODES, min_size=1, max_size=3)),
     st.builds(Lock, KEYS, UIDS, NODES),
     st.builds(Unlock, KEYS, UIDS),
@@ -91,11 +93,11 @@ def test_what_the_store_loads_is_the_fold_of_what_was_written(groups: list[list[
 def test_a_group_cut_off_before_its_commit_is_lost_whole(tmp_path: Path) -> None:
     path = tmp_path / "drip.sqlite3"
     s = Store(path)
-    kept: list[Record] = [Init(), Counters(((OWN, 5, None),)), Lock("a", "u1", "n1")]
+    kept: list[Record] = [Init(), Counters(((OWN, 5, None, None),)), Lock("a", "u1", "n1")]
     for r in kept:
         s.write(r)
     s.commit()
-    s.write(Counters(((OWN, 6, None),)))  # a vote's counter and lock, never committed
+    s.write(Counters(((OWN, 6, None, None),)))  # a vote's counter and lock, never committed
     s.write(Lock("b", "u2", "n1"))
     s.close()  # the process dies here
     again = Store(path)
@@ -188,3 +190,24 @@ def test_a_lean_start_and_a_sync_merge_read_no_stored_value(tmp_path: Path) -> N
     assert len(d.kv) == 48 and d.kv["k007"] == Item("k007", None, 1, "u7", None)
     assert read < 1024 * 1024, f"load + 24 merges read {read} bytes of a 12 MiB store"
     s.close()
+
+
+def test_a_store_from_before_saved_windows_loads_its_counters_as_the_spec_floor(
+        tmp_path: Path) -> None:
+    """An older store's counters table has no ``seen`` column: it is added (NULL: every
+    counter up to the saved one counts as seen), and windows are saved from then on."""
+    path = tmp_path / "drip.sqlite3"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE counters (node TEXT PRIMARY KEY, counter TEXT NOT NULL, "
+               "reset_at TEXT)")
+    db.execute("INSERT INTO counters VALUES ('n2', '7', NULL)")
+    db.commit()
+    db.close()
+    s = Store(path)
+    assert s.load().counters == {"n2": (7, None, None)}
+    s.write(Counters((("n2", 9, None, "[7,8,9,[]]"),)))
+    s.commit()
+    s.close()
+    again = Store(path)
+    assert again.load().counters == {"n2": (9, None, "[7,8,9,[]]")}
+    again.close()
