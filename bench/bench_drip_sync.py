@@ -187,18 +187,38 @@ async def bench(root: Path, keys: int, jwt_mode: str, value_bytes: int | None = 
     held, held_bytes = stored(root / joiner / "data" / "drip.sqlite3")
     if held < keys:
         raise RuntimeError(f"{joiner} went active holding {held} of {keys} keys")
-    done = last_sync_done(root / joiner / "data" / "events.jsonl")
+    jev = sync_events(root / joiner / "data" / "events.jsonl")
+    first = next((i for i, e in enumerate(jev) if e["type"] == "sync-done"), None)
+    if first is None:
+        raise RuntimeError(f"no sync-done in {joiner}'s journal")
+    done, parts = jev[first], jev[:first + 1]  # every part of the joining sync
     sync_s = float(done["elapsed_s"])
-    resyncs = {n: last_sync_done(root / n / "data" / "events.jsonl") for n in old}
+    sev = {n: sync_events(root / n / "data" / "events.jsonl") for n in old}
+    resyncs = {n: next((e for e in ev if e["type"] == "sync-done"), {}) for n, ev in sev.items()}
+
+    def moved_mb(items: int) -> float | None:
+        return None if value_bytes is None else round(items * value_bytes / 1e6, 1)
+    # what each source took in its own resync (from another source), and what the sources
+    # took back from the joiner (owed to them because it learned by sync): items over all parts
+    resync_items = {n: sum(e.get("items", 0) for e in ev if e["source"] != joiner)
+                    for n, ev in sev.items()}
+    back_items = {n: sum(e.get("items", 0) for e in ev if e["source"] == joiner)
+                  for n, ev in sev.items()}
+    joiner_items = sum(e.get("items", 0) for e in parts)
     during = rss.peaks.get("joiner-sync", {})
     return {"jwt_mode": jwt_mode, "nodes": nodes, "keys": keys, "value_bytes": value_bytes,
             "load_s": round(load_s, 1),
             "sources_healthy_s": round(healthy_s, 1),
             "sources_active_s": round(sources_active_s, 1),
             "sources_resync_s": {n: d.get("elapsed_s") for n, d in resyncs.items()},
+            "sources_resync_items": resync_items,
+            "sources_resync_mb_moved": {n: moved_mb(i) for n, i in resync_items.items()},
+            "sources_took_back_from_joiner_items": back_items,
             "joiner_store_mib": round(held_bytes / 2**20, 1),
             "start_to_active_s": round(wall, 2),
-            "sync_elapsed_s": sync_s, "batches": done.get("batches"),
+            "sync_elapsed_s": sync_s, "sync_parts": len(parts),
+            "batches": sum(e.get("batches", 0) for e in parts),
+            "joiner_items_moved": joiner_items, "joiner_mb_moved": moved_mb(joiner_items),
             "keys_per_s": round(keys / sync_s) if sync_s > 0 else None,
             # values moved (their bytes as stored: JSON), over the sync's own time
             "value_mb_moved": round(held_bytes / 1e6, 1),
@@ -211,17 +231,17 @@ async def bench(root: Path, keys: int, jwt_mode: str, value_bytes: int | None = 
             "sampled_rss_by_phase_mib": rss.peaks}
 
 
-def last_sync_done(journal: Path) -> dict[str, Any]:
-    """The joiner's last ``sync-done`` event, reading its journal a line at a time (its
-    ``apply`` events hold every value it learned)."""
-    done = None
+def sync_events(journal: Path) -> list[dict[str, Any]]:
+    """A node's ``sync-done`` and ``sync-abandoned`` events (each with the items it moved),
+    reading its journal a line at a time (its ``apply`` events hold every value it learned)."""
+    out = []
     with journal.open(encoding="utf-8") as f:
         for line in f:
-            if '"sync-done"' in line:
-                done = json.loads(line)
-    if done is None:
-        raise RuntimeError(f"no sync-done in {journal}")
-    return done
+            if '"sync-done"' in line or '"sync-abandoned"' in line:
+                e = json.loads(line)
+                if e.get("type") in ("sync-done", "sync-abandoned"):
+                    out.append(e)
+    return out
 
 
 async def main() -> None:

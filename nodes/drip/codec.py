@@ -88,6 +88,33 @@ def node_limits(max_value_bytes: int, vote_timeout_s: float, bugs: Collection[st
                   2**63 - 1 if "no-version-bound" in bugs else MAX_VERSION)
 
 
+#: ranges in a sync request's summary (``sync.MAX_RANGES``)
+MAX_SUMMARY = 4096
+_DIGEST = re.compile(r"[0-9a-f]{32}")
+
+
+def _summary(have: Any, after: str | None) -> tuple[tuple[str, str], ...]:
+    """A sync request's ``have``: ``[[last key, 32 hex digest], ...]`` with increasing keys
+    after ``after``, at most MAX_SUMMARY of them (absent: nothing held, all is sent)."""
+    if have is None:
+        return ()
+    ok = isinstance(have, list) and len(have) <= MAX_SUMMARY
+    out: list[tuple[str, str]] = []
+    lo = after
+    for r in have if ok else ():
+        if not (isinstance(r, list) and len(r) == 2 and isinstance(r[0], str)
+                and 0 < len(r[0]) <= MAX_KEY and isinstance(r[1], str)
+                and _DIGEST.fullmatch(r[1]) and (lo is None or r[0] > lo)):
+            ok = False
+            break
+        out.append((r[0], r[1]))
+        lo = r[0]
+    if not ok:
+        raise CodecError(f"sync request body.have: expected at most {MAX_SUMMARY} [key, digest] "
+                         "pairs, keys increasing after 'after', digests 32 lowercase hex digits")
+    return tuple(out)
+
+
 # --------------------------------------------------------------------------- headers
 
 
@@ -421,6 +448,9 @@ class SyncRequest:
     #: ours: a random id the requester chose; the source's batches carry it as their sync id,
     #: so a batch forged in the source's name (its key stolen) cannot pass as this sync's
     sync_id: str | None = None
+    #: ours: what the requester holds after ``after`` (`nodes.drip.sync.summarize`): ranges
+    #: ``(last key, digest)`` the source skips where it holds the same (docs/drip.md "Sync")
+    summary: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -507,8 +537,10 @@ def encode(msg: Message) -> HttpRequest:
         return HttpRequest("POST", f"/node/{msg.sender}/{'active' if msg.active else 'inactive'}",
                            {H_NODE: msg.sender})
     if isinstance(msg, SyncRequest):
-        body = {k: v for k, v in (("after", msg.after), ("sync_id", msg.sync_id))
-                if v is not None}
+        body: dict[str, Any] = {k: v for k, v in (("after", msg.after),
+                                                  ("sync_id", msg.sync_id)) if v is not None}
+        if msg.summary:
+            body["have"] = [list(r) for r in msg.summary]
         return HttpRequest("PUT", f"/sync/node/{msg.requester}", {H_NODE: msg.requester},
                            body or None)
     if isinstance(msg, StateQuery):
@@ -648,7 +680,7 @@ def decode(method: str, path: str, headers: Any, body: bytes,
             raise CodecError('sync request body: expected nothing or {"after": key, '
                              f'"sync_id": id}} (a key of 1 to {MAX_KEY} chars, an id of 1 to '
                              f"{MAX_SYNC_ID})")
-        return SyncRequest(sender, after, sid)
+        return SyncRequest(sender, after, sid, _summary(d.get("have"), after))
     raise CodecError(f"no DRiP endpoint {method} {path}", status=404)
 
 

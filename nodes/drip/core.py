@@ -95,7 +95,7 @@ from nodes.drip.records import (
     newer,
 )
 from nodes.drip.seen import COUNTER_WINDOW, CounterOutOfWindow, Seen
-from nodes.drip.sync import Feeder, Puller, Refused, SyncLimits
+from nodes.drip.sync import Feeder, Puller, Refused, SyncLimits, matched, summarize
 
 BUGS = ("commit-partial-vote", "forget-in-progress", "skip-sync", "syncing-votes-no",
         "inactive-takes-part", "retake-duplicate-votes", "act-on-late-votes", "commit-after-abort",
@@ -123,8 +123,8 @@ class Values(Protocol):
 
     def item(self, key: str) -> Item | None: ...
 
-    def page(self, after: str | None, max_items: int, max_bytes: int
-             ) -> tuple[tuple[Item, ...], bool]: ...
+    def page(self, after: str | None, max_items: int, max_bytes: int,
+             upto: str | None = None) -> tuple[tuple[Item, ...], bool]: ...
 
 
 class Unavailable(Exception):
@@ -1167,7 +1167,8 @@ class DripCore:
             return self._sync_failed(peer)
         s.asked = True
         s.sid = self.new_sync_id()  # its batches must carry it (`Puller.check`)
-        return [Send(peer, SyncRequest(self.me, s.after, s.sid))]
+        # what we hold after the cursor: the source skips ranges we hold as it does
+        return [Send(peer, SyncRequest(self.me, s.after, s.sid, summarize(self.d.kv, s.after)))]
 
     def _refused(self, hop: str, e: Refused, now: float) -> list[Effect]:
         ev = self.refusals.note(e.reason, now, peer=hop, status=e.status, error=str(e))
@@ -1180,8 +1181,10 @@ class DripCore:
             raise Unavailable(f"node {self.me} is {self.state}; sync from an active node")
         self._check_sync_needed(hop)
         sv = self.feeder.request(hop, msg.after, msg.sync_id or f"{self.me}-{self.counter + 1}",
-                                 self.owed_gen.get(hop, 0), now)
-        return [Emit("sync-serve", {"to": hop, "keys": len(self.d.kv), "after": sv.after}),
+                                 self.owed_gen.get(hop, 0), now,
+                                 matched(self.d.kv, msg.after, msg.summary))
+        return [Emit("sync-serve", {"to": hop, "keys": len(self.d.kv), "after": sv.after,
+                                    "ranges": len(msg.summary), "skip": len(sv.skip)}),
                 *self._serve_next(hop)]
 
     def _check_sync_needed(self, hop: str) -> None:
@@ -1199,9 +1202,11 @@ class DripCore:
 
     def _serve_next(self, peer: str) -> list[Effect]:
         sv = self.feeder.serves[peer]
-        if self.values is not None:  # keyset pages of the store: no value held in memory
+        values = self.values
+        if values is not None:  # keyset pages of the store: no value held in memory
             lim = self.feeder.lim
-            items, complete = self.values.page(sv.after, lim.batch_items, lim.batch_bytes)
+            items, complete = self.feeder.next_batch(peer, lambda after, upto: values.page(
+                after, lim.batch_items, lim.batch_bytes, upto))
         else:
             items, complete = self.feeder.next_items(peer, self.d.kv)
         c, reset = self._next_counter()
@@ -1263,7 +1268,8 @@ class DripCore:
         if not b.complete:
             return [*out, SetTimer(("sync", s.token), now + self.cfg.sync_timeout_s)]
         out.append(Emit("sync-done", {"source": hop, "batches": s.batches,
-                                      "changed": s.changed, "reason": s.reason,
+                                      "changed": s.changed, "items": s.items,
+                                      "reason": s.reason,
                                       "elapsed_s": round(now - s.started, 4)}))
         if self.state == "sync":
             out += self._set_state("active", f"sync from {hop} complete")
@@ -1293,7 +1299,8 @@ class DripCore:
         s = self.puller.stop(to)
         if s is None:
             return []
-        return [Emit("sync-abandoned", {"source": to, "batches": s.batches, "after": s.after})]
+        return [Emit("sync-abandoned", {"source": to, "batches": s.batches, "after": s.after,
+                                        "items": s.items})]
 
     # ---- what the admin API shows -------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:

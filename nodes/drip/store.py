@@ -98,14 +98,18 @@ class Store:
                                   (key,)).fetchone()
         return None if row is None else _item(row)
 
-    def page(self, after: str | None, max_items: int, max_bytes: int
-             ) -> tuple[tuple[Item, ...], bool]:
-        """The committed items after key ``after`` (keyset pagination: the sync cursor), at
-        most ``max_items`` and ``max_bytes`` of item JSON (one larger item still goes, alone),
-        and whether they are the last. Reads one row past the page, never the whole table."""
+    def page(self, after: str | None, max_items: int, max_bytes: int,
+             upto: str | None = None) -> tuple[tuple[Item, ...], bool]:
+        """The committed items after key ``after`` (keyset pagination: the sync cursor) and up
+        to key ``upto`` (inclusive; None: no bound, the start of a range the requester already
+        holds), at most ``max_items`` and ``max_bytes`` of item JSON (one larger item still
+        goes, alone), and whether they are the last of that interval. Reads one row past the
+        page, never the whole table."""
+        bound = "" if upto is None else " AND key <= ?"
         cur = self.reader.execute(
-            "SELECT key, value, version, uid, owner FROM kv WHERE key > ? ORDER BY key LIMIT ?",
-            ("" if after is None else after, max_items + 1))
+            f"SELECT key, value, version, uid, owner FROM kv WHERE key > ?{bound} ORDER BY key "
+            "LIMIT ?", ("" if after is None else after, *(() if upto is None else (upto,)),
+                        max_items + 1))
         items: list[Item] = []
         size = 0
         for row in cur:

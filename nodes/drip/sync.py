@@ -8,9 +8,21 @@ started by anyone who was not asked. Our rules (the spec leaves them open):
   size). It builds only the next batch once the previous one was acknowledged, so a sync of
   any store costs one batch of memory per peer on each side.
 * **Resumable.** Each batch's last key is the cursor. A sync that stops (timeout, lost
-  connection) is asked again *after* that key from the same source. The source serves the
-  rest only if it dropped nothing queued for that peer since the first part; else from the
-  start, so nothing committed meanwhile is skipped.
+  connection) is asked again *after* that key from the same source, which serves the rest.
+  If the source dropped commits for that peer since the sync's first part (the peer flapped
+  under load), the peer stays owed a sync when this one ends, so what it missed before the
+  cursor still comes (cheaply: see the summary). Before, the source started over from the
+  first key, and under load a long sync never finished.
+* **Only what the requester lacks.** The request carries a summary of the requester's keys
+  after its cursor: the keys in order, cut into ranges of ``RANGE_KEYS`` (more when there
+  are more than ``MAX_RANGES`` ranges), each given by its last key and a digest of the
+  ``(key, version, uid)`` of every key in it. The source skips a range whose own digest over
+  the same key interval is equal. Safe: equal digests mean the same keys at the same
+  versions (a 128-bit SHA-256 prefix; a requester that lies only starves itself), so the
+  requester lacks nothing there and holds nothing older; any difference (a key missing on
+  either side, an older or newer version) changes the digest and the whole range is sent.
+  Keys after the last range are always sent. A commit the source takes after the request is
+  delivered by the outbox or dropped and owed, as for any part of a sync already sent.
 * **Coalesced and rate-limited per peer.** A sync request from a peer being served is
   answered 200 and starts nothing; a new serve to one peer starts at most once per
   ``min_interval_s`` (else 429).
@@ -23,9 +35,10 @@ started by anyone who was not asked. Our rules (the spec leaves them open):
 
 from __future__ import annotations
 
+import hashlib
 import json
 from bisect import bisect_right
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from nodes.drip.codec import Item, SyncBatch
@@ -33,6 +46,16 @@ from nodes.drip.codec import Item, SyncBatch
 #: a batch's JSON, at most (one larger item still goes, alone)
 BATCH_BYTES = 4 * 1024 * 1024
 BATCH_ITEMS = 1000
+#: keys per summary range (more when the store would need more than MAX_RANGES ranges): a
+#: differing range resends all its keys, so small; 10,000 keys -> 313 ranges, ~17 KB
+RANGE_KEYS = 32
+MAX_RANGES = 4096
+#: hex digits of a range digest (128 bits)
+DIGEST_HEX = 32
+
+#: a summary: (last key of the range, digest of its keys' (key, version, uid)), in key order;
+#: the first range starts after the request's cursor, each next one after the previous last key
+Summary = tuple[tuple[str, str], ...]
 
 
 class Refused(Exception):
@@ -62,15 +85,53 @@ def item_bytes(it: Item) -> int:
     return len(json.dumps(it.to_json(), separators=(",", ":")))
 
 
-def take_batch(kv: Mapping[str, Item], after: str | None, lim: SyncLimits
-               ) -> tuple[tuple[Item, ...], bool]:
-    """The items after key ``after`` (None: from the start) that fit one batch, and whether
-    they are the last."""
+def range_digest(items: Iterable[Item]) -> str:
+    """The digest of a key range: its items' ``(key, version, uid)`` in key order (no value:
+    equal update ids are equal values, and a digest reads no stored value)."""
+    h = hashlib.sha256()
+    for it in items:
+        h.update(json.dumps([it.key, it.version, it.uid], separators=(",", ":")).encode())
+        h.update(b"\n")
+    return h.hexdigest()[:DIGEST_HEX]
+
+
+def summarize(kv: Mapping[str, Item], after: str | None, per: int = RANGE_KEYS) -> Summary:
+    """The requester's summary of its keys after ``after`` (module docstring)."""
+    keys = sorted(k for k in kv if after is None or k > after)
+    per = max(per, -(-len(keys) // MAX_RANGES))
+    return tuple((keys[min(i + per, len(keys)) - 1],
+                  range_digest(kv[k] for k in keys[i:i + per]))
+                 for i in range(0, len(keys), per))
+
+
+def matched(kv: Mapping[str, Item], after: str | None, summary: Summary
+            ) -> list[tuple[str | None, str]]:
+    """The summary's ranges ``(lo, hi]`` (lo None: from the first key) in which ``kv``
+    holds exactly the same keys at the same versions: the ones a source may skip."""
+    keys = sorted(kv)
+    out: list[tuple[str | None, str]] = []
+    lo = after
+    for hi, digest in summary:
+        if lo is not None and hi <= lo:
+            raise ValueError(f"sync summary: range ends {hi!r} are not increasing after {lo!r}")
+        i = 0 if lo is None else bisect_right(keys, lo)
+        j = bisect_right(keys, hi)
+        if range_digest(kv[k] for k in keys[i:j]) == digest:
+            out.append((lo, hi))
+        lo = hi
+    return out
+
+
+def take_batch(kv: Mapping[str, Item], after: str | None, lim: SyncLimits,
+               upto: str | None = None) -> tuple[tuple[Item, ...], bool]:
+    """The items after key ``after`` (None: from the start) and up to ``upto`` (None: no
+    bound) that fit one batch, and whether they are the last of that interval."""
     keys = sorted(kv)
     i = 0 if after is None else bisect_right(keys, after)
+    end = len(keys) if upto is None else bisect_right(keys, upto)
     items: list[Item] = []
     size = 0
-    while i < len(keys) and len(items) < lim.batch_items:
+    while i < end and len(items) < lim.batch_items:
         it = kv[keys[i]]
         n = item_bytes(it)
         if items and size + n > lim.batch_bytes:
@@ -78,7 +139,7 @@ def take_batch(kv: Mapping[str, Item], after: str | None, lim: SyncLimits
         items.append(it)
         size += n
         i += 1
-    return tuple(items), i >= len(keys)
+    return tuple(items), i >= end
 
 
 # --------------------------------------------------------------------------- receiver
@@ -97,6 +158,7 @@ class Pull:
     after: str | None = None  # resume cursor: the last key taken
     batches: int = 0
     changed: int = 0
+    items: int = 0  # items received (changed or not): what the sync moved
 
 
 @dataclass
@@ -140,6 +202,7 @@ class Puller:
         s.sid = b.sync_id
         s.batches += 1
         s.changed += changed
+        s.items += len(b.items)
         s.token = self._token()
         if b.items:
             s.after = b.items[-1].key
@@ -163,11 +226,23 @@ class Puller:
 @dataclass
 class Serve:
     sid: str
-    gen: int  # the peer's owed generation when the first part of this sync was served
+    #: the peer's owed generation when the first part of this sync was served (-1: unknown,
+    #: e.g. we restarted since; the serve then pays no debt)
+    gen: int
     after: str | None
+    #: summary ranges ``(lo, hi]`` the requester already holds as we do, in key order
+    skip: list[tuple[str | None, str]] = field(default_factory=list)
     inflight: SyncBatch | None = None
+    #: the cursor once ``inflight`` is acknowledged (past any range skipped to build it)
+    pending: str | None = None
     batches: int = 0
     keys: int = 0
+    skipped: int = 0  # summary ranges skipped
+
+
+#: reads the page after a key, up to a key (inclusive; None: no bound): a store's
+#: ``page`` or `take_batch` over the in-memory items
+Pager = Callable[[str | None, str | None], tuple[tuple[Item, ...], bool]]
 
 
 @dataclass
@@ -180,8 +255,12 @@ class Feeder:
     #: the owed generation when the peer last got a sync from its start
     full_gen: dict[str, int] = field(default_factory=dict)
 
-    def request(self, hop: str, after: str | None, sid: str, gen: int, now: float) -> Serve:
-        """A sync request: a new serve, or `Refused` (coalesced 200, rate-limited 429)."""
+    def request(self, hop: str, after: str | None, sid: str, gen: int, now: float,
+                skip: list[tuple[str | None, str]] | None = None) -> Serve:
+        """A sync request: a new serve, or `Refused` (coalesced 200, rate-limited 429). A
+        resumed one (``after``) goes on from the cursor even if commits for the peer were
+        dropped since its first part; then it pays no debt (`Serve.gen`), so the peer stays
+        owed what it missed."""
         if hop in self.serves:
             raise Refused(200, "sync-coalesced", f"a sync to {hop} is under way; request "
                           "joined to it")
@@ -189,17 +268,36 @@ class Feeder:
         if last is not None and now - last < self.lim.min_interval_s:
             raise Refused(429, "sync-rate-limited", f"a sync to {hop} started "
                           f"{now - last:.3f} s ago; ask again after {self.lim.min_interval_s} s")
-        if after is not None and self.full_gen.get(hop) != gen:
-            after = None  # commits for it were dropped since its first part: start over
         if after is None:
             self.full_gen[hop] = gen
-        s = Serve(sid, self.full_gen[hop], after)
+        s = Serve(sid, self.full_gen.get(hop, -1), after, list(skip or ()))
         self.serves[hop] = s
         self.last_start[hop] = now
         return s
 
+    def next_batch(self, hop: str, page: Pager) -> tuple[tuple[Item, ...], bool]:
+        """The next batch's items and whether it is the last: pages from the cursor, never
+        across the start of a range to skip, jumping over each such range when reached."""
+        s = self.serves[hop]
+        cur = s.after
+        while True:
+            while s.skip and s.skip[0][0] == cur:
+                cur = s.skip.pop(0)[1]
+                s.skipped += 1
+            upto = s.skip[0][0] if s.skip else None
+            items, done = page(cur, upto)
+            complete = done and upto is None
+            if done and upto is not None:
+                end: str | None = upto
+            else:
+                end = items[-1].key if items else cur
+            if items or complete:
+                s.pending = end
+                return items, complete
+            cur = end
+
     def next_items(self, hop: str, kv: Mapping[str, Item]) -> tuple[tuple[Item, ...], bool]:
-        return take_batch(kv, self.serves[hop].after, self.lim)
+        return self.next_batch(hop, lambda after, upto: take_batch(kv, after, self.lim, upto))
 
     def sent(self, hop: str, b: SyncBatch) -> None:
         self.serves[hop].inflight = b
@@ -216,8 +314,7 @@ class Feeder:
             return None
         s.batches += 1
         s.keys += len(b.items)
-        if b.items:
-            s.after = b.items[-1].key
+        s.after = s.pending
         if b.complete:
             del self.serves[hop]
         return s

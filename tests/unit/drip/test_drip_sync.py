@@ -19,7 +19,16 @@ from nodes.drip.codec import (
 )
 from nodes.drip.core import Answer, CoreConfig, DripCore, Inbound, Outcome
 from nodes.drip.records import Owe
-from nodes.drip.sync import Feeder, Puller, Refused, SyncLimits, item_bytes, take_batch
+from nodes.drip.sync import (
+    Feeder,
+    Puller,
+    Refused,
+    SyncLimits,
+    item_bytes,
+    matched,
+    summarize,
+    take_batch,
+)
 
 
 def kv(n: int, size: int = 10) -> dict[str, Item]:
@@ -75,7 +84,7 @@ def test_puller_takes_only_the_sync_it_asked_for_and_resumes_from_its_cursor() -
     assert p.cur is None and p.resume is None
 
 
-def test_feeder_coalesces_repeats_rate_limits_and_resumes_only_when_nothing_was_dropped() -> None:
+def test_feeder_coalesces_repeats_rate_limits_and_resumes_even_after_a_drop() -> None:
     f = Feeder(SyncLimits(batch_items=2, min_interval_s=1.0))
     store = kv(5)
     s = f.request("n2", None, "s1", gen=0, now=0.0)
@@ -96,12 +105,19 @@ def test_feeder_coalesces_repeats_rate_limits_and_resumes_only_when_nothing_was_
     assert (e.value.status, e.value.reason) == (429, "sync-rate-limited")
     assert f.request("n2", "k0001", "s3", gen=0, now=1.5).after == "k0001"
     del f.serves["n2"]
-    # commits for n2 were dropped since its first part (gen 0 -> 1): the cursor is ignored
-    assert f.request("n2", "k0001", "s4", gen=1, now=3.0).after is None
+    # commits for n2 were dropped since its first part (gen 0 -> 1): the serve still goes on
+    # from the cursor (it used to start over, and under load never finished) but keeps the
+    # first part's generation, so it pays no debt: n2 stays owed what it missed
+    s4 = f.request("n2", "k0001", "s4", gen=1, now=3.0)
+    assert (s4.after, s4.gen) == ("k0001", 0)
+    del f.serves["n2"]
+    # a source that never served n2 from the start (it restarted): resumes, pays nothing
+    assert Feeder(SyncLimits(2)).request("n2", "k0001", "s5", gen=0, now=0.0).gen == -1
 
 
 def test_sync_request_carries_its_cursor_on_the_wire() -> None:
-    for msg in (SyncRequest("n2"), SyncRequest("n2", "k0042")):
+    for msg in (SyncRequest("n2"), SyncRequest("n2", "k0042"),
+                SyncRequest("n2", "k0042", "id1", summarize(kv(100), "k0042"))):
         r = encode(msg)
         assert decode(r.method, r.path, r.headers, r.body_bytes() or b"", None) == msg
 
@@ -246,3 +262,134 @@ def test_a_mesh_all_of_whose_nodes_restarted_goes_active_and_commits(seed: int) 
     assert sim.committed("u2"), sim.outcome("u2")
     assert all(sim.value(n, "k") == 2 for n in ("n1", "n2", "n3"))
     assert all(sim.stored(n).kv["k"].version == 2 for n in ("n1", "n2", "n3"))
+
+
+def _keys(items: tuple[Item, ...]) -> list[str]:
+    return [i.key for i in items]
+
+
+def test_a_summary_never_skips_a_range_the_requester_lacks_or_holds_older() -> None:
+    """Hand-made: of five ranges of the requester (4 keys each, the last 2), only the one it
+    holds exactly as the source does is skipped; an older version, a key missing in the
+    middle of a range, a key missing between two ranges (after one's last key, before the
+    next one's first), the same version under another update id and keys past the last
+    range are all sent."""
+    src = kv(24)
+    mine = dict(src)
+    mine["k0005"] = Item("k0005", "old", 0, "u-old", "n1")  # range 1: an older version
+    del mine["k0010"]  # range 2 (k0007, k0012]: a key missing in the middle
+    del mine["k0013"]  # range 3 (k0012, k0017] starts at k0014: k0013 missing in the gap
+    mine["k0019"] = Item("k0019", "x" * 10, 1, "other", "n1")  # range 4: same version, other id
+    del mine["k0020"], mine["k0021"], mine["k0022"], mine["k0023"]  # past the last range
+    summary = summarize(mine, None, per=4)
+    assert [hi for hi, _ in summary] == ["k0003", "k0007", "k0012", "k0017", "k0019"]
+    assert matched(src, None, summary) == [(None, "k0003")]  # range 0 alone
+    f = Feeder(SyncLimits(batch_items=100))
+    s = f.request("n2", None, "s1", gen=0, now=0.0, skip=matched(src, None, summary))
+    sent: list[str] = []
+    while True:
+        items, done = f.next_items("n2", src)
+        b = batch("n1", "s1", items, done, c=len(sent) + 1)
+        f.sent("n2", b)
+        f.delivered("n2", b, True)
+        sent += _keys(items)
+        if done:
+            break
+    assert sent == [f"k{i:04d}" for i in range(4, 24)] and s.skipped == 1
+    # the summary of a store identical to the source's skips every range: one empty batch
+    f2 = Feeder(SyncLimits(batch_items=100))
+    f2.request("n2", None, "s2", gen=0, now=0.0, skip=matched(src, None, summarize(src, None, 4)))
+    assert f2.next_items("n2", src) == ((), True)
+    # a resumed request's summary starts after its cursor
+    after = summarize(src, "k0009", per=4)
+    assert after[0][0] == "k0013" and matched(src, "k0009", after)[0] == ("k0009", "k0013")
+
+
+def test_a_skipped_range_is_never_crossed_by_a_page_of_the_store(tmp_path) -> None:
+    from nodes.drip.records import Merged
+    from nodes.drip.store import Store
+    st = Store(tmp_path / "s.sqlite3", lean=True)
+    try:
+        st.commit_records([Merged(tuple(kv(10).values()))])
+        items, done = st.page("k0002", 100, 10**6, upto="k0005")
+        assert _keys(items) == ["k0003", "k0004", "k0005"] and done
+        items, done = st.page(None, 2, 10**6, upto="k0005")
+        assert _keys(items) == ["k0000", "k0001"] and not done
+    finally:
+        st.close()
+
+
+def test_a_resync_of_a_node_holding_the_same_versions_moves_no_item() -> None:
+    """A whole mesh restart: each non-lowest node syncs from the first active one and, holding
+    the same versions, takes no item (it used to be sent the whole store again); a joiner's
+    owed sync back to the others moves nothing they hold either."""
+    cfg = CoreConfig(sync_batch=7, sync_batch_bytes=4000)
+    sim = DripSim([("n1", "n2"), ("n2", "n3"), ("n1", "n3")], cfg=cfg)
+    for i in range(40):
+        sim.update("n1", f"k{i:03d}", "v" * 40, f"u{i}")
+        sim.run_for(0.02)
+    sim.run_for(1.0)
+    for n in ("n1", "n2", "n3"):
+        sim.crash(n)
+    for n in ("n1", "n2", "n3"):
+        sim.restart(n)
+    sim.run_for(5)
+    assert [sim.core(n).state for n in ("n1", "n2", "n3")] == ["active"] * 3
+    done = [e for n in ("n2", "n3") for e in sim.events_of(n, "sync-done") if e["source"]]
+    assert done and all(e["items"] == 0 for e in done), done
+    sim.members("n1", "m1", add=["n4"])
+    sim.run_for(3)
+    assert sim.committed("m1")
+    sim.join("n4", ["n1", "n2"])
+    sim.run_for(5)
+    assert sim.core("n4").state == "active" and len(sim.core("n4").d.kv) >= 40
+    back = [e for n in ("n1", "n2") for e in sim.events_of(n, "sync-done") if e["source"] == "n4"]
+    assert back and all(e["items"] == 0 for e in back), back
+
+
+def test_a_sync_resumes_from_its_cursor_after_commits_were_dropped_and_stays_owed() -> None:
+    """While the joiner is cut off, n1 takes a newer version of a key before the joiner's
+    cursor and drops it for the joiner (the source owes it: `_drop_for`, as when a queued
+    commit's delivery fails). The resumed sync goes on from the cursor (it used to start over
+    from the first key, again and again under load); it pays no debt, so the joiner, active,
+    is still owed and pulls that key by the owed sync, ending with every key at n1's version."""
+    from nodes.drip.records import Merged
+    cfg = CoreConfig(sync_batch=5, sync_batch_bytes=400, sync_timeout_s=0.5)
+    sim = DripSim([("n1", "n2"), ("n2", "n3"), ("n1", "n3")], cfg=cfg)
+    for i in range(300):
+        sim.update("n1", f"k{i:03d}", "v" * 40, f"u{i}")
+        sim.run_for(0.005)
+    sim.run_for(1.0)
+    sim.members("n1", "m1", add=["n4"])  # so n1 heartbeats n4 (and says what it owes)
+    sim.run_for(3)
+    assert sim.committed("m1")
+    sim.join("n4", ["n1"])
+    sim.run_for(0.02)
+    sim.cut("n1", "n4")
+    sim.run_for(2.0)  # the sync is abandoned, its cursor kept
+    taken = sorted(k for k in sim.core("n4").d.kv if k.startswith("k"))
+    assert 0 < len(taken) < 300
+    n1 = sim.core("n1")
+    new = Item(taken[0], "new", 7, "u-new", "n1")
+    made = [n1._p(Merged((new,))), *n1._drop_for("n4", "test: a commit for n4 dropped")]
+    sim.nodes["n1"].durable += [e for e in made if isinstance(e, Persist)]  # as the runtime
+    assert "n4" in n1.d.owed
+    sim.heal()
+    sim.run_for(8.0)
+    serves = sim.events_of("n1", "sync-serve")
+    assert serves[1]["after"] == taken[-1], serves  # resumed at the cursor, not restarted
+    (done,) = sim.events_of("n4", "sync-done")
+    assert done["items"] == 301 - len(taken) - 1, done  # the rest only (and drip:members)
+    assert sim.core("n4").state == "active" and "n4" in n1.d.owed  # the resume paid no debt
+    # the sim wires n1 to n4 at its next start only (DripSim.join): then it heartbeats n4,
+    # says what it owes, and n4 pulls it, summary first
+    sim.crash("n1")
+    sim.restart("n1")
+    sim.run_for(8.0)
+    n1 = sim.core("n1")
+    owed = [e for e in sim.events_of("n4", "sync-done") if e["reason"] == "owed"]
+    assert owed and sum(e["items"] for e in owed) < 40, owed  # one range, not the store
+    assert sim.core("n4").state == "active" and sim.core("n4").d.kv[taken[0]].uid == "u-new"
+    assert "n4" not in n1.d.owed
+    assert {k: (i.version, i.uid) for k, i in sim.core("n4").d.kv.items()} \
+        == {k: (i.version, i.uid) for k, i in n1.d.kv.items()}
