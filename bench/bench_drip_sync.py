@@ -180,6 +180,7 @@ async def bench(root: Path, keys: int, jwt_mode: str, value_bytes: int | None = 
             await m.wait_healthy(joiner, timeout=120)
             await wait_active(m, s, [joiner], timeout=3600)
             wall = time.monotonic() - t0
+            await asyncio.sleep(3)  # a few heartbeat rounds: the syncs the joiner owes back
             hwm = {n: peak_rss_mib(m.procs[n].pid) for n in m.ids}
     finally:
         sampler.cancel()
@@ -196,24 +197,33 @@ async def bench(root: Path, keys: int, jwt_mode: str, value_bytes: int | None = 
     sev = {n: sync_events(root / n / "data" / "events.jsonl") for n in old}
     resyncs = {n: next((e for e in ev if e["type"] == "sync-done"), {}) for n, ev in sev.items()}
 
-    def moved_mb(items: int) -> float | None:
-        return None if value_bytes is None else round(items * value_bytes / 1e6, 1)
+    def moved_mb(items: int | None) -> float | None:
+        return None if value_bytes is None or items is None else round(
+            items * value_bytes / 1e6, 1)
+
+    def items_of(evs: list[dict[str, Any]]) -> int | None:
+        """Items over these sync events (None: a node older than their ``items`` field)."""
+        return None if any("items" not in e for e in evs) else sum(e["items"] for e in evs)
     # what each source took in its own resync (from another source), and what the sources
     # took back from the joiner (owed to them because it learned by sync): items over all parts
-    resync_items = {n: sum(e.get("items", 0) for e in ev if e["source"] != joiner)
+    resync_items = {n: items_of([e for e in ev if e["source"] != joiner])
                     for n, ev in sev.items()}
-    back_items = {n: sum(e.get("items", 0) for e in ev if e["source"] == joiner)
-                  for n, ev in sev.items()}
-    joiner_items = sum(e.get("items", 0) for e in parts)
+    back_items = {n: items_of([e for e in ev if e["source"] == joiner]) for n, ev in sev.items()}
+    joiner_items = items_of(parts)
     during = rss.peaks.get("joiner-sync", {})
     return {"jwt_mode": jwt_mode, "nodes": nodes, "keys": keys, "value_bytes": value_bytes,
             "load_s": round(load_s, 1),
             "sources_healthy_s": round(healthy_s, 1),
             "sources_active_s": round(sources_active_s, 1),
             "sources_resync_s": {n: d.get("elapsed_s") for n, d in resyncs.items()},
+            "sources_resync_batches": {n: sum(e.get("batches", 0) for e in ev
+                                              if e["source"] not in (None, joiner))
+                                       for n, ev in sev.items()},
             "sources_resync_items": resync_items,
             "sources_resync_mb_moved": {n: moved_mb(i) for n, i in resync_items.items()},
             "sources_took_back_from_joiner_items": back_items,
+            "sources_syncs_from_joiner": {n: sum(e["source"] == joiner for e in ev)
+                                          for n, ev in sev.items()},
             "joiner_store_mib": round(held_bytes / 2**20, 1),
             "start_to_active_s": round(wall, 2),
             "sync_elapsed_s": sync_s, "sync_parts": len(parts),
