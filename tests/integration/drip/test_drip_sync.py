@@ -1,6 +1,7 @@
 """Node sync with real node processes (issue 26 items 3, 6, 7): an unsolicited sync batch from a
 peer holding valid credentials applies nothing and is counted; a joiner syncs a mesh holding
-large values in bounded batches while a client keeps writing, and returns to active."""
+large values in bounded batches while a client keeps writing, and returns to active; a whole
+mesh restarted on the same data resyncs without moving an item (the requests' summaries)."""
 
 from __future__ import annotations
 
@@ -133,11 +134,41 @@ def test_a_joiner_syncs_large_values_under_a_steady_write_load_and_goes_active(
         parts = [e for e in ev[:n + 1] if e["type"] in ("sync-done", "sync-abandoned")]
         batches = sum(e["batches"] for e in parts)
         assert batches >= KEYS * VALUE // (4 * 1024 * 1024), parts  # bounded batches
+        # n4 owes n2 and n3 a sync (it learned by sync); their summaries show they hold the
+        # big keys as n4 does, so it never sends its whole store back
+        back = [e for n in ("n1", "n2", "n3") for e in _events(m, n)
+                if e["type"] in ("sync-done", "sync-abandoned") and e["source"] == "n4"]
+        assert sum(e["items"] for e in back) < KEYS // 2, back
         print(f"\njoiner n4 synced {KEYS} x {VALUE // 1024} KiB in {len(parts)} part(s), "
               f"{ev[n]['elapsed_s']} s for the last ({batches} batches, "
               f"{sum(e.get('items', 0) for e in parts)} items); {n_during} writes committed "
               "before it was active, "
               f"{len(committed)} keys written")
+
+    try:
+        asyncio.run(go())
+    finally:
+        m.close()
+
+
+def test_a_whole_mesh_restart_resends_no_item(tmp_path: Path) -> None:
+    """Three nodes restart on the same 300 keys: n1 (lowest id, every peer syncing) goes
+    active on its own data and the others sync from an active node. Their requests' summaries
+    match every range, so each of those syncs moves no item (before: the whole store each)."""
+    m = Mesh(tmp_path / "m", 3)
+    m.preload(("n1", "n2", "n3"), lambda: [Item(f"key{i:04d}", "v" * 4096, 1, f"seed-{i}", "n1")
+                                           for i in range(300)], chunk=300)
+
+    async def go() -> None:
+        await m.start()
+        async with aiohttp.ClientSession() as s:
+            await m.wait_all_active(s, timeout=30)
+        done = {n: [e for e in _events(m, n) if e["type"] == "sync-done" and e["source"]]
+                for n in ("n2", "n3")}
+        assert all(done.values()), done  # each synced from an active node
+        assert all(e["items"] == 0 for evs in done.values() for e in evs), done
+        serves = [e for n in m.ids for e in _events(m, n) if e["type"] == "sync-serve"]
+        assert serves and all(e["skip"] == e["ranges"] >= 300 // 32 for e in serves), serves
 
     try:
         asyncio.run(go())

@@ -393,3 +393,20 @@ def test_a_sync_resumes_from_its_cursor_after_commits_were_dropped_and_stays_owe
     assert "n4" not in n1.d.owed
     assert {k: (i.version, i.uid) for k, i in sim.core("n4").d.kv.items()} \
         == {k: (i.version, i.uid) for k, i in n1.d.kv.items()}
+
+
+@pytest.mark.parametrize("have", [
+    [["k2", "0" * 32], ["k1", "0" * 32]],  # keys not increasing
+    [["k0", "0" * 32]],  # not after the cursor ("k1")
+    [["k2", "XYZ"]],  # not a digest
+    [["k2"]],
+    "k2",
+])
+def test_a_malformed_summary_is_refused_with_what_to_send(have: object) -> None:
+    import json as _json
+
+    from nodes.drip.codec import CodecError
+    body = _json.dumps({"after": "k1", "have": have}).encode()
+    with pytest.raises(CodecError, match="body.have: expected") as e:
+        decode("PUT", "/sync/node/n2", {"DRiP-Node-ID": "n2"}, body, None)
+    assert e.value.status == 400
