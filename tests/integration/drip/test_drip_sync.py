@@ -165,7 +165,9 @@ def test_a_whole_mesh_restart_resends_no_item(tmp_path: Path) -> None:
             await m.wait_all_active(s, timeout=30)
         done = {n: [e for e in _events(m, n) if e["type"] == "sync-done" and e["source"]]
                 for n in ("n2", "n3")}
-        assert all(done.values()), done  # each synced from an active node
+        # each synced from an active node; under load one may not have heard n1 in time and
+        # gone active on its own data as the lowest it heard (no sync at all): one must sync
+        assert any(done.values()), done
         assert all(e["items"] == 0 for evs in done.values() for e in evs), done
         serves = [e for n in m.ids for e in _events(m, n) if e["type"] == "sync-serve"]
         assert serves and all(e["skip"] == e["ranges"] >= 300 // 32 for e in serves), serves
