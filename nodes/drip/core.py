@@ -114,6 +114,7 @@ HEARTBEAT = "heartbeat"
 #: how long past the runtime's own request timeout a heartbeat round waits for stragglers
 ROUND_SLACK_S = 0.5
 VOTED_MAX = 10_000  # yes votes remembered past their lock, for slow commits
+ANSWERED_MAX = 1_024  # relay tallies kept after answering, for a hop's later answer
 OK: dict[str, Any] = {"ok": True}
 
 
@@ -238,6 +239,13 @@ class Tally:
     token: Any = None  # the client command waiting for the decision (initiator)
     #: the yes voters' signed statements gathered from below, passed up with our answer
     statements: dict[str, str] = field(default_factory=dict)
+    #: every hop the vote went to (``pending`` at the start): a hop that answered may answer
+    #: again, and what a later answer proves still counts (`DripCore._merge`)
+    asked: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if not self.asked:
+            self.asked = set(self.pending)
 
 
 @dataclass
@@ -285,6 +293,9 @@ class DripCore:
         self.seen = Seen(self.d.counters, self._window())
         self.counter = self.d.counter
         self.tallies: dict[str, Tally] = {}  # uid -> votes being gathered (initiator or relay)
+        #: uid -> a relay's tally it already answered upward: a later answer from below that
+        #: proves more voters is passed up again (`_reanswer`), oldest dropped first
+        self.answered: dict[str, Tally] = {}
         # uid -> initiator of each update we voted yes on and have not applied: a commit is
         # taken only for one of these (its lock may have expired before a slow commit came)
         self.voted: dict[str, str] = {}
@@ -725,6 +736,14 @@ class DripCore:
         assert t.upstream is not None
         t.decided = True
         self.tallies.pop(t.update.uid, None)
+        self.answered.pop(t.update.uid, None)
+        self.answered[t.update.uid] = t
+        while len(self.answered) > ANSWERED_MAX:
+            del self.answered[next(iter(self.answered))]
+        return self._answer(t)
+
+    def _answer(self, t: Tally) -> Send[str, VoteResponse]:
+        assert t.upstream is not None
         return Send(t.upstream, VoteResponse(self.me, not t.no_voters, t.initiator, t.counter,
                                              t.update.uid, tuple(sorted(t.voters)),
                                              tuple(sorted(t.no_voters)), t.version,
@@ -736,17 +755,43 @@ class DripCore:
         t = self.tallies.get(r.uid)
         if t is not None and t.decided and hop in t.pending and self.bugs & LATE_BUGS:
             return self._bug_late_commit(t, hop, r, now)
-        if t is None or t.decided or hop not in t.pending:
+        if t is None and r.uid in self.answered:
+            return self._reanswer(self.answered[r.uid], hop, r, now)
+        if t is None or t.decided or hop not in t.asked:
             # spec 4.5.1: no action for responses after the timeout (or never asked for)
             return [Emit("late-vote", {"uid": r.uid, "from": hop, "vote": "yes" if r.yes else "no"})]
+        # a hop that already answered may answer again: its first answer may have been a
+        # key holder's forgery in its name (a yes for itself alone), and its real one then
+        # carries the proven votes of everyone behind it; each proven voter counts, once
         t.pending.discard(hop)
+        self._merge(t, hop, r)
+        return self._progress(t, now)
+
+    @staticmethod
+    def _merge(t: Tally, hop: str, r: VoteResponse) -> bool:
+        """Add what one answer from ``hop`` says (its voters are proven by the pre-core
+        checks, `nodes.drip.admit.Gate.proven`); True when it added a voter or a no."""
+        before = (len(t.voters), len(t.no_voters))
+        for v, jwt in r.statements:
+            t.statements.setdefault(v, jwt)
         t.voters |= set(r.voters)
-        t.statements.update(r.statements)
         t.no_voters |= set(r.no_voters)
         if not r.yes and not r.no_voters:
             t.no_voters.add(hop)
         t.version = max(t.version, r.version)
-        return self._progress(t, now)
+        return (len(t.voters), len(t.no_voters)) != before
+
+    def _reanswer(self, t: Tally, hop: str, r: VoteResponse, now: float) -> list[Effect]:
+        """A relay that already answered upward hears more from below (a hop's later answer,
+        or one after its relay timer): it answers again with everything proven so far, which
+        its sender merges; past the vote timeout nobody waits, and the tally is dropped."""
+        if now - t.started > self.cfg.vote_timeout_s:
+            self.answered.pop(t.update.uid, None)
+            return [Emit("late-vote", {"uid": r.uid, "from": hop, "vote": "yes" if r.yes else "no"})]
+        if hop not in t.asked or not self._merge(t, hop, r):
+            return []
+        return [Emit("re-answer", {"uid": r.uid, "from": hop, "voters": sorted(t.voters),
+                                   "no_voters": sorted(t.no_voters)}), self._answer(t)]
 
     def _bug_late_commit(self, t: Tally, hop: str, r: VoteResponse, now: float
                          ) -> list[Effect]:
@@ -796,6 +841,11 @@ class DripCore:
             return []
         if t.upstream is not None:
             return [self._respond(t)]
+        if (not t.no_voters and t.voters - {self.me} and self.required(t.update) - t.voters
+                and "commit-partial-vote" not in self.bugs):
+            # every hop is done, a yes came and some voter is missing: a hop may answer again
+            # (its first answer a forgery in its name), so the vote timer decides
+            return []
         return self._decide(t, now, None)
 
     def _decide(self, t: Tally, now: float, why: str | None, timeout: bool = False,
@@ -845,6 +895,7 @@ class DripCore:
         if t is not None and t.upstream is not None:  # a relay still gathering: nobody waits
             t.decided = True
             del self.tallies[msg.uid]
+        self.answered.pop(msg.uid, None)
         if self._lock_uid(msg.key) == msg.uid:
             out += [self._p(Unlock(msg.key, msg.uid)),
                     Emit("release", {"uid": msg.uid, "key": msg.key,
