@@ -211,11 +211,12 @@ async def run(root: Path, requests: int, rate: float, clients: int, quiet_s: flo
             states = {n: await m.state(s, n) for n in m.ids}
         alive = {n: m.procs[n].poll() is None for n in m.ids}
         aborts = abort_reasons(root, m.ids, t_hostile)
+        answers = later_answers(root, m.ids, t_hostile)
     finally:
         m.close()
     return {"quiet": quiet, "during": during, "q0": q0, "before": before, "after": after,
             "load": load,
-            "alive": alive, "aborts": aborts, "sent": sum(v["sent"] for v in counts.values()),
+            "alive": alive, "aborts": aborts, "answers": answers, "sent": sum(v["sent"] for v in counts.values()),
             "status": {k: _sum(counts, k) for k in CORE_KINDS},
             "refused": {n: st.get("refused", {}) for n, st in states.items()}}
 
@@ -234,6 +235,20 @@ def abort_reasons(root: Path, ids: list[str], since: float) -> dict[str, int]:
                     why = f"{n}: {ev.get('reason')}"
                     out[why] = out.get(why, 0) + 1
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def later_answers(root: Path, ids: list[str], since: float) -> dict[str, int]:
+    """Vote answers after wall time ``since`` that came from a hop that had answered already:
+    ``re-answer`` (a relay passed the voters they proved up again) and ``late-vote`` (after the
+    vote was decided or from a hop never asked), so a run shows whether answers are lost."""
+    out = {"re-answer": 0, "late-vote": 0}
+    for n in ids:
+        with open(root / n / "data" / "events.jsonl", "rb") as f:
+            for line in f:
+                ev = json.loads(line)
+                if ev.get("type") in out and ev["t"] >= since:
+                    out[ev["type"]] += 1
+    return out
 
 
 def _per(mib: float, commits: int) -> str:
@@ -308,6 +323,7 @@ def main() -> None:
             total[k] = total.get(k, 0) + v
     print("refused (all nodes):", json.dumps(dict(sorted(total.items()))))
     print("aborts during hostile, by initiator and reason:", json.dumps(r["aborts"]))
+    print("vote answers during hostile from a hop that had answered:", json.dumps(r["answers"]))
 
 
 if __name__ == "__main__":
