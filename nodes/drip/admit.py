@@ -27,7 +27,7 @@ from nodes.drip.codec import CodecError, Message
 
 #: messages a node sends on its own behalf: DRiP-Node-ID must be the TLS peer itself
 OWN_BEHALF = (codec.VoteResponse, codec.Heartbeat, codec.NodeNotice, codec.SyncRequest,
-              codec.SyncBatch, codec.StateQuery, codec.Batch)
+              codec.SyncBatch, codec.StateQuery, codec.OutcomeQuery, codec.Batch)
 
 
 @dataclass(frozen=True)

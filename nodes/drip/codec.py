@@ -406,6 +406,22 @@ class Abort:
 
 
 @dataclass(frozen=True)
+class OutcomeQuery:
+    """POST /outcome (ours, not in the spec): a voter whose lock ran out of time asks a peer
+    what became of update ``uid`` of ``initiator`` instead of releasing the key blind (a
+    commit may have been decided and lost with its initiator). Answered ``{"outcome":
+    "committed" | "aborted" | "undecided" | "unknown"}`` (docs/drip.md "Locks end on an
+    outcome")."""
+
+    sender: str
+    uid: str
+    initiator: str
+
+
+OUTCOMES = ("committed", "aborted", "undecided", "unknown")
+
+
+@dataclass(frozen=True)
 class SyncBatch:
     """POST /commit with DRiP-Transaction-Type: sync: part of a full store transfer."""
 
@@ -476,7 +492,7 @@ class Batch:
 
 
 Message = (Voting | VoteResponse | Commit | Abort | SyncBatch | Heartbeat | NodeNotice
-           | SyncRequest | StateQuery | Batch)
+           | SyncRequest | StateQuery | OutcomeQuery | Batch)
 
 #: what a Batch may carry: the commit/vote path; anything else travels alone
 BATCHED = (Voting, VoteResponse, Commit, Abort)
@@ -545,6 +561,9 @@ def encode(msg: Message) -> HttpRequest:
                            body or None)
     if isinstance(msg, StateQuery):
         return HttpRequest("GET", "/state", {H_NODE: msg.sender})
+    if isinstance(msg, OutcomeQuery):
+        return HttpRequest("POST", "/outcome", {H_NODE: msg.sender},
+                           {"id": msg.uid, "initiator": msg.initiator})
     if isinstance(msg, Batch):
         items = []
         for m in msg.items:
@@ -623,6 +642,13 @@ def decode(method: str, path: str, headers: Any, body: bytes,
                             "body.initiator"), _int(d, "counter", top=U64_MAX), uid, _ids(d, "voters"),
                             _ids(d, "no_voters"), _int(d, "version") if "version" in d else 0,
                             dup, _statements(d))
+    if method == "POST" and parts == ["outcome"]:
+        d = decode_json(body)
+        uid = d.get("id") if isinstance(d, dict) else None
+        if not isinstance(uid, str) or not uid or len(uid) > MAX_KEY:
+            raise CodecError(f"outcome body: expected {{id, initiator}} (an update id of 1 to "
+                             f"{MAX_KEY} chars and a node id)")
+        return OutcomeQuery(sender, uid, parse_node_id(d.get("initiator"), "body.initiator"))
     if method == "POST" and parts == ["abort"]:
         d = decode_json(body)
         if not isinstance(d, dict):

@@ -65,6 +65,7 @@ from nodes.drip.codec import (
     Item,
     Message,
     NodeNotice,
+    OutcomeQuery,
     StateQuery,
     SyncBatch,
     SyncRequest,
@@ -103,7 +104,9 @@ BUGS = ("commit-partial-vote", "forget-in-progress", "skip-sync", "syncing-votes
         "learn-heartbeat-members", "apply-unvoted-commits", "apply-unsolicited-sync",
         "trust-relayed-voters", "ignore-counter-window",
         # issue 26 item 2: the version bound is the decoder's (nodes/drip/server.py sets it)
-        "no-version-bound")
+        "no-version-bound",
+        # the lock-TTL hazard planted back: a voter lock releases blind when its TTL runs out
+        "release-expired-locks")
 #: bug modes where an initiator keeps an aborted vote open and commits on a late yes
 LATE_BUGS = frozenset({"act-on-late-votes", "commit-after-abort"})
 #: the reserved key whose committed value is the membership (a sorted list of node ids) and
@@ -115,6 +118,7 @@ HEARTBEAT = "heartbeat"
 ROUND_SLACK_S = 0.5
 VOTED_MAX = 10_000  # yes votes remembered past their lock, for slow commits
 ANSWERED_MAX = 1_024  # relay tallies kept after answering, for a hop's later answer
+ENDED_MAX = 10_000  # aborts we know of, to answer other voters' OutcomeQuery
 OK: dict[str, Any] = {"ok": True}
 
 
@@ -299,6 +303,12 @@ class DripCore:
         # uid -> initiator of each update we voted yes on and have not applied: a commit is
         # taken only for one of these (its lock may have expired before a slow commit came)
         self.voted: dict[str, str] = {}
+        #: uid -> initiator of updates we know were aborted (its Abort, or its own answer):
+        #: a voter's `OutcomeQuery` may ask us rather than a far initiator
+        self.aborted: dict[str, str] = {}
+        #: key -> a version a decommissioned initiator may have committed and lost with it:
+        #: the next update of the key takes a higher one (`_initiators_gone`)
+        self.fences: dict[str, int] = {}
         self.puller = Puller()
         #: the id of each sync we ask for (`SyncRequest.sync_id`): the runtime sets a random
         #: one (a forged batch must not guess it); this default is for the simulator
@@ -394,8 +404,11 @@ class DripCore:
             t = self.tallies.get(uid)
             if t is not None and t.upstream is None and not t.decided:  # our round never ended
                 return self._decide(t, now, None, timeout=True)  # aborts, unlocks, answers
-            return [self._p(Unlock(key, uid)),
-                    Emit("release", {"uid": uid, "key": key, "why": "expired"})]
+            initiator = self.d.locks[key][1]
+            if initiator == self.me or "release-expired-locks" in self.bugs:
+                return [self._p(Unlock(key, uid)),
+                        Emit("release", {"uid": uid, "key": key, "why": "expired"})]
+            return self._ask_outcome(key, uid, initiator, now)
         if kind == "sync":
             s = self.puller.cur
             if s is None or s.token != name[1]:
@@ -486,6 +499,8 @@ class DripCore:
             return self._on_sync_request(hop, msg, now), OK
         if isinstance(msg, NodeNotice):
             return self._on_node_notice(hop, msg), OK
+        if isinstance(msg, OutcomeQuery):
+            return [], {"outcome": self._outcome_of(msg.uid, msg.initiator)}
         raise TypeError(f"no handler for {type(msg).__name__}")
 
     def _outcome(self, peer: str, o: Outcome, now: float) -> list[Effect]:
@@ -500,6 +515,8 @@ class DripCore:
             return self._batch_delivered(peer, o)
         if isinstance(req, StateQuery):
             return self._source_state(peer, o)
+        if isinstance(req, OutcomeQuery):
+            return self._outcome_answer(peer, req, o)
         if o.ok:
             return []
         if isinstance(req, SyncRequest):
@@ -538,8 +555,10 @@ class DripCore:
         return self.values.item(key) or it
 
     def _version(self, key: str) -> int:
+        """The highest version of ``key`` here, for a vote: past any a decommissioned
+        initiator may have committed unseen (`_initiators_gone`)."""
         it = self.d.kv.get(key)
-        return it.version if it else 0
+        return max(it.version if it else 0, self.fences.get(key, 0))
 
     def _lock_uid(self, key: str) -> str | None:
         held = self.d.locks.get(key)
@@ -669,7 +688,8 @@ class DripCore:
     def _members_after(self, via: str) -> list[Effect]:
         old = set(self.members)
         changed = self._agreed_members()
-        return ([self._members_event(via, old)] if changed else []) + self._rewire()
+        return (([self._members_event(via, old)] + self._initiators_gone()) if changed
+                else []) + self._rewire()
 
     def _learn(self, node: str) -> None:
         """Before any agreed membership (epoch 0), an authenticated peer that speaks to us
@@ -883,6 +903,73 @@ class DripCore:
             out.append(self._done(t.token, False, {"error": "aborted: " + str(why)}))
         return out
 
+    # ---- locks end on an outcome (ours: docs/drip.md "Locks end on an outcome") ------------
+    def _ask_outcome(self, key: str, uid: str, initiator: str, now: float) -> list[Effect]:
+        """A voter lock's TTL ran out with no commit or abort: the initiator may have decided
+        commit and lost its sends, so releasing now could let another value take the same
+        version. Ask every active peer (the initiator answers from its records, a relay from
+        what it learned), keep the key, and look again after another TTL."""
+        out: list[Effect] = [Emit("lock-expired", {"uid": uid, "key": key,
+                                                   "initiator": initiator,
+                                                   "asked": self.active_peers()})]
+        q = OutcomeQuery(self.me, uid, initiator)
+        out += [Send(p, q) for p in self.active_peers()]
+        out.append(SetTimer(("lock", key, uid), now + self.cfg.lock_ttl_s))
+        return out
+
+    def _outcome_of(self, uid: str, initiator: str) -> str:
+        """What we know of ``uid``: only its initiator may say "aborted" from having no
+        commit of it (its open votes live in memory and a restart ends them unapplied: they
+        never commit after); anyone may pass on an abort or commit it learned."""
+        if uid in self.d.applied:
+            return "committed"
+        if uid in self.aborted:
+            return "aborted"
+        if initiator != self.me:
+            return "unknown"
+        t = self.tallies.get(uid)
+        if t is not None and t.upstream is None and not t.decided:
+            return "undecided"  # its vote timer (shorter than any lock TTL) ends it soon
+        self._remember_abort(uid, initiator)
+        return "aborted"
+
+    def _remember_abort(self, uid: str, initiator: str) -> None:
+        self.aborted.pop(uid, None)
+        self.aborted[uid] = initiator
+        while len(self.aborted) > ENDED_MAX:
+            del self.aborted[next(iter(self.aborted))]
+
+    def _outcome_answer(self, peer: str, q: OutcomeQuery, o: Outcome) -> list[Effect]:
+        """A peer's answer to our `OutcomeQuery`: "aborted" releases the key; "committed"
+        keeps it until the commit arrives (the initiator's outbox, or a sync)."""
+        word = o.body.get("outcome") if o.ok and isinstance(o.body, dict) else None
+        if word != "aborted":
+            return []
+        self._remember_abort(q.uid, q.initiator)
+        held = next((k for k, (u, i) in self.d.locks.items()
+                     if u == q.uid and i == q.initiator), None)
+        if held is None:
+            return []
+        return [self._p(Unlock(held, q.uid)),
+                Emit("release", {"uid": q.uid, "key": held,
+                                 "why": f"aborted (asked {peer} after the lock TTL)"})]
+
+    def _initiators_gone(self) -> list[Effect]:
+        """The agreed membership removed a node: every lock held for it is released (the
+        operator's removal is what ends a dead initiator's block). It may have decided commit
+        and died before any send left, so the key's next version goes past the one it would
+        have used (1 + our version now): its lost write, if any, is overwritten, never
+        given the same version as another value."""
+        out: list[Effect] = []
+        for key, (uid, initiator) in sorted(self.d.locks.items()):
+            if initiator != self.me and initiator not in self.members:
+                self._remember_abort(uid, initiator)
+                self.fences[key] = self._version(key) + 1
+                out += [self._p(Unlock(key, uid)),
+                        Emit("release", {"uid": uid, "key": key,
+                                         "why": f"initiator {initiator} decommissioned"})]
+        return out
+
     def _on_abort(self, hop: str, msg: Abort, now: float) -> list[Effect]:
         """The initiator will never commit ``msg.uid``: release its key and pass the word on.
         Safe because only the initiator decides, and it decided abort."""
@@ -891,6 +978,7 @@ class DripCore:
         if self.seen.before(msg.initiator, msg.counter, msg.reset):
             return []
         out: list[Effect] = []
+        self._remember_abort(msg.uid, msg.initiator)
         t = self.tallies.get(msg.uid)
         if t is not None and t.upstream is not None:  # a relay still gathering: nobody waits
             t.decided = True

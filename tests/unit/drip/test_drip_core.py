@@ -379,10 +379,12 @@ def test_a_commit_without_our_yes_vote_is_refused_409_and_applies_nothing() -> N
 def test_a_commit_arriving_after_our_lock_expired_still_applies() -> None:
     c = _active("n2", ["n1"])
     c.on_message(Inbound("n1", 1), codec.Voting("n1", 6, False, Update("u1", "k", 1)), 0)
-    c.on_timer(("lock", "k", "u1"), 10)
-    assert not c.d.locks
+    out = c.on_timer(("lock", "k", "u1"), 10)
+    # the TTL does not release the key: the initiator is asked what it decided
+    assert c.d.locks == {"k": ("u1", "n1")}
+    assert [e.msg for e in out if isinstance(e, Send)] == [codec.OutcomeQuery("n2", "u1", "n1")]
     out = c.on_message(Inbound("n1", 2), codec.Commit("n1", 7, False, Update("u1", "k", 1), 1), 11)
-    assert out[-1].msg.status == 200 and c.d.kv["k"].value == 1
+    assert out[-1].msg.status == 200 and c.d.kv["k"].value == 1 and not c.d.locks
 
 
 def test_the_initiators_lock_expires_like_a_voters_and_its_client_is_answered() -> None:

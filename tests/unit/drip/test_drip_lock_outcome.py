@@ -1,0 +1,158 @@
+"""A voter's lock ends on its update's outcome, not on its TTL (docs/drip.md "Locks end on an
+outcome"): an initiator that decided commit and then lost every send (cut off, then killed)
+must not let the mesh give the same version of the key to another value."""
+
+from __future__ import annotations
+
+from harness.sim.drip import DripSim
+from nodes.drip import codec
+from nodes.drip.codec import Update
+from nodes.drip.core import CoreConfig, DripCore, Inbound, Outcome
+
+MESH3 = [("n1", "n2"), ("n1", "n3"), ("n2", "n3")]
+LINE3 = [("n1", "n2"), ("n2", "n3")]
+
+
+def _decided_then_cut_off(sim: DripSim, initiator: str = "n1") -> None:
+    """``initiator`` starts u1 on k; once its votes are out, nothing it sends arrives (its
+    answers and commits are lost), it decides commit on the yes votes, and is killed."""
+    others = [n for n in sim.ids if n != initiator]
+    sim.update(initiator, "k", "first", "u1")
+    sim.run_for(0.0015)  # the /voting requests have arrived, the answers not yet
+    for n in others:
+        sim.net.cut_one_way(initiator, n)
+    end = sim.now + 2
+    while not sim.events_of(initiator, "decide") and sim.now < end:
+        sim.run_for(0.0005)
+    (dec,) = sim.events_of(initiator, "decide")
+    assert dec["outcome"] == "commit" and dec["version"] == 1
+    assert sim.committed("u1")  # its client was told "committed"
+    sim.crash(initiator)
+    sim.heal()
+    assert all(sim.core(n).d.locks == {"k": ("u1", initiator)} for n in others)
+
+
+def test_a_voter_keeps_the_lock_of_a_lost_commit_and_refuses_the_key_until_it_lands() -> None:
+    sim = DripSim(MESH3)
+    _decided_then_cut_off(sim)
+    sim.run_for(2 * sim.cfg.lock_ttl_s)  # every voter lock TTL ran out, twice
+    assert all(sim.core(n).d.locks == {"k": ("u1", "n1")} for n in ("n2", "n3"))
+    assert sim.events_of("n2", "lock-expired")
+    sim.update("n2", "k", "second", "u2")
+    sim.run_for(1)
+    out = sim.outcome("u2")
+    assert out is not None and out.status == 409 and "in progress (u1)" in out.body["error"]
+    assert not sim.committed("u2") and sim.item("n3", "k") is None
+    sim.restart("n1")  # its durable outbox delivers the commit
+    sim.run_for(2)
+    assert all(sim.value(n, "k") == "first" and sim.item(n, "k").version == 1  # type: ignore[union-attr]
+               for n in sim.ids)
+    assert all(not sim.core(n).d.locks for n in sim.ids)
+    sim.update("n3", "k", "third", "u3")
+    sim.run_for(1)
+    assert sim.committed("u3") and all(sim.value(n, "k") == "third" for n in sim.ids)
+
+
+def test_the_old_ttl_release_gives_one_version_to_two_values() -> None:
+    """The planted ``release-expired-locks`` is the old node, on the schedule of the seed-11
+    chaos run: the initiator is killed for good after deciding, the voters' locks run out,
+    the operator decommissions it, and another value commits at the version its client was
+    promised. The correct node keeps the locks until the decommission and then goes past
+    that version (`test_decommissioning_the_dead_initiator_releases_its_locks`)."""
+    sim = DripSim(MESH3, bugs=["release-expired-locks"])
+    _decided_then_cut_off(sim)
+    sim.kill_for_good("n1")
+    sim.run_for(sim.cfg.lock_ttl_s + 0.5)
+    assert not sim.core("n2").d.locks  # released blind
+    sim.members("n2", "m1", remove=["n1"])
+    sim.run_for(1)
+    sim.update("n2", "k", "second", "u2")
+    sim.run_for(1)
+    assert sim.committed("u2") and sim.item("n2", "k").version == 1  # type: ignore[union-attr]
+    (dec,) = sim.events_of("n1", "decide")
+    assert dec["uid"] == "u1" and dec["version"] == 1  # both committed as version 1
+
+
+def test_an_aborted_update_is_released_by_asking_the_initiator() -> None:
+    """Its abort was lost, so the voter asks after its TTL: the initiator (which has no commit
+    of it and no open vote) answers "aborted", and the key is free."""
+    c = DripCore("n2", ["n1"], cfg=CoreConfig())
+    c.start(0)
+    c.on_message(Inbound("n1", 1), codec.Voting("n1", 6, False, Update("u1", "k", 1)), 0)
+    out = c.on_timer(("lock", "k", "u1"), 10)
+    (q,) = [e.msg for e in out if getattr(e, "to", None) == "n1"
+            and isinstance(e.msg, codec.OutcomeQuery)]
+    n1 = DripCore("n1", ["n2"], cfg=CoreConfig())
+    n1.start(0)
+    (ans,) = [e.msg for e in n1.on_message(Inbound("n2", 9), q, 10)]
+    assert ans.status == 200 and ans.body == {"outcome": "aborted"}
+    out = c.on_message("n1", Outcome(q, 200, ans.body), 10)
+    assert not c.d.locks
+    assert any(getattr(e, "type", None) == "release" and "aborted (asked n1" in e.fields["why"]
+               for e in out)
+
+
+def test_unknown_and_committed_answers_keep_the_lock() -> None:
+    c = DripCore("n2", ["n1", "n3"], cfg=CoreConfig())
+    c.start(0)
+    c.on_message(Inbound("n1", 1), codec.Voting("n1", 6, False, Update("u1", "k", 1)), 0)
+    q = codec.OutcomeQuery("n2", "u1", "n1")
+    for body in ({"outcome": "unknown"}, {"outcome": "committed"}, {"outcome": "undecided"},
+                 None):
+        c.on_message("n3", Outcome(q, 200 if body else 0, body), 5)
+        assert c.d.locks == {"k": ("u1", "n1")}
+    # a relay answers only from what it learned: it does not know u1, so "unknown"
+    n3 = DripCore("n3", ["n2"], cfg=CoreConfig())
+    n3.start(0)
+    (ans,) = [e.msg for e in n3.on_message(Inbound("n2", 3), q, 5)]
+    assert ans.body == {"outcome": "unknown"}
+
+
+def test_a_relay_passes_on_the_abort_it_learned_along_a_line() -> None:
+    """Line n1-n2-n3: n3 cannot ask n1. n1 aborts (a no from nobody: it is cut off before
+    any answer), the abort reaches n2 only; n3 asks n2 after its TTL and n2 knows."""
+    sim = DripSim(LINE3)
+    sim.update("n1", "k", "x", "u1")
+    sim.run_for(0.0025)  # n3 has voted, n2's tally waits on n3's answer
+    sim.net.cut_one_way("n2", "n3")  # n2's answers and the abort it passes on never reach n3
+    sim.net.cut_one_way("n2", "n1")  # n1 hears no vote: it times out and aborts
+    sim.run_for(sim.cfg.vote_timeout_s + 0.5)
+    assert not sim.committed("u1") and sim.outcome("u1") is not None
+    assert sim.core("n3").d.locks == {"k": ("u1", "n1")}
+    sim.heal()
+    sim.run_for(sim.cfg.lock_ttl_s + 1)
+    assert all(not sim.core(n).d.locks for n in sim.ids)
+    (rel,) = [e for e in sim.events_of("n3", "release") if e["uid"] == "u1"]
+    assert rel["why"].startswith("aborted (asked n2")
+
+
+def test_decommissioning_the_dead_initiator_releases_its_locks() -> None:
+    sim = DripSim(MESH3)
+    _decided_then_cut_off(sim)
+    sim.kill_for_good("n1")
+    sim.run_for(sim.cfg.lock_ttl_s + 0.5)
+    assert sim.core("n2").d.locks == {"k": ("u1", "n1")}
+    sim.members("n2", "m1", remove=["n1"])
+    sim.run_for(1)
+    assert sim.committed("m1")
+    assert all(not sim.core(n).d.locks for n in ("n2", "n3"))
+    assert any("initiator n1 decommissioned" in e["why"] for e in sim.events_of("n3", "release"))
+    sim.update("n3", "k", "after", "u4")
+    sim.run_for(1)
+    assert sim.committed("u4")
+    # n1 may have committed u1 as version 1 unseen: u4 goes past it, never shares it
+    assert all(sim.item(n, "k").version == 2 for n in ("n2", "n3"))  # type: ignore[union-attr]
+
+
+def test_the_outcome_query_round_trips_and_refuses_a_bad_body() -> None:
+    q = codec.OutcomeQuery("n2", "u1", "n1")
+    r = codec.encode(q)
+    assert (r.method, r.path) == ("POST", "/outcome")
+    assert codec.decode(r.method, r.path, r.headers, r.body_bytes()) == q
+    for bad in (b"{}", b'{"id": "u1"}', b'{"id": "", "initiator": "n1"}', b"[1]"):
+        try:
+            codec.decode("POST", "/outcome", r.headers, bad)
+        except codec.CodecError as e:
+            assert e.status == 400 and ("outcome body" in str(e) or "initiator" in str(e))
+        else:
+            raise AssertionError(f"{bad!r} was taken")
