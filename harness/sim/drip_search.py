@@ -31,7 +31,12 @@ real ``add-member`` op does; once that commits the node boots with a fresh data 
 ``hostile``: one burst of `nodes.drip.hostile`'s requests (the real ``hostile`` fault's
 builders, ``1 + 2·a`` requests per flood kind) at node ``b`` as from its first peer, a
 compromised member, each through ``b``'s real pre-core checks (`nodes.drip.admit.Gate`) and
-then its core (`DripSim.hostile_burst`). The compromised member's own yes on a vote the
+then its core (`DripSim.hostile_burst`). Drawn only for the bug mode
+``release-expired-locks`` (`Target.needs`): ``sever``, an update at node ``b`` of key ``k`` + ``a`` mod 2, and
+at once every link out of ``b`` cut one way for 4 + ``a`` seconds: its vote requests left, the
+answers come in, it decides, and nothing it sends after (its commit) arrives, as when an
+initiator dies between its decision and its sends; 3.5 s on (past a voter lock's TTL) the
+next node updates the same key. The compromised member's own yes on a vote the
 target waits on (``vote-response-relayed-voters``: a key holder's lie no node can refuse) is
 sent only for the bug modes in `LIES_FOR`, as the correct-node chaos test leaves it out.
 
@@ -64,7 +69,7 @@ KINDS = ("cut", "heal", "crash", "restart", "pause", "resume", "loss", "dup", "d
          "update", "race", "stall", "rejoin", "isolate")
 BUGS = ("retake-duplicate-votes", "skip-sync", "commit-partial-vote", "forget-in-progress",
         "syncing-votes-no", "act-on-late-votes", "commit-after-abort", "inactive-takes-part",
-        *HOSTILE_BUGS)
+        *HOSTILE_BUGS, "release-expired-locks")
 #: a ``stall`` waits at most this long for an open vote to reach its node, looking every
 #: `POLL_S` (well inside one hop: a relay answers a few milliseconds after it takes a vote)
 STALL_WAIT_S = 0.1
@@ -79,6 +84,8 @@ MAX_ADDED = 2
 #: after the final update's decision: more than a vote timeout and a lock's lifetime
 #: (`CoreConfig`: 2 s, 3 s), so what a late vote or an expired lock does is still seen
 TAIL_S = 5.0
+#: a ``sever``'s second update, past a voter lock's TTL (`CoreConfig.lock_ttl_s`, 3 s)
+SEVER_UPDATE_S = 3.5
 
 
 class _Run:
@@ -126,6 +133,8 @@ class _Run:
             self._add(n)
         elif kind == "hostile":
             self._hostile(n, 1 + 2 * a, 0.0)
+        elif kind == "sever":
+            self._sever(n, nxt, f"k{a % 2}", 4.0 + a)
         elif kind == "isolate":
             links = [e for e in EDGES if n in e]
             for e in links:
@@ -209,6 +218,28 @@ class _Run:
             sim.at(sim.now + POLL_S, lambda: self._hostile(n, flood, waited + POLL_S))
             return
         sim.hostile_burst(n, flood, self.lies)
+
+    def _sever(self, n: str, nxt: str, key: str, for_s: float) -> None:
+        """``sever`` (see the module's docstring)."""
+        sim = self.sim
+        if not sim.running(n):
+            return
+        self.update(n, key)
+        out = {(n, p) for p in sim.peers(n)}  # checked at send: its vote requests have left
+        sim.net.cut |= out
+        sim.trace.append((sim.now, "sever", n, for_s))
+
+        def back() -> None:
+            sim.net.cut -= out
+            sim.trace.append((sim.now, "unsever", n))
+
+        def later() -> None:
+            if sim.running(nxt):
+                self.update(nxt, key)
+
+        sim.at(sim.now + SEVER_UPDATE_S, later)
+        sim.at(sim.now + for_s, back)
+        self.busy_until = max(self.busy_until, sim.now + for_s)
 
     def _rejoin_links(self, links: list[tuple[str, str]], n: str, a: int) -> None:
         """``isolate``'s end: its links back (only those) and an update at ``n``."""
@@ -322,5 +353,7 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     return Outcome(not witness, witness, trace, history, sim.now)
 
 
-TARGET = Target("drip", KINDS, BUGS, run, optional=("skew", *MEMBER_KINDS, "hostile"),
-                needs={b: ("hostile",) for b in HOSTILE_BUGS})
+TARGET = Target("drip", KINDS, BUGS, run,
+                optional=("skew", *MEMBER_KINDS, "hostile", "sever"),
+                needs={**{b: ("hostile",) for b in HOSTILE_BUGS},
+                       "release-expired-locks": ("sever", *MEMBER_KINDS[:1])})

@@ -156,3 +156,14 @@ def test_the_outcome_query_round_trips_and_refuses_a_bad_body() -> None:
             assert e.status == 400 and ("outcome body" in str(e) or "initiator" in str(e))
         else:
             raise AssertionError(f"{bad!r} was taken")
+
+
+def test_the_search_target_shows_the_old_release_and_passes_the_correct_node() -> None:
+    """drip_search's ``sever`` step and a ``decommission`` of the severed initiator: the
+    2PC checker finds ``conflicting-commits`` with ``release-expired-locks``, nothing without."""
+    from harness.sim import drip_search
+
+    schedule = [["sever", 0, 0, 1], ["decommission", 100, 0, 1]]
+    assert drip_search.run(schedule, 1, ()).ok
+    bad = drip_search.run(schedule, 1, ("release-expired-locks",))
+    assert not bad.ok and "conflicting-commits" in {w.get("kind") for w in bad.witness}
