@@ -418,9 +418,6 @@ class OutcomeQuery:
     initiator: str
 
 
-OUTCOMES = ("committed", "aborted", "undecided", "unknown")
-
-
 @dataclass(frozen=True)
 class SyncBatch:
     """POST /commit with DRiP-Transaction-Type: sync: part of a full store transfer."""
