@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from nodes.common.effects import Effect, Emit, Persist, Reply, Send, SetTimer
 from nodes.common.refusals import Refusals
@@ -120,6 +120,17 @@ VOTED_MAX = 10_000  # yes votes remembered past their lock, for slow commits
 ANSWERED_MAX = 1_024  # relay tallies kept after answering, for a hop's later answer
 ENDED_MAX = 10_000  # aborts we know of, to answer other voters' OutcomeQuery
 OK: dict[str, Any] = {"ok": True}
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _remember(d: dict[K, V], key: K, value: V, cap: int) -> None:
+    """Put ``key`` last (newest) in the insertion-ordered ``d`` and forget the oldest entries
+    past ``cap``: the bounded memories of votes, answered tallies and known aborts."""
+    d.pop(key, None)
+    d[key] = value
+    while len(d) > cap:
+        del d[next(iter(d))]
 
 
 class Values(Protocol):
@@ -731,10 +742,7 @@ class DripCore:
                 self.me, False, msg.initiator, msg.counter, up.uid, (), (self.me,), version))]
         replaced = self._lock_uid(up.key)
         out += [self._p(rows), self._p(Lock(up.key, up.uid, msg.initiator))]
-        self.voted.pop(up.uid, None)
-        self.voted[up.uid] = msg.initiator
-        while len(self.voted) > VOTED_MAX:  # oldest first: their commits would be long due
-            del self.voted[next(iter(self.voted))]
+        _remember(self.voted, up.uid, msg.initiator, VOTED_MAX)  # oldest: their commits long due
         if replaced is not None and replaced != up.uid:  # syncing (or a bug): the old vote goes
             out.append(Emit("release", {"uid": replaced, "key": up.key, "why": "replaced"}))
         out.append(SetTimer(("lock", up.key, up.uid), now + self.cfg.lock_ttl_s))
@@ -757,10 +765,7 @@ class DripCore:
         assert t.upstream is not None
         t.decided = True
         self.tallies.pop(t.update.uid, None)
-        self.answered.pop(t.update.uid, None)
-        self.answered[t.update.uid] = t
-        while len(self.answered) > ANSWERED_MAX:
-            del self.answered[next(iter(self.answered))]
+        _remember(self.answered, t.update.uid, t, ANSWERED_MAX)
         return self._answer(t)
 
     def _answer(self, t: Tally) -> Send[str, VoteResponse]:
@@ -935,10 +940,7 @@ class DripCore:
         return "aborted"
 
     def _remember_abort(self, uid: str, initiator: str) -> None:
-        self.aborted.pop(uid, None)
-        self.aborted[uid] = initiator
-        while len(self.aborted) > ENDED_MAX:
-            del self.aborted[next(iter(self.aborted))]
+        _remember(self.aborted, uid, initiator, ENDED_MAX)
 
     def _outcome_answer(self, peer: str, q: OutcomeQuery, o: Outcome) -> list[Effect]:
         """A peer's answer to our `OutcomeQuery`: "aborted" releases the key; "committed"
