@@ -8,6 +8,10 @@ naming the kind. Composed worst-wins with the protocol's checkers, the run is th
 
 Requested kinds come from the test's nemesis description (``"partition,kill-leader,pause"``)
 and from every start op the nemesis invoked (custom schedules carry labels, not kind names).
+A membership op the nemesis completed without error (a late node's ``join``, a ``leave``, an
+``add-member`` or ``decommission``) counts as kind ``membership`` applied, so a schedule of
+membership changes alone (a sim replay's Garlic Farm ``add``) is judged; a failed one asks
+for nothing (the membership reports say what became of each change).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from checkers.result import Anomaly, Result
 from vocabulary.faults import KIND_OF_START, nemesis_pairs, requested_kinds
 
 NAME = "faults"
+#: nemesis ops that change the membership (harness/cluster.py's own ops)
+MEMBERSHIP_OPS = frozenset({"join", "leave", "add-member", "decommission"})
 
 
 def check(test: dict[str, Any], history: list[dict[str, Any]],
@@ -28,6 +34,8 @@ def check(test: dict[str, Any], history: list[dict[str, Any]],
     for inv, done in nemesis_pairs(history):
         kind = KIND_OF_START.get(str(inv.get("f")))
         if kind is None:
+            if inv.get("f") in MEMBERSHIP_OPS and done is not None and not done.get("error"):
+                applied["membership"] = applied.get("membership", 0) + 1
             continue
         if done is None:
             failed.setdefault(kind, []).append(f"{inv.get('f')}: no completion (history ended)")

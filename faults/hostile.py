@@ -114,13 +114,18 @@ class HostileSender:
             raise ValueError(f"no hostile target(s) {sorted(want - known)}; known: {sorted(known)}")
         return [t for t in self.targets if t.node in want]
 
-    async def burst(self, nodes: Iterable[str] | None = None) -> int:
-        """Build one burst from the provider and send it; returns how many were sent."""
+    async def burst(self, nodes: Iterable[str] | None = None,
+                    skip: Iterable[str] = ()) -> int:
+        """Build one burst from the provider and send it, the kinds in ``skip`` left out (a
+        sim replay's step that sent only some kinds); returns how many were sent."""
         targets = self._targets(nodes)
         by_node = {t.node: t for t in targets}
+        leave_out = frozenset(skip)
         n = 0
         for raw in self.spec.messages(self.rng, targets):
             h = Hostile(*raw)
+            if h.kind in leave_out:
+                continue
             t = by_node.get(h.node)
             if t is None:
                 raise ValueError(f"the provider addressed {h.node!r}, not a target of this burst")
@@ -176,18 +181,21 @@ class HostileSender:
             with contextlib.suppress(Exception):
                 await w.wait_closed()
 
-    def start(self, interval_s: float, nodes: Iterable[str] | None = None) -> None:
-        """Send a burst now and then every ``interval_s`` until `stop`."""
+    def start(self, interval_s: float, nodes: Iterable[str] | None = None,
+              skip: Iterable[str] = ()) -> None:
+        """Send a burst now and then every ``interval_s`` until `stop` (``skip``: kinds left
+        out of each)."""
         if interval_s <= 0:
             raise ValueError(f"interval_s must be positive, got {interval_s}")
         if self.running:
             raise RuntimeError("hostile traffic is already running; stop-hostile first")
         chosen = None if nodes is None else list(nodes)
         self._targets(chosen)  # a bad node name fails the start op, not the task
+        left_out = list(skip)
 
         async def loop() -> None:
             while True:
-                await self.burst(chosen)
+                await self.burst(chosen, left_out)
                 await asyncio.sleep(interval_s)
 
         self._task = asyncio.get_running_loop().create_task(loop(), name="hostile")

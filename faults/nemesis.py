@@ -37,8 +37,9 @@ Ops (value fields; ``links`` is a list of ``[src, dst]`` pairs, default every no
 * ``clock-rate`` ``{node, rate}``: the node's clocks (monotonic and calendar) run at ``rate``
   times true time from now on, continuing from what they read (no jump), through a restart
   too; the harness starts such a run's nodes under libfaketime (faults/clockrate.py)
-* ``start-hostile`` ``{interval_s?, nodes?}``: a burst of the protocol's hostile messages
-  (faults/hostile.py) to each node (default every node) now and every ``interval_s`` (0.5);
+* ``start-hostile`` ``{interval_s?, nodes?, skip?}``: a burst of the protocol's hostile messages
+  (faults/hostile.py) to each node (default every node) now and every ``interval_s`` (0.5),
+  the message kinds in ``skip`` left out;
   ``stop-hostile`` ends it and completes with what was sent, per node and kind
 """
 
@@ -111,6 +112,9 @@ class Nemesis:
         self.killed: set[str] = set()
         #: killed for good: never restarted, not even by ``heal_all``
         self.gone: set[str] = set()
+        #: late nodes not started yet (a "join" starts them): no "random", "follower" or
+        #: "all" pick names them, so a kill, and the restart after it, cannot start one early
+        self.unstarted: set[str] = set()
         self.paused: set[str] = set()
         self.skewed: dict[str, float] = {}
         self.rated: dict[str, float] = {}  # node -> clock rate, for nodes not at 1
@@ -284,7 +288,7 @@ class Nemesis:
         return self.control
 
     async def _resolve(self, spec: Any, exclude: set[str]) -> list[str]:
-        candidates = [n for n in self.nodes if n not in exclude]
+        candidates = [n for n in self.nodes if n not in exclude and n not in self.unstarted]
         if spec == "random":
             if not candidates:
                 raise NemesisError("no node left to choose from")
@@ -396,7 +400,14 @@ class Nemesis:
         sender = self._sender()
         interval = float(value.get("interval_s", 0.5))
         nodes = value.get("nodes")
-        sender.start(interval, None if nodes is None else [str(n) for n in nodes])
+        chosen = None if nodes is None else [str(n) for n in nodes]
+        if value.get("skip"):  # only the generic sender filters kinds (a driver: not offered)
+            if not isinstance(sender, HostileSender):
+                raise NemesisError("start-hostile 'skip' needs the generic hostile sender; "
+                                   "this protocol's driver sends every kind")
+            sender.start(interval, chosen, [str(k) for k in value["skip"]])
+        else:
+            sender.start(interval, chosen)
         return {**value, "interval_s": interval}
 
     async def _stop_hostile(self, value: dict[str, Any]) -> dict[str, Any]:

@@ -111,6 +111,7 @@ class Cluster:
         self._faults = Nemesis(random.Random(f"{self.spec.seed}:faults"), nodes=self,
                                links=self._links, node_names=self.nodes, hostile=self._hostile,
                                topology=None if self.spec.topology is None else self.spec.edges())
+        self._faults.unstarted = set(self.late)
 
     async def _start_links(self) -> None:
         from faults.links import TcpLinks
@@ -251,6 +252,7 @@ class Cluster:
                 raise ClusterError(f"no node {node!r} in this cluster")
             if op["f"] == "join":
                 await self.restart(node)
+                self._faults.unstarted.discard(node)
             elif op["f"] in ("decommission", "add-member"):
                 return await self._member_change(op["f"], node, done)
             else:

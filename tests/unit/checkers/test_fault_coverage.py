@@ -89,3 +89,17 @@ def test_nemesis_pairs_ignore_client_ops_and_keep_the_open_invocation() -> None:
     h = [*nem("kill", {"node": "n1"}), *client_ok(), *nem("restart", complete=False)]
     pairs = nemesis_pairs(h)
     assert [(i["f"], d and d["f"]) for i, d in pairs] == [("kill", "kill"), ("restart", None)]
+
+
+def test_a_schedule_of_membership_changes_alone_is_judged_by_the_changes_made() -> None:
+    """A sim replay of Garlic Farm ``add`` steps alone: the late node's ``join`` is what the
+    nemesis did; a failed change asks for nothing, so no run with faults becomes unknown."""
+    joined = fault_coverage({"nemesis": "sim replay (1 ops)"}, [*nem("join", {"node": "n6"})], {})
+    assert joined.valid is True and joined.stats["applied"] == {"membership": 1}
+    failed = fault_coverage({"nemesis": "custom"},
+                            [*nem("join", {"node": "n6"}, error="ClusterError: boom")], {})
+    assert failed.valid == "unknown" and "no fault was ever attempted" in failed.note
+    mixed = fault_coverage({"nemesis": "kill"}, [*nem("kill", {"node": "n1"}),
+                                                 *nem("add-member", {"node": "n5"}, error="409")],
+                           {})
+    assert mixed.valid is True and mixed.stats["applied"] == {"kill": 1}

@@ -228,3 +228,31 @@ def test_a_message_forged_from_a_member_arrives_from_its_relay_address() -> None
     assert fmt_addr(by_data[b"f"]) == info["n1_holds_n2_at"]  # what n1 knows as n2's address
     assert fmt_addr(by_data[b"p"]) != info["n1_holds_n2_at"]
     assert info["counts"] == {"n1": {"sent": 2, "by_kind": {"as-n2": 1, "plain": 1}}}
+
+
+def test_start_hostile_leaves_out_the_kinds_it_is_told_to_skip(udp_target) -> None:
+    """``skip`` (a sim replay's step that sent only some kinds): those kinds are not sent and
+    not counted; a driver without kind filtering refuses ``skip`` instead of ignoring it."""
+    s, t = udp_target
+    sender = HostileSender(SPEC, [t], random.Random(2))
+    nem = Nemesis(random.Random(0), node_names=["n1"], hostile=sender)
+
+    async def go() -> dict:
+        await nem.invoke(sch.op("start-hostile", {"interval_s": 3600, "skip": ["big"]}))
+        await asyncio.sleep(0.1)
+        return await nem.invoke(sch.op("stop-hostile"))
+
+    stop = asyncio.run(go())
+    sender.close()
+    assert stop["value"]["sent"] == {"n1": {"sent": 1, "by_kind": {"small": 1}}}
+    assert [d[:1] for d in _drain(s)] == [b"s"]
+
+    class Driver:  # the DRiP driver's interface: start(interval_s, nodes), no kinds
+        running = False
+
+        def start(self, interval_s: float, nodes: object = None) -> None:
+            raise AssertionError("not to be started with a skip it cannot honour")
+
+    nem2 = Nemesis(random.Random(0), node_names=["n1"], hostile=Driver())  # type: ignore[arg-type]
+    bad = asyncio.run(nem2.invoke(sch.op("start-hostile", {"skip": ["big"]})))
+    assert "needs the generic hostile sender" in bad["error"]

@@ -281,3 +281,17 @@ def test_articulation_on_a_full_mesh_falls_back_to_a_min_edge_cut_and_says_why()
     assert "error" not in done and done["value"]["shape"] == "min-edge-cut"
     assert "no articulation point" in done["value"]["why"]
     assert len(done["value"]["components"]) == 2
+
+
+def test_a_late_node_not_started_is_no_random_follower_or_all_pick() -> None:
+    """A fresh server that joins later (Garlic Farm ``late_nodes``) is not killed before its
+    "join": a kill would put it among the killed, and the restart after would start it early."""
+    for seed in range(20):
+        nem, nodes, _ = make()
+        nem.unstarted = {"n5"}
+        nem.rng.seed(seed)
+        picks = [run(nem.invoke({"f": f, "value": {"node": spec}}))["value"]["nodes"]
+                 for f, spec in (("kill", "follower"), ("pause", "random"), ("pause", "all"))]
+        assert all("n5" not in names for names in picks), picks
+    nem.unstarted.clear()  # once it runs, it is a node like the others
+    assert "n5" in run(nem.invoke({"f": "kill", "value": {"node": "all"}}))["value"]["nodes"]
