@@ -16,9 +16,22 @@ with each step (``Mapped.notes``), never silently:
 - Client steps (``write``, ``send``, ``update``, ``race``, ``read``...) are left to the
   workload, which issues its own.
 - Membership: Garlic Farm's ``remove`` of server ``a`` -> ``leave`` of that node (its own
-  RemoveServer to the leader, the cluster op); ``add`` is skipped, said so (a real server joins
-  only as a late node started outside the cluster, and the sim's five are all members). A
-  DRiP ``decommission`` of node ``b`` -> the cluster's ``decommission`` op.
+  RemoveServer to the leader, the cluster op); ``add`` -> a fresh server (n6, then n7; at most
+  `GF_MAX_ADDED`) in ``options.late_nodes``, its ports reserved with the others', started by
+  a ``join`` op at the step's time, whose AddServerRequest goes to the leader it finds (the
+  sim's ``add`` names one of its five: a member, which the leader refuses, or one a
+  ``remove`` took out: said so). No ``random``/``follower`` pick names a fresh server before
+  its ``join`` (`faults.nemesis.Nemesis.unstarted`). A DRiP ``decommission`` of node ``b`` ->
+  the cluster's ``decommission`` op.
+- ``hostile`` (SWIM, SDS, ANTACID, DRiP) -> ``start-hostile`` of one burst (``interval_s``
+  `ONE_BURST_S`) at the step's node, ``stop-hostile`` `Profile.hostile_s` later or at the next
+  burst (its completion says what was sent). The sim's choice ``a`` of kinds is the real
+  burst's ``skip`` where the kinds are named (SWIM: the attacker's own or the forged ones;
+  SDS: without truncated and garbage); ANTACID's "only what reaches the core" is not matched,
+  said so. DRiP's ``1 + 2a`` requests per flood kind is the run's ``hostile_flood`` (one per
+  run: the largest), its lying key holder on for the modes the sim lies for (`LIES_FOR`). The
+  real bytes are drawn from the run's seed. Garlic Farm's are skipped, said so: its real
+  links are authenticated and no real hostile fault exists for it.
 - DRiP (the sim's ring n1..n4 with the chord n2-n4 is the real mesh, `FixedTopology`): ``cut``
   of edge ``a`` adds that link to the cut set (the real partition is the set so far, both
   ways, as one explicit partition); ``isolate`` cuts node ``b``'s links and gives them back
@@ -72,6 +85,9 @@ class Profile:
     edges: tuple[tuple[str, str], ...] | None = None
     #: test options that make the real cluster the sim's (topology, timers)
     options: dict[str, Any] = field(default_factory=dict)
+    #: real seconds one ``hostile`` burst is given before its ``stop-hostile`` (None: the
+    #: real protocol offers no hostile fault)
+    hostile_s: float | None = None
 
 
 #: SWIM step kinds under which a correct member may suspect without a cut or crash to
@@ -87,13 +103,20 @@ ANTACID_SIM = {"upstream": {"n2": ["n1"], "n3": ["n2", "n1"], "n4": ["n3", "n1"]
 
 PROFILES: dict[str, Profile] = {
     "garlicfarm": Profile(5, "tcp", (0.001, 0.02, 0.01), 2.0, leader_relative=True),
-    "swim": Profile(5, "udp", (0.002, 0.02, 0.01), 10.0),
-    "sds": Profile(5, "udp", (0.001, 0.02, 0.005), 1.0),
+    "swim": Profile(5, "udp", (0.002, 0.02, 0.01), 10.0, hostile_s=0.5),
+    "sds": Profile(5, "udp", (0.001, 0.02, 0.005), 1.0, hostile_s=0.5),
     # a lead-in of 1 s: the sim's mesh starts with its data; real nodes start empty, so the
     # workload writes something before the first fault
-    "drip": Profile(4, "tcp", (0.001, 0.05, 0.01), 1.0, edges=DRIP_EDGES),
-    "antacid": Profile(4, "tcp", (0.001, 0.05, 0.01), 1.0, options=ANTACID_SIM),
+    "drip": Profile(4, "tcp", (0.001, 0.05, 0.01), 1.0, edges=DRIP_EDGES, hostile_s=2.0),
+    "antacid": Profile(4, "tcp", (0.001, 0.05, 0.01), 1.0, options=ANTACID_SIM,
+                       hostile_s=1.0),
 }
+#: a burst's ``interval_s``: longer than any run, so one ``start-hostile`` sends one burst
+ONE_BURST_S = 3600.0
+#: Garlic Farm ``add`` steps played as fresh servers (n6, n7); later ones are skipped
+GF_MAX_ADDED = 2
+#: DRiP's real attacker's requests per second: the sim hands a burst over at once
+DRIP_HOSTILE_RATE = 500.0
 
 
 @dataclass
@@ -110,6 +133,10 @@ class Mapped:
     added: dict[str, float] = field(default_factory=dict)
     #: a ``clock-rate`` op is among the steps: the nodes start under libfaketime
     rates: bool = False
+    #: Garlic Farm: fresh servers started outside the cluster that join (``join`` op)
+    late: list[str] = field(default_factory=list)
+    #: test options the hostile steps need (DRiP's flood per burst, its key holder's lie)
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 def profile(protocol: str) -> Profile:
@@ -141,9 +168,27 @@ def _partition(p: Profile, protocol: str, a: int, b: int) -> dict[str, Any]:
     return {"shape": "explicit", "groups": [names[:2], names[2:]]}
 
 
+def hostile_kinds(protocol: str, a: int) -> tuple[list[str], str | None]:
+    """The message kinds the real burst leaves out to send what the sim's ``hostile`` step
+    with choice ``a`` sent, and what of that choice the real generator cannot match (None:
+    all of it matched)."""
+    if protocol == "swim" and a % 3:
+        from nodes.swim.hostile import INTENT as SWIM_KINDS
+
+        forged = a % 3 == 2  # 1: the attacker's own datagrams; 2: those forged from a member
+        return sorted(k for k in SWIM_KINDS if k.startswith("member-") != forged), None
+    if protocol == "sds" and a % 2:  # only what decodes: the core's checks, not the codec's
+        return ["garbage", "truncated"], None
+    if protocol == "antacid" and a % 2:
+        return [], ("the sim sent only the exchanges that reach the core (decided per "
+                    "message as its BEEP session reads it); the real burst sends every kind")
+    return [], None
+
+
 def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
     """The real nemesis schedule of replay file ``rec``: each step's wait (``scale`` times the
     simulated one; the lead-in first) then its ops."""
+    from harness.sim.drip_search import LIES_FOR
     from harness.sim.drip_search import MAX_ADDED as DRIP_MAX_ADDED
     from harness.sim.driver import Simulation
     from harness.sim.swim_search import CUT_S as SWIM_CUT_S
@@ -165,6 +210,12 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
     left: set[str] = set()  # SWIM: members that left and have not joined again
     plan: list[list[Any]] = []  # SWIM: the workload's leave/join ops ([at_s, f, node])
     added: dict[str, float] = {}  # DRiP: node -> when its add-member op runs
+    late: list[str] = []  # Garlic Farm: fresh servers that join
+    removed: dict[int, int] = {}  # Garlic Farm: server -> the step whose remove took it out
+    burst_end: list[float] = []  # the open hostile burst's stop-hostile, due then
+    floods: set[int] = set()  # DRiP: the sim's requests per flood kind of each burst
+    #: DRiP: the sim's attacker lies with its member's key only for these bug modes
+    lies = any(str(x).split("@")[0] in LIES_FOR for x in rec.get("bug") or [])
 
     def emit(o: dict[str, Any], at: float | None = None) -> None:
         timed.append((now if at is None else at, len(timed), o))
@@ -192,12 +243,20 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
                 emit(op("start-partition", {"shape": "explicit", "cut": sorted(
                     map(list, flows))}) if flows else op("stop-partition"), at=end)
 
+    def end_burst(until: float, at: float | None = None) -> None:
+        """The open hostile burst stopped when due by ``until`` (at ``at`` when given: a
+        next burst stops it early, as one runs at a time)."""
+        if burst_end and (at is not None or burst_end[0] <= until):
+            emit(op("stop-hostile"), at=burst_end[0] if at is None else at)
+            burst_end.clear()
+
     ends: list[tuple[float, frozenset[tuple[str, str]]]] = []
     for i, (kind, dt, a, b) in enumerate(rec["schedule"]):
         now += dt / 1000 * scale
         node = _node(p, b)
         give_back(now)
         uncut(now)
+        end_burst(now)
         if node in gone and kind not in ("decommission", "heal", "partition", "delay", "loss",
                                          "dup", "cut", "isolate", "add", "remove"):
             notes.append(f"step {i} {kind}: skipped, {node} is gone for good")
@@ -320,18 +379,51 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
                 active.add(name)
         elif kind == "remove" and protocol == "garlicfarm":
             emit(op("leave", {"node": f"n{a % p.nodes + 1}"}))
+            removed.setdefault(a % p.nodes + 1, i)
         elif kind == "decommission" and protocol == "drip":
             emit(op("decommission", {"node": node}))
         elif kind == "add" and protocol == "garlicfarm":
-            notes.append(f"step {i} add: skipped, a real server joins only as a late node "
-                         "started outside the cluster (options.late_nodes), and the sim's five "
-                         "are all members")
+            sid = a % p.nodes + 1
+            if len(late) >= GF_MAX_ADDED:
+                notes.append(f"step {i} add: skipped, {GF_MAX_ADDED} fresh servers were added "
+                             "already")
+                continue
+            new = f"n{p.nodes + len(late) + 1}"
+            late.append(new)
+            emit(op("join", {"node": new}))
+            back = removed.pop(sid, None)
+            meant = f"adds back server {sid}, removed at step {back}" if back is not None \
+                else f"asks to add server {sid}, a member (refused)"
+            notes.append(f"step {i} add: a fresh server {new} is started outside the cluster "
+                         f"and joins (its AddServerRequest goes to the leader it finds, "
+                         f"retried until a configuration holds it); not matched: the sim's "
+                         f"step {meant}")
         elif kind in ("add", "remove", "leave", "rejoin"):
             notes.append(f"step {i} {kind}: skipped, the real nemesis has no membership op for "
                          f"{protocol} yet")
         elif kind == "hostile":
-            notes.append(f"step {i} hostile: skipped, the real 'hostile' fault sends its own "
-                         "bursts (harness run --nemesis hostile)")
+            if p.hostile_s is None:
+                notes.append(f"step {i} hostile: skipped, the real {protocol} offers no "
+                             "hostile fault: every link is authenticated (mutual TLS and a Digest "
+                             "handshake), so the sim's bytes on a member's link have "
+                             "no way into a real server; replay it with 'harness sim replay'")
+                continue
+            end_burst(now, at=now)
+            skip, unmatched = hostile_kinds(protocol, a)
+            emit(op("start-hostile", {"nodes": [node], "interval_s": ONE_BURST_S,
+                                      **({"skip": skip} if skip else {})}))
+            burst_end.append(now + p.hostile_s)
+            said = (f"step {i} hostile: one burst of the real generator's messages at {node}, "
+                    f"stopped {p.hostile_s:g} s later or at the next burst; its bytes are "
+                    "drawn from the run's seed, not the sim's")
+            if protocol == "drip":
+                floods.add(1 + 2 * a)
+                said += (f"; the sim's {1 + 2 * a} requests per flood kind (a real run has "
+                         "one hostile_flood: the largest of its steps')")
+                if lies:
+                    unmatched = ("the sim's lying key holder waits for a lock it holds; the "
+                                 "real one sends its yes for the locks it reads before the burst")
+            notes.append(said + (f"; not matched: {unmatched}" if unmatched else ""))
         else:
             notes.append(f"step {i} {kind}: left to the workload, which sends its own requests")
         if kind == "rejoin" and protocol == "drip":
@@ -340,6 +432,9 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
     if one_way:  # a cut still on lasts its time, as the sim plays it out
         now = max(now, max(end for end, _ in one_way))
         uncut(now)
+    if burst_end:  # the last burst is given its time, and says what it sent
+        now = max(now, burst_end[0])
+        end_burst(now)
     if protocol == "swim" and left:  # the sim's settle: every member still out joins again
         plan += [[round(now, 3), "join", n] for n in sorted(left)]
     out: list[NemesisStep] = []
@@ -348,8 +443,12 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
     for at, _, o in sorted((t for t in timed if t[0] <= now), key=lambda t: (t[0], t[1])):
         out.append((round(at - last, 3), o))
         last = at
+    options: dict[str, Any] = {}
+    if floods:  # one flood size per run: the largest the sim's steps used
+        options = {"hostile_flood": max(floods), "hostile_rate": DRIP_HOSTILE_RATE,
+                   "hostile_key_holder_lies": lies}
     return Mapped(out, now, notes, plan, added, rates=any(
-        o["f"] == "clock-rate" for _, _, o in timed))
+        o["f"] == "clock-rate" for _, _, o in timed), late=late, options=options)
 
 
 def verdict_line(result: Any, witness: list[dict[str, Any]]) -> str:
@@ -400,7 +499,9 @@ def spec_for(rec: dict[str, Any], proto: Any, *, scale: float = 1.0, seed: int |
         raise Unsupported(f"its schedule runs a node's clock at another rate (a 'skew' step), "
                          f"which only the local backend can do (it starts each node under "
                          f"libfaketime), not --backend {backend}; run it with --backend local")
-    options: dict[str, Any] = {**p.options}
+    options: dict[str, Any] = {**p.options, **mapped.options}
+    if mapped.late:  # fresh servers, started by their "join" op (harness/suites/garlicfarm.py)
+        options["late_nodes"] = list(mapped.late)
     if mapped.swim_plan:
         options["swim_plan"] = mapped.swim_plan
     if mapped.rates:
@@ -416,7 +517,7 @@ def spec_for(rec: dict[str, Any], proto: Any, *, scale: float = 1.0, seed: int |
                               for m in first + list(mapped.added)[:j])
     spec = TestSpec(
         name=name or f"{proto.name}-sim-replay", protocol=proto,
-        nodes=p.nodes + len(mapped.added), add_member=dict(mapped.added),
+        nodes=p.nodes + len(mapped.added) + len(mapped.late), add_member=dict(mapped.added),
         nemesis=from_schedule(mapped.steps) if mapped.steps else None,
         time_limit=time_limit if time_limit is not None else round(mapped.duration_s + 1.0, 3),
         concurrency=p.nodes, seed=int(rec["seed"]) if seed is None else seed, backend=backend,

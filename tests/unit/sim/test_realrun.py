@@ -41,7 +41,6 @@ def test_a_garlicfarm_schedule_becomes_nemesis_ops_at_its_times() -> None:
     ]
     assert m.duration_s == pytest.approx(2.0 + 0.614)
     assert [n.split(":")[0] for n in m.notes] == ["step 0 loss", "step 11 write"]
-    assert "joins only as a late node" in nemesis_steps(rec("garlicfarm", [["add", 0, 1, 0]])).notes[0]
     # a restart of a node that is up is a kill and a restart; waits scale
     m2 = nemesis_steps(rec("garlicfarm", [["restart", 100, 0, 1]]), scale=3.0)
     assert m2.steps == [(6.3, {"f": "kill", "value": {"node": "follower"}}),
@@ -285,3 +284,71 @@ def test_the_clock_rate_nemesis_is_refused_off_the_local_backend(tmp_path, capsy
     assert "--nemesis clock-rate needs --backend local, not ssh" in " ".join(
         capsys.readouterr().err.split())
     assert not (tmp_path / "s").exists()
+
+
+def test_a_garlicfarm_add_is_a_fresh_server_that_joins_through_the_leader() -> None:
+    r = rec("garlicfarm", [["add", 100, 1, 0], ["remove", 100, 2, 0], ["add", 50, 2, 0],
+                           ["add", 0, 0, 0], ["crash", 10, 0, 1]])
+    m = nemesis_steps(r)
+    assert m.steps == [(2.1, {"f": "join", "value": {"node": "n6"}}),
+                       (0.1, {"f": "leave", "value": {"node": "n3"}}),
+                       (0.05, {"f": "join", "value": {"node": "n7"}}),
+                       (0.01, {"f": "kill", "value": {"node": "follower"}})]
+    assert m.late == ["n6", "n7"] and not m.added
+    # what the sim meant is said: a member (refused by its leader), or one a remove took out
+    assert "the sim's step asks to add server 2, a member (refused)" in m.notes[0]
+    assert "the sim's step adds back server 3, removed at step 1" in m.notes[1]
+    assert m.notes[2].startswith("step 3 add: skipped, 2 fresh servers were added already")
+    spec, _ = spec_for(r, get_protocol("garlicfarm"))
+    assert (spec.nodes, spec.options["late_nodes"], spec.add_member) == (7, ["n6", "n7"], {})
+    from harness.suites.garlicfarm import node_extra
+
+    n6 = node_extra(spec, 5, "/nonexistent")["options"]
+    n1 = node_extra(spec, 0, "/nonexistent")["options"]
+    assert n6["join"] is True and n1["members"] == [1, 2, 3, 4, 5] and "join" not in n1
+
+
+def test_a_hostile_step_is_one_real_burst_at_its_node_with_the_sims_kinds() -> None:
+    sched = [["hostile", 100, 1, 1], ["hostile", 200, 2, 2], ["hostile", 1000, 0, 0]]
+    m = nemesis_steps(rec("swim", sched))
+    start = {"f": "start-hostile", "value": {"nodes": ["n2"], "interval_s": 3600.0}}
+    stop = {"f": "stop-hostile", "value": None}
+    (t0, s0), (t1, s1), (t2, s2), (t3, s3), (t4, s4), (t5, s5) = m.steps
+    # a burst is stopped by the next (0.2 s later, inside its 0.5 s) or after its 0.5 s
+    assert [t0, t1, t2, t3, t4, t5] == [10.1, 0.2, 0.0, 0.5, 0.5, 0.5]
+    assert (s1, s3, s5) == (stop, stop, stop)
+    assert s0["value"]["nodes"] == ["n2"] and s0["value"]["interval_s"] == 3600.0
+    # SWIM a=1: the attacker's own datagrams (the forged member-* left out); a=2: only those
+    assert s0["value"]["skip"] and all(k.startswith("member-") for k in s0["value"]["skip"])
+    assert s2["value"]["nodes"] == ["n3"] and "garbage" in s2["value"]["skip"] \
+        and not any(k.startswith("member-") for k in s2["value"]["skip"])
+    assert s4 == {**start, "value": {**start["value"], "nodes": ["n1"]}}  # a=0: every kind
+    assert m.duration_s == pytest.approx(10.0 + 1.3 + 0.5)  # the last burst gets its time
+    assert all("drawn from the run's seed" in n and "not matched" not in n for n in m.notes)
+    # SDS a odd: only what decodes; ANTACID a odd cannot be matched, and says so
+    sds = nemesis_steps(rec("sds", [["hostile", 0, 1, 3]])).steps[0][1]
+    assert sds["value"] == {"nodes": ["n4"], "interval_s": 3600.0, "skip": ["garbage", "truncated"]}
+    ant = nemesis_steps(rec("antacid", [["hostile", 0, 1, 0]]))
+    assert "skip" not in ant.steps[0][1]["value"] and "not matched: the sim sent only" in ant.notes[0]
+    assert ant.steps[1] == (1.0, stop)
+
+
+def test_a_drip_hostile_step_sets_the_runs_flood_and_the_key_holders_lie() -> None:
+    r = rec("drip", [["hostile", 0, 0, 1], ["hostile", 3000, 2, 3]], bug=["trust-relayed-voters"])
+    m = nemesis_steps(r)
+    assert [o["f"] for _, o in m.steps] == ["start-hostile", "stop-hostile"] * 2
+    assert m.steps[1][0] == 2.0  # DRiP's burst (TLS, a signed token each) gets 2 s
+    assert m.options == {"hostile_flood": 5, "hostile_rate": 500.0,
+                         "hostile_key_holder_lies": True}
+    assert "not matched: the sim's lying key holder waits" in m.notes[0]
+    spec, _ = spec_for(r, get_protocol("drip"))
+    assert spec.options["hostile_flood"] == 5 and spec.options["hostile_key_holder_lies"]
+    plain = nemesis_steps(rec("drip", [["hostile", 0, 0, 1]]))
+    assert plain.options["hostile_key_holder_lies"] is False and "not matched" not in plain.notes[0]
+
+
+def test_a_garlicfarm_hostile_step_is_skipped_and_says_why() -> None:
+    m = nemesis_steps(rec("garlicfarm", [["hostile", 0, 0, 0], ["crash", 10, 0, 0]]))
+    assert [o["f"] for _, o in m.steps] == ["kill"]
+    assert m.notes[0].startswith("step 0 hostile: skipped, the real garlicfarm offers no "
+                                 "hostile fault") and "harness sim replay" in m.notes[0]
