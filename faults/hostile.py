@@ -117,18 +117,22 @@ class HostileSender:
     async def burst(self, nodes: Iterable[str] | None = None,
                     skip: Iterable[str] = ()) -> int:
         """Build one burst from the provider and send it, the kinds in ``skip`` left out (a
-        sim replay's step that sent only some kinds); returns how many were sent."""
+        sim replay's step that sent only some kinds); returns how many were sent. The
+        provider sees every target, the chosen ``nodes`` first, as a message forged from a
+        member needs another member to name; only what is addressed to them is sent."""
         targets = self._targets(nodes)
-        by_node = {t.node: t for t in targets}
+        chosen = {t.node for t in targets}
+        view = targets + [t for t in self.targets if t.node not in chosen]
+        by_node = {t.node: t for t in self.targets}
         leave_out = frozenset(skip)
         n = 0
-        for raw in self.spec.messages(self.rng, targets):
+        for raw in self.spec.messages(self.rng, view):
             h = Hostile(*raw)
-            if h.kind in leave_out:
-                continue
             t = by_node.get(h.node)
             if t is None:
                 raise ValueError(f"the provider addressed {h.node!r}, not a target of this burst")
+            if h.kind in leave_out or h.node not in chosen:
+                continue
             dest = (t.host, t.port)
             if h.via is not None:
                 if self.spec.transport != "udp" or (h.via, h.node) not in self.routes:

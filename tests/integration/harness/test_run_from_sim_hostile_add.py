@@ -68,3 +68,27 @@ def test_a_drip_hostile_step_sends_the_sims_flood_through_the_real_driver(tmp_pa
     assert test["options"]["hostile_flood"] == 3
     assert test["options"]["hostile_key_holder_lies"] is False
     assert test["hostile"]["n2"]["refused_total"] > 0, test["hostile"]
+
+
+def test_a_swim_hostile_step_of_forged_kinds_goes_through_the_members_relay_links(tmp_path):
+    # a=2: only the datagrams forged from a member's address (the member-* kinds), at n2
+    said, run, test = real(replay(tmp_path, "swim", [["hostile", 500, 2, 1],
+                                                     ["write", 1000, 0, 0]], []), tmp_path / "s")
+    done = [(o["f"], o["value"], o.get("error")) for o in nemesis(run)]
+    assert [(f, e) for f, _, e in done] == [("start-hostile", None), ("stop-hostile", None)], done
+    kinds = done[1][1]["sent"]["n2"]["by_kind"]
+    assert kinds and all(k.startswith("member-") for k in kinds), kinds
+    assert test["hostile"]["n2"]["sent"] == sum(kinds.values())
+    assert test["hostile"]["n2"]["refused"] is not None, test["hostile"]
+
+
+def test_an_antacid_hostile_step_is_one_beep_burst_and_says_what_it_could_not_match(tmp_path):
+    said, run, test = real(replay(tmp_path, "antacid", [["hostile", 500, 1, 2],
+                                                        ["write", 1500, 0, 0]], []),
+                           tmp_path / "s")
+    done = [(o["f"], o["value"], o.get("error")) for o in nemesis(run)]
+    assert [(f, e) for f, _, e in done] == [("start-hostile", None), ("stop-hostile", None)], done
+    assert done[0][1]["nodes"] == ["n3"] and "skip" not in done[0][1]
+    assert done[1][1]["sent"]["n3"]["sent"] > 0
+    assert test["hostile"]["n3"]["refused_total"] > 0, test["hostile"]
+    assert "not matched: the sim sent only the exchanges that reach the core" in said

@@ -256,3 +256,26 @@ def test_start_hostile_leaves_out_the_kinds_it_is_told_to_skip(udp_target) -> No
     nem2 = Nemesis(random.Random(0), node_names=["n1"], hostile=Driver())  # type: ignore[arg-type]
     bad = asyncio.run(nem2.invoke(sch.op("start-hostile", {"skip": ["big"]})))
     assert "needs the generic hostile sender" in bad["error"]
+
+
+def test_a_burst_at_one_node_is_built_knowing_every_member(udp_target) -> None:
+    """A forged message names another member (SWIM's ``member-*``): a burst at n1 alone is
+    built with n2 in view, and only what is addressed to n1 is sent."""
+    s, t = udp_target
+    seen: list[list[str]] = []
+
+    def forger(rng: random.Random, ts: Sequence[Target]) -> Iterator[tuple]:
+        seen.append([x.node for x in ts])
+        for x in ts:
+            others = [o.node for o in ts if o.node != x.node]
+            if others:
+                yield x.node, "names-another", others[0].encode()
+
+    other = Target("n2", 2, "127.0.0.1", 9)  # the discard port: nothing is sent to it
+    sender = HostileSender(HostileDef(forger, _refusals), [other, t], random.Random(0))
+    try:
+        assert asyncio.run(sender.burst(["n1"])) == 1
+    finally:
+        sender.close()
+    assert seen == [["n1", "n2"]] and _drain(s) == [b"n2"]
+    assert sender.counts() == {"n1": {"sent": 1, "by_kind": {"names-another": 1}}}
