@@ -84,6 +84,7 @@ from nodes.drip.records import (
     Delivered,
     Dropped,
     Durable,
+    Fence,
     Init,
     Lock,
     Members,
@@ -317,9 +318,6 @@ class DripCore:
         #: uid -> initiator of updates we know were aborted (its Abort, or its own answer):
         #: a voter's `OutcomeQuery` may ask us rather than a far initiator
         self.aborted: dict[str, str] = {}
-        #: key -> a version a decommissioned initiator may have committed and lost with it:
-        #: the next update of the key takes a higher one (`_initiators_gone`)
-        self.fences: dict[str, int] = {}
         self.puller = Puller()
         #: the id of each sync we ask for (`SyncRequest.sync_id`): the runtime sets a random
         #: one (a forged batch must not guess it); this default is for the simulator
@@ -569,7 +567,7 @@ class DripCore:
         """The highest version of ``key`` here, for a vote: past any a decommissioned
         initiator may have committed unseen (`_initiators_gone`)."""
         it = self.d.kv.get(key)
-        return max(it.version if it else 0, self.fences.get(key, 0))
+        return max(it.version if it else 0, self.d.fences.get(key, 0))
 
     def _lock_uid(self, key: str) -> str | None:
         held = self.d.locks.get(key)
@@ -967,8 +965,7 @@ class DripCore:
         for key, (uid, initiator) in sorted(self.d.locks.items()):
             if initiator != self.me and initiator not in self.members:
                 self._remember_abort(uid, initiator)
-                self.fences[key] = self._version(key) + 1
-                out += [self._p(Unlock(key, uid)),
+                out += [self._p(Fence(key, self._version(key) + 1)), self._p(Unlock(key, uid)),
                         Emit("release", {"uid": uid, "key": key,
                                          "why": f"initiator {initiator} decommissioned"})]
         return out

@@ -117,8 +117,18 @@ class Paid:
     peer: str
 
 
+@dataclass(frozen=True)
+class Fence:
+    """The next update of ``key`` takes a version above ``version``: a decommissioned
+    initiator may have committed it unseen (`DripCore._initiators_gone`). Durable so that a
+    restart does not hand that version to another value."""
+
+    key: str
+    version: int
+
+
 Record = (Init | Counters | Members | Lock | Unlock | Applied | Merged | Delivered | Dropped
-          | Owe | Paid)
+          | Owe | Paid | Fence)
 
 
 def newer(a: Item, b: Item | None) -> bool:
@@ -149,6 +159,8 @@ class Durable:
     locks: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> (uid, initiator)
     outbox: dict[str, dict[int, Queued]] = field(default_factory=dict)  # peer -> seq -> row
     owed: set[str] = field(default_factory=set)
+    #: key -> a version its next update must pass (`Fence`)
+    fences: dict[str, int] = field(default_factory=dict)
     #: keep only each key's metadata (value None), the values staying in the store (the
     #: node: `Store(lean=True)`); the reserved ``drip:`` keys (membership) keep theirs
     lean: bool = False
@@ -191,6 +203,8 @@ class Durable:
             self.owed.update(r.peers)
         elif isinstance(r, Paid):
             self.owed.discard(r.peer)
+        elif isinstance(r, Fence):
+            self.fences[r.key] = max(r.version, self.fences.get(r.key, 0))
         else:
             raise TypeError(f"not a DRiP record: {r!r}")
         return 0

@@ -26,6 +26,7 @@ from nodes.drip.records import (
     Delivered,
     Dropped,
     Durable,
+    Fence,
     Init,
     Lock,
     Members,
@@ -52,6 +53,7 @@ CREATE TABLE IF NOT EXISTS outbox (seq INTEGER PRIMARY KEY, peer TEXT NOT NULL,
 CREATE TABLE IF NOT EXISTS owed (peer TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS members (node TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS fences (key TEXT PRIMARY KEY, version INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS kv_meta ON kv (key, version, uid, owner);
 """
 #: Why ``kv_meta``: ``value`` sits before ``version, uid, owner`` in each row, so reading those
@@ -149,6 +151,7 @@ class Store:
         for s, p, pl in db.execute("SELECT seq, peer, payload FROM outbox ORDER BY seq"):
             d.outbox.setdefault(p, {})[int(s)] = Queued(int(s), p, commit_from_payload(json.loads(pl)))
         d.owed = {r[0] for r in db.execute("SELECT peer FROM owed")}
+        d.fences = {k: int(v) for k, v in db.execute("SELECT key, version FROM fences")}
         return d
 
     # ---- writing (Host.persist / Host.sync) ------------------------------------------------
@@ -245,6 +248,9 @@ def _write(cur: sqlite3.Cursor, r: Record) -> None:
         cur.executemany("INSERT OR IGNORE INTO owed VALUES (?)", [(p,) for p in r.peers])
     elif isinstance(r, Paid):
         cur.execute("DELETE FROM owed WHERE peer=?", (r.peer,))
+    elif isinstance(r, Fence):
+        cur.execute("INSERT INTO fences VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET "
+                    "version=max(version, excluded.version)", (r.key, r.version))
     else:
         raise TypeError(f"not a DRiP record: {r!r}")
 

@@ -144,6 +144,26 @@ def test_decommissioning_the_dead_initiator_releases_its_locks() -> None:
     assert all(sim.item(n, "k").version == 2 for n in ("n2", "n3"))  # type: ignore[union-attr]
 
 
+def test_the_fence_past_a_dead_initiators_version_survives_a_restart() -> None:
+    """The version the decommissioned n1 may have used is fenced on disk: n2 and n3 restart
+    after the decommission (the fence was in memory only before) and the next update of the
+    key still goes past it."""
+    sim = DripSim(MESH3)
+    _decided_then_cut_off(sim)
+    sim.kill_for_good("n1")
+    sim.members("n2", "m1", remove=["n1"])
+    sim.run_for(1)
+    assert sim.committed("m1") and all(sim.core(n).d.fences == {"k": 1} for n in ("n2", "n3"))
+    for n in ("n2", "n3"):
+        sim.restart(n)
+    sim.run_for(2)
+    assert all(sim.core(n).d.fences == {"k": 1} for n in ("n2", "n3"))
+    sim.update("n3", "k", "after", "u4")
+    sim.run_for(1)
+    assert sim.committed("u4")
+    assert all(sim.item(n, "k").version == 2 for n in ("n2", "n3"))  # type: ignore[union-attr]
+
+
 def test_the_outcome_query_round_trips_and_refuses_a_bad_body() -> None:
     q = codec.OutcomeQuery("n2", "u1", "n1")
     r = codec.encode(q)

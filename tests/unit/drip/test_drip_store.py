@@ -19,6 +19,7 @@ from nodes.drip.records import (
     Delivered,
     Dropped,
     Durable,
+    Fence,
     Init,
     Lock,
     Members,
@@ -63,12 +64,14 @@ records = st.one_of(
     st.builds(Dropped, NODES),
     st.builds(lambda ps: Owe(tuple(ps)), st.lists(NODES, min_size=1, max_size=2)),
     st.builds(Paid, NODES),
+    st.builds(Fence, KEYS, st.integers(1, 2**63 - 1)),
 )
 
 
 def _same(a: Durable, b: Durable) -> None:
-    assert (a.fresh, a.counter, a.counters, a.members, a.kv, a.applied, a.locks, a.owed) == \
-        (b.fresh, b.counter, b.counters, b.members, b.kv, b.applied, b.locks, b.owed)
+    assert (a.fresh, a.counter, a.counters, a.members, a.kv, a.applied, a.locks, a.owed,
+            a.fences) == (b.fresh, b.counter, b.counters, b.members, b.kv, b.applied, b.locks,
+                          b.owed, b.fences)
     assert {p: sorted(r) for p, r in a.outbox.items()} == \
         {p: sorted(r) for p, r in b.outbox.items()}
     for p, rows in a.outbox.items():
