@@ -120,6 +120,9 @@ ROUND_SLACK_S = 0.5
 VOTED_MAX = 10_000  # yes votes remembered past their lock, for slow commits
 ANSWERED_MAX = 1_024  # relay tallies kept after answering, for a hop's later answer
 ENDED_MAX = 10_000  # aborts we know of, to answer other voters' OutcomeQuery
+#: the initiators' signed proofs of those aborts we pass on (`nodes.drip.abort_proof`): up to
+#: ~1.5 KB each (a group token), and useless once expired (their 10-minute token life)
+PROOFS_MAX = 2_048
 OK: dict[str, Any] = {"ok": True}
 K = TypeVar("K")
 V = TypeVar("V")
@@ -318,6 +321,10 @@ class DripCore:
         #: uid -> initiator of updates we know were aborted (its Abort, or its own answer):
         #: a voter's `OutcomeQuery` may ask us rather than a far initiator
         self.aborted: dict[str, str] = {}
+        #: uid -> the initiator's own signed evidence of the abort (its `/abort` token, or its
+        #: signed answer to an `OutcomeQuery`), passed on in our answers: an unproven
+        #: "aborted" is taken as "undecided" by the asker's runtime (`nodes.drip.abort_proof`)
+        self.abort_proofs: dict[str, dict[str, Any]] = {}
         self.puller = Puller()
         #: the id of each sync we ask for (`SyncRequest.sync_id`): the runtime sets a random
         #: one (a forged batch must not guess it); this default is for the simulator
@@ -509,7 +516,7 @@ class DripCore:
         if isinstance(msg, NodeNotice):
             return self._on_node_notice(hop, msg), OK
         if isinstance(msg, OutcomeQuery):
-            return [], {"outcome": self._outcome_of(msg.uid, msg.initiator)}
+            return [], self._outcome_of(msg.uid, msg.initiator)
         raise TypeError(f"no handler for {type(msg).__name__}")
 
     def _outcome(self, peer: str, o: Outcome, now: float) -> list[Effect]:
@@ -921,21 +928,23 @@ class DripCore:
         out.append(SetTimer(("lock", key, uid), now + self.cfg.lock_ttl_s))
         return out
 
-    def _outcome_of(self, uid: str, initiator: str) -> str:
-        """What we know of ``uid``: only its initiator may say "aborted" from having no
-        commit of it (its open votes live in memory and a restart ends them unapplied: they
-        never commit after); anyone may pass on an abort or commit it learned."""
+    def _outcome_of(self, uid: str, initiator: str) -> dict[str, Any]:
+        """The answer to an `OutcomeQuery` for ``uid``: only its initiator may say "aborted"
+        from having no commit of it (its open votes live in memory and a restart ends them
+        unapplied: they never commit after; its runtime signs that answer); anyone else
+        passes on an abort it learned with the initiator's proof of it, or a commit."""
         if uid in self.d.applied:
-            return "committed"
-        if uid in self.aborted:
-            return "aborted"
+            return {"outcome": "committed"}
         if initiator != self.me:
-            return "unknown"
+            if uid not in self.aborted:
+                return {"outcome": "unknown"}
+            proof = self.abort_proofs.get(uid)
+            return {"outcome": "aborted", **({"proof": proof} if proof else {})}
         t = self.tallies.get(uid)
         if t is not None and t.upstream is None and not t.decided:
-            return "undecided"  # its vote timer (shorter than any lock TTL) ends it soon
+            return {"outcome": "undecided"}  # its vote timer (< any lock TTL) ends it soon
         self._remember_abort(uid, initiator)
-        return "aborted"
+        return {"outcome": "aborted"}
 
     def _remember_abort(self, uid: str, initiator: str) -> None:
         _remember(self.aborted, uid, initiator, ENDED_MAX)
@@ -947,6 +956,8 @@ class DripCore:
         if word != "aborted":
             return []
         self._remember_abort(q.uid, q.initiator)
+        if isinstance(o.body.get("proof"), dict):  # the runtime checked it (abort_proof)
+            _remember(self.abort_proofs, q.uid, o.body["proof"], PROOFS_MAX)
         held = next((k for k, (u, i) in self.d.locks.items()
                      if u == q.uid and i == q.initiator), None)
         if held is None:
@@ -979,6 +990,9 @@ class DripCore:
             return []
         out: list[Effect] = []
         self._remember_abort(msg.uid, msg.initiator)
+        if msg.auth:  # its token, checked on arrival, is the initiator's proof of the abort
+            _remember(self.abort_proofs, msg.uid, {"token": msg.auth, "abort": {
+                "counter": msg.counter, "reset": msg.reset, "key": msg.key}}, PROOFS_MAX)
         t = self.tallies.get(msg.uid)
         if t is not None and t.upstream is not None:  # a relay still gathering: nobody waits
             t.decided = True

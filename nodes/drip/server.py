@@ -50,7 +50,7 @@ from nodes.common.conns import ConnGuard
 from nodes.common.journal import Journal
 from nodes.common.loop import Answers, CoreLoop, JournalingHost
 from nodes.common.tasks import Background
-from nodes.drip import codec
+from nodes.drip import abort_proof, codec
 from nodes.drip.admission import Admission
 from nodes.drip.admit import Gate, Refusal
 from nodes.drip.auth import MAX_GROUP, Signer, Verifier, load_auth
@@ -414,6 +414,10 @@ class DripNode(JournalingHost):
                 except CodecError as e:  # a reply too deep or malformed: its status still counts
                     self._note_refusal("malformed-reply", peer=to, error=str(e))
                     body = None
+                if isinstance(msg, codec.OutcomeQuery):  # only the initiator's word aborts
+                    body, why = abort_proof.check(body, msg, self.verifier, self.clock.wall())
+                    if why is not None:
+                        self._note_refusal("unproven-outcome", peer=to, uid=msg.uid, error=why)
         except (aiohttp.ClientError, TimeoutError, OSError) as e:
             log.debug("%s -> %s %s failed: %s", self.me, to, type(msg).__name__, e)
             body = f"{type(e).__name__}: {e}"
@@ -667,6 +671,9 @@ class DripNode(JournalingHost):
             return _err(500, f"node {self.me} could not handle {type(msg).__name__}; "
                              "see its journal")
         assert isinstance(answer, Answer)
+        if isinstance(msg, codec.OutcomeQuery):  # our "aborted" as initiator goes out signed
+            return web.json_response(abort_proof.sign(answer.body, msg, self.me, self.signer,
+                                                      self.clock.wall()), status=answer.status)
         return web.json_response(answer.body, status=answer.status)
 
     def _refused(self, r: Refusal, ident: str | None) -> web.Response:
