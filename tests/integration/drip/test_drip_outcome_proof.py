@@ -1,0 +1,116 @@
+"""A hostile peer's "aborted" does not release a lock (docs/drip.md "An `aborted` answer
+carries the initiator's signature").
+
+Only n1 runs (public-key mode, mutual TLS). The test serves n2's and n3's peer ports with
+their certificates and keys: as n2 it starts update u1 on k at n1 and then says nothing of
+its outcome; as n3, a compromised member, it answers n1's ``/outcome`` with ``aborted``
+without proof, with its own statement, and with n2's statement about another update. n1
+keeps k through several TTLs, counting each lie as ``unproven-outcome``; when n2 answers
+with its own signed statement, n1 releases k.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from drip_mesh import Mesh
+
+from nodes.drip import abort_proof, codec
+from nodes.drip.auth import load_auth
+from nodes.drip.material import NodeFiles, client_context, server_context
+
+
+def _files(m: Mesh, n: str) -> NodeFiles:
+    t = m.extra[n]["tls"]
+    return NodeFiles(Path(t["ca"]), Path(t["cert"]), Path(t["key"]))
+
+
+def test_a_peers_unproven_aborted_keeps_the_lock_and_the_initiators_releases_it(
+        tmp_path: Path) -> None:
+    m = Mesh(tmp_path, 3, [("n1", "n2"), ("n1", "n3")],
+             options={"jwt_mode": "public", "vote_timeout_s": 0.4, "lock_ttl_s": 0.5})
+    signer2, _ = load_auth("n2", m.extra["n2"]["jwt"])
+    signer3, _ = load_auth("n3", m.extra["n3"]["jwt"])
+    n2_proves = {"on": False}
+    asked: dict[str, int] = {"n2": 0, "n3": 0}
+    lies = itertools.cycle([
+        lambda: {"outcome": "aborted"},
+        lambda: {"outcome": "aborted", "proof": {"token": signer3.token(
+            time.time(), abort_proof.outcome_digest("u1", "n2"))}},
+        lambda: {"outcome": "aborted", "proof": {"token": signer2.token(
+            time.time(), abort_proof.outcome_digest("u0", "n2"))}},
+    ])
+
+    def fake(me: str) -> Any:
+        async def handle(req: web.Request) -> web.Response:
+            body = await req.read()
+            if req.path != "/outcome":
+                return web.json_response({"state": "active", "ok": True})
+            q = codec.decode(req.method, req.path, req.headers, body)
+            assert isinstance(q, codec.OutcomeQuery) and (q.uid, q.initiator) == ("u1", "n2")
+            asked[me] += 1
+            if me == "n3":
+                return web.json_response(next(lies)())
+            if not n2_proves["on"]:
+                return web.json_response({"outcome": "undecided"})
+            return web.json_response(abort_proof.sign({"outcome": "aborted"}, q, "n2", signer2,
+                                                      time.time()))
+        return handle
+
+    def events(kind: str) -> list[dict[str, Any]]:
+        path = m.root / "n1" / "data" / "events.jsonl"
+        return [e for e in (json.loads(x) for x in path.read_text().splitlines() if x)
+                if e["type"] == kind and e.get("uid") == "u1"]
+
+    async def go() -> None:
+        runners = []
+        for n in ("n2", "n3"):
+            app = web.Application()
+            app.router.add_route("*", "/{tail:.*}", fake(n))
+            r = web.AppRunner(app)
+            await r.setup()
+            await web.TCPSite(r, "127.0.0.1", m.ports[n]["peer"],
+                              ssl_context=server_context(_files(m, n))).start()
+            runners.append(r)
+        try:
+            m.start_node("n1")
+            await m.wait_healthy("n1")
+            async with aiohttp.ClientSession() as s:
+                await m.wait_all_active(s, nodes=["n1"])
+                vote = codec.Voting("n2", 1, False, codec.Update("u1", "k", 1), budget_ms=400)
+                req = codec.encode(vote)
+                ctx = client_context(_files(m, "n2"))
+                ctx.check_hostname = False
+                h = {**req.headers, "Content-Type": "application/json",
+                     codec.H_AUTH: signer2.header(time.time(), codec.signed_digest(vote))}
+                async with s.post(f"https://127.0.0.1:{m.ports['n1']['peer']}{req.path}",
+                                  headers=h, data=req.body_bytes(), ssl=ctx) as r:
+                    assert r.status == 200, await r.text()
+                deadline = time.monotonic() + 15
+                while asked["n3"] < 4:  # every lie at least once, past three TTLs
+                    assert time.monotonic() < deadline, asked
+                    await asyncio.sleep(0.05)
+                status, body = await m.update(s, "n1", "k", 2, "mine")
+                assert status == 409 and "in progress (u1)" in body["error"], body
+                assert not events("release")
+                assert (await m.state(s, "n1"))["refused"]["unproven-outcome"] >= 4
+                n2_proves["on"] = True
+                while not events("release"):
+                    assert time.monotonic() < deadline, asked
+                    await asyncio.sleep(0.05)
+                (rel,) = events("release")
+                assert rel["why"] == "aborted (asked n2 after the lock TTL)", rel
+        finally:
+            for r in runners:
+                await r.cleanup()
+    try:
+        asyncio.run(asyncio.wait_for(go(), 40))
+    finally:
+        m.close()
