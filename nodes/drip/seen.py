@@ -22,7 +22,11 @@ compromised member sent in the initiator's name (taken within the window) hide e
 counter below it, at every node it flooded to, for good (``harness sim run drip --hostile``).
 The set stays small: counters that follow the run ``low..floor`` extend it, so in-order
 traffic costs two numbers; only gaps and far-ahead counters are listed (at most
-``2 * SEEN_WINDOW``, then the lowest are forgotten under a base).
+``2 * SEEN_WINDOW``, then the lowest are forgotten under a base). Known limit, not closed: more
+than ``2 * SEEN_WINDOW`` distinct far-ahead counters signed with an initiator's own key lift
+the base over its real counters (only its direct peers mend it, `Seen.rebase`): a real run
+after a long gap has the same shape, and the base is what forgets such gaps (docs/drip.md,
+"A far-ahead counter inside the window", says why a separate set does not do).
 """
 
 from __future__ import annotations
