@@ -5,10 +5,14 @@ the correct mesh passes; a hostile run replays byte for byte."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from harness.cli import main
 from harness.sim.drip_search import KINDS, TARGET, _Run, run
+from harness.sim.play import play
 from nodes.drip.seen import SEEN_WINDOW, Seen
 
 pytestmark = pytest.mark.sim
@@ -120,3 +124,31 @@ def test_correct_drip_survives_a_bounded_hostile_search(capsys, tmp_path) -> Non
     assert main(["sim", "run", "drip", "--hostile", "--seed", "1", "--runs", "6",
                  "--out", str(f)]) == 0
     assert "no failing schedule" in capsys.readouterr().out and not f.exists()
+
+
+def test_a_message_forged_in_the_receivers_own_name_is_refused_across_a_restart() -> None:
+    """Found by `harness sim run drip --hostile --budget 600s --seed 22`: a burst at n1 in n2's
+    name (n2's key stolen) flooded round to n2 itself, which took counters it never sent; its
+    own row saves only its counter, so after a restart it took them again (propagated-twice).
+    A node now refuses a counter in its own name above the one it has sent."""
+    rec = json.loads((Path(__file__).parent / "data" / "drip_forged_own_counter.json")
+                     .read_text())
+    assert rec["bug"] == [] and rec["witness"][0]["kind"] == "propagated-twice"
+    assert run(rec["schedule"], rec["seed"], ()).ok
+    r = _Run(rec["seed"], ())
+    play(r.sim, rec["schedule"], r.step, ids=r.ids, latency=0.001, settle=r.progress,
+         finish=r.play_out)
+    assert r.sim.core("n2").refusals.snapshot().get("forged-own-counter", 0) >= 2
+
+
+def test_a_refused_commit_does_not_move_the_counter_window() -> None:
+    """Found by `harness sim run drip --hostile --budget 600s --seed 21`: n2 had never heard
+    n1 when a burst in n1's name came; a commit refused for want of a vote had recorded its
+    far-ahead counter first (journaled nowhere), so a vote far ahead of every counter n2
+    had journaled taking was then inside the window (counter-out-of-window). A commit or a
+    vote is refused before its counter counts."""
+    rec = json.loads((Path(__file__).parent / "data" / "drip_refused_commit_moves_window.json")
+                     .read_text())
+    assert rec["bug"] == [] and rec["witness"][0]["kind"] == "counter-out-of-window"
+    out = run(rec["schedule"], rec["seed"], ())
+    assert out.ok, out.witness
