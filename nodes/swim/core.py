@@ -126,6 +126,7 @@ class Options:
     max_piggyback: int = 8
     sample_size: int = 0  # JoinAck sample; 0: every alive member (the joiner's full view)
     reconnect_periods: int = 5
+    sync_periods: int = 10  # every that many probes carries our view (anti-entropy); 0: off
     announce_periods: int = 0  # 0: never broadcast
     join_token: str = ""  # non-empty: a shared secret every JoinReq proves (join_token.py)
     accept_joins: bool = True  # False: ignore JoinReq
@@ -156,6 +157,8 @@ class Options:
         if opts.dynamic_members and not opts.join_token:
             raise ValueError("dynamic_members needs a join_token: a stranger's address is "
                              "taken only from a JoinReq that proves the token (HMAC)")
+        if opts.sync_periods < 0:
+            raise ValueError("sync_periods: 0 (no sync) or the periods between syncs")
         if opts.probe_order not in ("stalest", "round-robin"):
             raise ValueError("probe_order: 'stalest' or 'round-robin'")
         return opts
@@ -217,6 +220,7 @@ class Counters:
     unknown_gossip: int = 0  # gossip entries of a kind we do not know, skipped
     refused_strangers: int = 0  # JoinReqs from ids outside the address book
     refused: dict[str, int] = field(default_factory=dict)  # datagrams refused, by reason
+    syncs: int = 0  # probes that carried our view, and views we answered one with (sync)
 
 
 #: journaled ``refused`` events per reason per protocol period; the rest are only counted
@@ -243,6 +247,10 @@ FOUND_AFTER_PERIODS = 5
 #: group, so one still unknown is in another group (founded beside ours across a partition)
 #: or not running
 STRANGER_PERIODS = 10
+#: view samples (sync answers) sent per sender per period, and to everyone per period: each
+#: may fill a datagram, so unbounded answers would make every member a reflector
+SYNCS_PER_SENDER_PER_PERIOD = 1
+SYNCS_PER_PERIOD = 8
 #: JoinNaks sent per sender per period, and to everyone per period: a forged JoinReq flood
 #: from (or spoofing) one address must not make a node answer it datagram for datagram
 NAKS_PER_SENDER_PER_PERIOD = 1
@@ -282,6 +290,7 @@ class SwimCore:
         self._gen_refusals = Refusals(window=1, per_window=REFUSED_EVENTS_PER_PERIOD)
         self._joins_seen: tuple[int, dict[int, int]] = (0, {})  # (period, sender -> count)
         self._naks_seen: tuple[int, dict[int, int]] = (0, {})  # (period, sender -> count)
+        self._syncs_seen: tuple[int, dict[int, int]] = (0, {})  # (period, sender -> count)
         # seed -> {nonce of a JoinReq we sent it: its period}; a JoinAck must echo one
         self._join_asked: dict[int, dict[int, int]] = {}
         self._seqs: dict[int, int] = {}  # probe sequence numbers we issued -> their period
@@ -640,7 +649,34 @@ class SwimCore:
         if m is not None:
             m.heard = max(m.heard, self._now)
         self.counters.probes += 1
-        self._send(target, c.PingRequest(self.me, target, 0, self._payload(target, seq)))
+        sample = self._view_sample() if self._sync_due() else None
+        self._send(target, c.PingRequest(self.me, target, 0,
+                                          self._payload(target, seq, sample=sample)))
+
+    def _sync_due(self) -> bool:
+        """Is this period's probe the anti-entropy one (every `Options.sync_periods`)?
+
+        Gossip alone does not make views converge: each update is re-sent a bounded number
+        of times, and while the group is in flux those sends can all go to members that
+        already know (the sim's seed-12 finding: members restarting together after a heal
+        rejoin through different seeds, each join's gossip is spent before the others count
+        the joiner alive, and two live members stay unaware of each other for good on a
+        lossless network; a member learns another from its self-sample only once one of
+        them probes the other, which neither does). So a probe now and then carries our
+        whole view as its sample and its answer carries the target's (the spec's
+        PingResponse example: a sample of members), as memberlist's periodic push-pull.
+        Without a capacity only: with one, views are partial by design (the spec's weak
+        consistency) and symmetry is kept by redirects instead."""
+        n, since = self.opts.sync_periods, self.period - self._joined_at
+        return n > 0 and self.opts.capacity <= 0 and since > 0 and since % n == 0
+
+    def _view_sample(self) -> list[NodeInfo]:
+        """Us and the members we hold alive, shuffled and cut to the packet budget (a view
+        too large for one datagram is sampled; successive syncs cover the rest)."""
+        self.counters.syncs += 1
+        alive = [m.info() for m in self._live() if m.state is State.ALIVE]
+        self.rng.shuffle(alive)
+        return [NodeInfo(self.me, self.gen)] + alive[: self._sample_room() - 1]
 
     def _new_seq(self) -> int:
         """A random non-zero 32-bit probe sequence number: an ack must name it, so a forger
@@ -788,8 +824,15 @@ class SwimCore:
             # seq 0 marks a one-way gossip ping (fan-out, refutation): answered, but without
             # piggy-back, so a flood does not burn every member's retransmission budget
             seq = msg.payload.seq
+            sample = None
+            if len(msg.payload.sample) > 1 and seq != 0 and self.opts.capacity <= 0:
+                # a probe that carries its sender's view (a sync): answer with ours
+                self._syncs_seen, ok = _within(self._syncs_seen, self.period, msg.src,
+                                               SYNCS_PER_SENDER_PER_PERIOD, SYNCS_PER_PERIOD)
+                sample = self._view_sample() if ok else None
             self._send(msg.src, c.PingResponse(msg.src, self.me, msg.ttl,
-                                               self._payload(msg.src, seq, gossip=seq != 0)))
+                                               self._payload(msg.src, seq, sample=sample,
+                                                             gossip=seq != 0)))
             self._check_symmetry(msg.src)
 
     def _check_symmetry(self, src: int) -> None:
@@ -1066,8 +1109,9 @@ class SwimCore:
         and the members we hold alive or suspect: `n`) is at most half the address book,
         we have room (`_full`), and we joined over STRANGER_PERIODS periods ago. Of two
         disjoint groups at most one is a majority, so some member of every pair knocks at
-        the other; a majority member never knocks, so a member that a lost gossip kept
-        out of a view stays the gossip's failure to find, not the knock's to mend."""
+        the other; a majority member never knocks: a member that gossip failed to bring
+        into an overlapping view is the periodic sync's to mend (`_sync_due`), at no extra
+        datagram, not a JoinReq's."""
         return (2 * self.n <= 1 + len(self.addresses) and not self._full(direct=False)
                 and self.period - self._joined_at > STRANGER_PERIODS)
 

@@ -218,6 +218,7 @@ class SwimNode(JournalingHost):
                       "refused_generations": core.counters.refused_generations,
                       "unknown_gossip": core.counters.unknown_gossip,
                       "refused_strangers": core.counters.refused_strangers,
+                      "syncs": core.counters.syncs,
                       "refused": core.counters.refused,
                       "cpu_s": round(time.process_time() - self._cpu0, 4),
                       "uptime_s": round(elapsed, 3)},

@@ -309,3 +309,44 @@ def test_saturated_capacity_group_still_admits_everyone() -> None:
         s.run_for(6)
         assert all(len(s.alive_view(i)) <= 3 for i in s.ids)
         assert all(any(i in s.alive_view(j) for j in s.ids if j != i) for i in s.ids), seed
+
+
+def _sync_probe(sender: int, view: list[int]) -> c.PingRequest:
+    sample = tuple(c.NodeInfo(i, 0) for i in [sender, *view])
+    return c.PingRequest(sender, 1, 0, c.Payload(7, (), sample))
+
+
+def _answer_sample(effects: list) -> set[int]:
+    (ack,) = [e.msg for e in effects if isinstance(e, Send) and isinstance(e.msg, c.PingResponse)]
+    return {info.id for info in ack.payload.sample}
+
+
+def test_a_probe_carrying_a_view_is_answered_with_ours_once_a_period() -> None:
+    """The sync (anti-entropy): a probe whose sample holds more than its sender gets our view
+    back (the spec's PingResponse example: a sample of members); a second one from the same
+    sender in the same period gets only our own entry (no reflector), and so does a plain
+    probe; with a capacity there is no sync (views are partial by design)."""
+    s = Sim(4, FAST, seed=1)
+    s.run_for(6)
+    assert s.converged()
+    core = s.cores[1]
+    now = s.now
+    assert _answer_sample(core.on_message(2, _sync_probe(2, [3]), now)) == {1, 2, 3, 4}
+    assert _answer_sample(core.on_message(2, _sync_probe(2, [3]), now)) == {1}
+    assert _answer_sample(core.on_message(3, _sync_probe(3, []), now)) == {1}
+    capped = Sim(4, dataclasses.replace(FAST, capacity=3), seed=1)
+    capped.run_for(6)
+    assert _answer_sample(capped.cores[1].on_message(2, _sync_probe(2, [3]), capped.now)) == {1}
+
+
+def test_every_sync_periods_one_probe_carries_the_view() -> None:
+    """The sync's probe: `sync_periods` after joining, and every that many periods after;
+    it costs no extra datagram (the period's probe carries it)."""
+    s = Sim(5, FAST, seed=2)
+    s.run_for(4.5)
+    assert all(core.counters.syncs == 0 for core in s.cores.values())
+    s.run_for(30)
+    assert all(core.counters.syncs >= 2 for core in s.cores.values())
+    off = Sim(5, dataclasses.replace(FAST, sync_periods=0), seed=2)
+    off.run_for(34.5)
+    assert all(core.counters.syncs == 0 for core in off.cores.values())
