@@ -61,15 +61,18 @@ async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, Any]:
     #: non-200 answers by status: 409 aborted, 503 not initiated (node inactive or syncing),
     #: 504 no outcome in time; a run where 503s dominate has had nodes drop out under load
     refused: dict[int, int] = {}
+    #: committed update id -> (wall time sent, wall time answered), for `where_time_goes`
+    sent: dict[str, tuple[float, float]] = {}
     stop = time.monotonic() + seconds
 
     async def worker(c: int, s: aiohttp.ClientSession) -> None:
         i = 0
         while time.monotonic() < stop:
-            t0 = time.perf_counter()
+            t0, w0 = time.perf_counter(), time.time()
             st, _ = await m.update(s, m.ids[c % len(m.ids)], f"c{c}-k{i % 50}", i, f"b{c}-{i}")
             if st == 200:
                 lat.append(time.perf_counter() - t0)
+                sent[f"b{c}-{i}"] = (w0, time.time())
             else:
                 refused[st] = refused.get(st, 0) + 1
             i += 1
@@ -82,9 +85,11 @@ async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, Any]:
         dt = time.monotonic() - t0
         cpu = {n: cpu_s(m.procs[n].pid) - cpu0[n] for n in m.ids}
         states = [await m.state(s, n) for n in m.ids]
-        sent = [st.get("batches", {}) for st in states]
+        phases = await where_time_goes(m, s, sent)
+        sent_b = [st.get("batches", {}) for st in states]
         conns = [st.get("peer_connections", {}) for st in states]
-    reqs, items = sum(b.get("sent", 0) for b in sent), sum(b.get("sent_items", 0) for b in sent)
+    reqs = sum(b.get("sent", 0) for b in sent_b)
+    items = sum(b.get("sent_items", 0) for b in sent_b)
     lat.sort()
     per = max(len(lat), 1)
     return {"commits": len(lat), "aborted": refused.get(409, 0),
@@ -116,7 +121,45 @@ async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, Any]:
                               for n, st in zip(m.ids, states, strict=True)},
             #: requests the nodes refused, by reason (whole run): a correct mesh refuses none,
             #: so anything here is a bug the rates would hide
-            "refused": _sum_counts(st.get("refused", {}) for st in states)}
+            "refused": _sum_counts(st.get("refused", {}) for st in states),
+            "where_time_goes_ms_p50": phases}
+
+
+async def where_time_goes(m: Mesh, s: aiohttp.ClientSession,
+                          sent: dict[str, tuple[float, float]]) -> dict[str, float]:
+    """Medians over committed updates of the phases of one update, from the five nodes'
+    journals (one machine, one clock): ``admit`` client sent -> initiator's vote-start
+    (admission slot, parsing); ``votes`` -> the last node's vote (the /voting flood);
+    ``answers`` -> the initiator's decide (vote responses climbing the relays);
+    ``reply`` -> the client's answer (the decision's fsync, HTTP); ``applied`` decide -> the
+    last node's apply (the /commit flood, off the client's path)."""
+    at: dict[str, dict[str, float]] = {u: {} for u in sent}
+    for n in m.ids:
+        async with s.get(m.admin(n) + "/admin/events?since=0") as r:
+            evs = (await r.json())["events"]
+        for e in evs:
+            uid = e.get("uid")
+            got = at.get(uid) if isinstance(uid, str) else None
+            if got is None:
+                continue
+            kind = e["type"]
+            if kind in ("vote", "apply"):
+                got[kind] = max(got.get(kind, 0.0), e["t"])
+            elif kind in ("vote-start", "decide"):
+                got[kind] = e["t"]
+    spans: dict[str, list[float]] = {k: [] for k in ("admit", "votes", "answers", "reply",
+                                                      "applied")}
+    for u, (w0, w1) in sent.items():
+        t = at[u]
+        if not {"vote-start", "vote", "decide"} <= t.keys():
+            continue  # journal trimmed, or events of an earlier run
+        spans["admit"].append(t["vote-start"] - w0)
+        spans["votes"].append(t["vote"] - t["vote-start"])
+        spans["answers"].append(t["decide"] - t["vote"])
+        spans["reply"].append(w1 - t["decide"])
+        if "apply" in t:
+            spans["applied"].append(t["apply"] - t["decide"])
+    return {k: round(1000 * statistics.median(v), 1) for k, v in spans.items() if v}
 
 
 def _sum_counts(counts: Any) -> dict[str, int]:

@@ -41,6 +41,7 @@ from typing import Any
 
 import jwt
 from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
+from jwt.algorithms import HMACAlgorithm
 
 SHARED_ALG = "HS256"
 PUBLIC_ALG = "ES256"
@@ -243,12 +244,42 @@ class Verifier:
         self.seen[jti] = float(claims["exp"]) + self.leeway_s
 
 
+class CheckedHMAC(HMACAlgorithm):
+    """PyJWT's HS256 with its key check done once per secret. PyJWT's ``prepare_key`` checks
+    on every token signed or verified that the secret is not a PEM, SSH, DER or JWK key
+    (parsing it as JSON); that was ~4 % of a shared-key node's CPU (py-spy, docs/drip.md
+    session 41). The check is a pure function of the secret's bytes, so a secret that passed
+    is remembered (at most 16); one that fails is checked, and refused, every time."""
+
+    _MAX_KEYS = 16
+
+    def __init__(self) -> None:
+        super().__init__(HMACAlgorithm.SHA256)
+        self._checked: dict[bytes | str, bytes] = {}
+
+    def prepare_key(self, key: str | bytes) -> bytes:
+        if (done := self._checked.get(key)) is not None:
+            return done
+        prepared = super().prepare_key(key)  # raises for a key shaped as an asymmetric one
+        if len(self._checked) < self._MAX_KEYS:
+            self._checked[key] = prepared
+        return prepared
+
+
+def _use_checked_hmac() -> None:
+    """Install `CheckedHMAC` as PyJWT's HS256 (PyJWT's public register_algorithm API)."""
+    if not isinstance(jwt.api_jws.get_algorithm_by_name(SHARED_ALG), CheckedHMAC):
+        jwt.unregister_algorithm(SHARED_ALG)
+        jwt.register_algorithm(SHARED_ALG, CheckedHMAC())
+
+
 def load_auth(node_id: str, cfg: dict[str, Any]) -> tuple[Signer, Verifier]:
     """Signer and verifier from the node config's ``jwt`` object (see docs/drip.md)."""
     mode = cfg.get("mode", "shared")
     ttl = float(cfg.get("ttl_s", 600.0))
     leeway = float(cfg.get("leeway_s", 30.0))
     if mode == "shared":
+        _use_checked_hmac()
         secret = Path(cfg["shared_key_file"]).read_bytes().strip()
         return Signer(node_id, mode, secret, ttl), Verifier(mode, shared_key=secret,
                                                             leeway_s=leeway)

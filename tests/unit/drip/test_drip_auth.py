@@ -254,3 +254,28 @@ def test_a_group_token_is_bounded(pair) -> None:
         s.group_token(NOW, _other_votes(MAX_GROUP + 1))
     assert s.group_token(NOW, [D]).count(".") == 2  # one digest: a plain token
     assert "reqs" not in v.verify(s.group_token(NOW, [D]), "n1", NOW)
+
+
+def test_checked_hmac_remembers_a_good_secret_and_refuses_a_key_shaped_one_every_time(
+        tmp_path: Path) -> None:
+    """PyJWT's HS256 key check runs once per secret (CheckedHMAC), with the same answers."""
+    from jwt.algorithms import HMACAlgorithm
+
+    from nodes.drip.auth import CheckedHMAC
+
+    secret = ensure_shared_secret(tmp_path)
+    load_auth("n1", {"mode": "shared", "shared_key_file": str(secret)})
+    alg = jwt.api_jws.get_algorithm_by_name("HS256")
+    assert isinstance(alg, CheckedHMAC)
+    key = secret.read_bytes().strip()
+    assert alg.prepare_key(key) == HMACAlgorithm(HMACAlgorithm.SHA256).prepare_key(key)
+    assert alg.prepare_key(key) is alg.prepare_key(key)  # remembered
+    claims = {"iss": "n1", "iat": 1, "exp": 2}
+    tok = jwt.encode(claims, key, algorithm="HS256")
+    assert jwt.decode(tok, key, algorithms=["HS256"], options={"verify_exp": False}) == claims
+    with pytest.raises(jwt.InvalidSignatureError):
+        jwt.decode(tok, key + b"x", algorithms=["HS256"], options={"verify_exp": False})
+    pem = b"-----BEGIN PUBLIC KEY-----\nMFkw\n-----END PUBLIC KEY-----"
+    for _ in range(2):  # a refusal is not remembered as a pass
+        with pytest.raises(jwt.InvalidKeyError):
+            jwt.encode(claims, pem, algorithm="HS256")
