@@ -250,7 +250,7 @@ class DripSim(Simulation):
         g = Gate(n, verifier, codec.node_limits(codec.MAX_VALUE_BYTES, self.cfg.vote_timeout_s,
                                                 self.cfg.bugs),
                  lambda: self.core(n).peers, lambda: self.core(n).epoch, lambda _: None, note,
-                 self.cfg.bugs)
+                 self.cfg.bugs, lambda: self.core(n))
         self._gates[n] = (boot, g)
         return g
 

@@ -1363,12 +1363,23 @@ class DripCore:
         after which it starts syncing says). A request in the name of an active member (its
         key stolen) made us serve the real member, which refused every batch as unsolicited:
         the flood cost the mesh a third of its commit rate (docs/drip.md "Refusals")."""
+        if (refused := self.sync_refusal(hop)) is not None:
+            raise refused
+
+    def out_of_window(self, node: str, counter: int, reset: bool
+                      ) -> CounterOutOfWindow | None:
+        """The counter-window refusal `on_message` would give, read-only (for the gate)."""
+        return self.seen.out_of_window(node, counter, reset)
+
+    def sync_refusal(self, hop: str) -> Refused | None:
+        """`_check_sync_needed`'s refusal, read-only (the gate asks it before a sync
+        request's token is checked: nodes/drip/admit.py)."""
         if hop in self.d.owed or self.peer_state.get(hop) in ("sync", "inactive"):
-            return
+            return None
         said = self.peer_state.get(hop)
-        raise Refused(409, "sync-not-needed",
-                      f"{hop} said it is {said or 'nothing yet'} and is owed no sync; "
-                      "heartbeat as syncing first")
+        return Refused(409, "sync-not-needed",
+                       f"{hop} said it is {said or 'nothing yet'} and is owed no sync; "
+                       "heartbeat as syncing first")
 
     def _serve_next(self, peer: str) -> list[Effect]:
         sv = self.feeder.serves[peer]

@@ -258,7 +258,10 @@ class Burst:
         c63 = self._fresh(known, me)
         peer("commit-version-2^63-1", signed(commit(MAX_I63, counter=c63 + 1, update=up63), s),
              setup=signed(voting(counter=c63, update=up63), s))
-        peer("commit-version-2^64", signed(commit(MAX_U64 + 1), s))
+        # the bad-body kinds carry counters inside the window: a far one is refused first
+        # (400 counter-window from the head alone, nodes/drip/admit.py) and the body unread
+        peer("commit-version-2^64", signed(commit(MAX_U64 + 1, counter=self._fresh(known, me)),
+                                           s))
         peer("commit-without-vote",
              signed(commit(self.rng.randrange(1, 1000), counter=self._fresh(known, me)), s))
         # we vote as ourselves, then commit that update as the second member (a forwarded
@@ -289,11 +292,13 @@ class Burst:
             peer("voting-flood-hot-key", signed(voting(update=self._update("hk0")), s))
             peer("sync-request-flood", signed(SyncRequest(me), s))
         deep = b"[" * DEEP + b"]" * DEEP
-        peer("deep-json", signed(voting(), s, body=deep))
+        peer("deep-json", signed(voting(counter=self._fresh(known, me)), s, body=deep))
         surrogate = b'{"id":"%s","key":"k\\ud800","value":1}' % self._uid().encode()
-        peer("lone-surrogate-key", signed(voting(), s, body=surrogate))
+        peer("lone-surrogate-key", signed(voting(counter=self._fresh(known, me)), s,
+                                          body=surrogate))
         client("lone-surrogate-key", http("POST", "/client/update", {}, surrogate))
-        peer("budget-non-ascii-digits", signed(voting(), s, headers={codec.H_BUDGET: ARABIC_100}))
+        peer("budget-non-ascii-digits", signed(voting(counter=self._fresh(known, me)), s,
+                                               headers={codec.H_BUDGET: ARABIC_100}))
         big = _dumps({"id": self._uid(), "key": "hk-big", "value": "v" * (ONE_MIB + 1024)})
         client("oversize-value", http("POST", "/client/update", {}, big))
         client("slow-connection", http("GET", "/client/read?key=hk0", {}), how="slow")

@@ -152,12 +152,10 @@ class Seen:
         """Was this (initiator, counter) received before? Records it if not; raises
         `CounterOutOfWindow` (recording nothing) for a counter beyond the window."""
         w = self.windows.get(node)
-        if w is not None and w.saved is not None:
-            ahead = counter + MAX_COUNTER + 1 - w.saved if reset else counter - w.saved
-            if ahead > self.window:
-                if reset and w.reset_at == counter:
-                    return True  # the reset that started this epoch, again on a late path
-                raise CounterOutOfWindow(node, counter, reset, w.saved, self.window)
+        if w is not None and w.saved is not None and self._ahead(w, counter, reset):
+            if reset and w.reset_at == counter:
+                return True  # the reset that started this epoch, again on a late path
+            raise CounterOutOfWindow(node, counter, reset, w.saved, self.window)
         if w is None:
             self.windows[node] = Window(counter, counter if reset else None, counter, counter)
             return False
@@ -172,6 +170,20 @@ class Seen:
         if w.saved is None or counter > w.saved:
             w.saved = counter
         return False
+
+    def _ahead(self, w: Window, counter: int, reset: bool) -> bool:
+        assert w.saved is not None
+        ahead = counter + MAX_COUNTER + 1 - w.saved if reset else counter - w.saved
+        return ahead > self.window
+
+    def out_of_window(self, node: str, counter: int, reset: bool) -> CounterOutOfWindow | None:
+        """What `before` would raise for this counter, read-only: the gate refuses such a
+        request before its token is checked (nodes/drip/admit.py, cheapest checks first)."""
+        w = self.windows.get(node)
+        if (w is None or w.saved is None or not self._ahead(w, counter, reset)
+                or (reset and w.reset_at == counter)):
+            return None
+        return CounterOutOfWindow(node, counter, reset, w.saved, self.window)
 
     def rebase(self, node: str, counter: int) -> bool:
         """``node``'s own authenticated word (its signed heartbeat, from its TLS identity)

@@ -16,9 +16,12 @@ Request checks on the peer port, in order (each failure changes nothing; 1-6 are
 1. TLS client certificate naming a configured peer, else 403 (spec 4.1: requests from nodes
    that are not peers are ignored).
 2. ``DRiP-Node-ID`` well formed, else 400.
-3. JWT in ``Authorization`` valid, unexpired, ``iss`` == ``DRiP-Node-ID``, else 401.
+3. From the head and the node's state alone, refusals the core would make anyway: a sync
+   request from a peer that needs none (409), a counter header malformed or beyond its
+   initiator's window (400). Nothing before this reads the body or checks a signature.
 4. Headers and body per the codec, with its bounds (docs/drip.md "Limits and refusals"),
    else 400 (404 for an unknown endpoint); any decode failure is a 400, never a 500.
+   Then the JWT in ``Authorization``: valid, unexpired, ``iss`` == ``DRiP-Node-ID``, else 401.
 5. The JWT signs this very request (its ``req`` digest), and a token of a request made on the
    sender's own behalf is not a replay (its ``jti``), else 401 (`nodes.drip.auth`).
 6. For requests a node makes on its own behalf (everything but forwarded ``/voting``,
@@ -223,7 +226,7 @@ class DripNode(JournalingHost):
         self.gate = Gate(self.me, self.verifier, self.limits, lambda: self.core.peers,
                          lambda: self.core.epoch,
                          lambda n: self._wired.get(n, {}).get("cert_sha256"),
-                         self._note_refusal, cfg.bugs)
+                         self._note_refusal, cfg.bugs, lambda: self.core)
         self.admin = AdminServer(self.me, self._snapshot, self.journal, self.clock, cfg.host,
                                  cfg.ports.admin)
         self.admin.app.router.add_post("/admin/members", self.handle_members)
@@ -655,7 +658,7 @@ class DripNode(JournalingHost):
         now = self.clock.wall()
         # only a member added at run time has its certificate pinned (`_rewire`)
         head = self.gate.head(ident, _cert_sha256(req) if ident in self._wired else None,
-                              req.headers, now)
+                              req.headers, now, req.method, req.path)
         if isinstance(head, Refusal):
             return self._refused(head, ident)
         body = await req.read()

@@ -11,7 +11,9 @@ from multidict import CIMultiDict
 from nodes.drip import codec
 from nodes.drip.admit import Gate, Refusal
 from nodes.drip.auth import Signer, Verifier
-from nodes.drip.codec import Heartbeat, VoteResponse
+from nodes.drip.codec import Heartbeat, SyncRequest, Update, VoteResponse, Voting
+from nodes.drip.seen import Seen
+from nodes.drip.sync import Refused
 
 
 def _pair() -> tuple[bytes, bytes]:
@@ -80,3 +82,65 @@ def test_a_relayed_yes_keeps_only_the_voters_whose_statements_check_out() -> Non
     planted, _ = gate(frozenset({"trust-relayed-voters"}))
     taken = planted.admit("n2", None, *request(yes, "n2"), NOW)
     assert isinstance(taken, VoteResponse) and taken.voters == ("n2", "n3")
+
+
+class _View:
+    """A core's read-only view: n2 is owed a sync, n3 is not; counters as `Seen` keeps them."""
+
+    def __init__(self) -> None:
+        self.seen = Seen({}, window=100)
+        self.seen.before("n3", 10, False)
+
+    def out_of_window(self, node: str, counter: int, reset: bool):  # type: ignore[no-untyped-def]
+        return self.seen.out_of_window(node, counter, reset)
+
+    def sync_refusal(self, hop: str) -> Refused | None:
+        return None if hop == "n2" else Refused(409, "sync-not-needed", f"{hop} needs none")
+
+
+def _forged(req: tuple[str, str, CIMultiDict, bytes]) -> tuple[str, str, CIMultiDict, bytes]:
+    """``req`` with its token signed by another member's key: a 401 once it is checked."""
+    m, p, h, b = req
+    digest = codec.signed_digest(codec.decode(m, p, h, b))
+    h = CIMultiDict({**h, codec.H_AUTH: Signer("n3", "public", KEYS["n2"][0]).header(
+        NOW, digest, once=True)})
+    return m, p, h, b
+
+
+def test_cheapest_refusal_first_before_the_token_is_checked() -> None:
+    """A doubly bad request gets the first refusal in the gate's order (docs/drip.md
+    "Limits and refusals"): the head's state checks, then the body's bounds, then the token."""
+    g, _ = gate()
+    g.view = _View
+    sync = request(SyncRequest("n3"), "n3")
+    assert g.admit("n3", None, *_forged(sync), NOW).reason == "sync-not-needed"  # type: ignore[union-attr]
+    ok = request(SyncRequest("n2"), "n2")
+    assert isinstance(g.admit("n2", None, *ok, NOW), SyncRequest)
+    far = request(Voting("n3", 500, False, Update("u1", "k", 1)), "n3")
+    r = g.admit("n3", None, *_forged(far), NOW)
+    assert isinstance(r, Refusal) and (r.status, r.reason) == (400, "counter-window")
+    near = request(Voting("n3", 50, False, Update("u2", "k", 1)), "n3")
+    assert g.admit("n3", None, *_forged(near), NOW).reason == "bad-token"  # type: ignore[union-attr]
+    assert isinstance(g.admit("n3", None, *near, NOW), Voting)
+    m, p, h, _ = _forged(near)
+    deep = g.admit("n3", None, m, p, h, b"[" * 1000 + b"]" * 1000, NOW)
+    assert isinstance(deep, Refusal) and (deep.status, deep.reason) == (400, "malformed")
+    h = CIMultiDict({**h, codec.H_COUNTER: "\u0661"})
+    bad = g.admit("n3", None, m, p, h, b"{}", NOW)
+    assert isinstance(bad, Refusal) and (bad.status, bad.reason) == (400, "malformed")
+
+
+def test_the_read_only_window_check_is_what_before_would_raise() -> None:
+    s = Seen({}, window=100)
+    s.before("n1", 2**64 - 20, False)
+    s.before("n1", 0, True)  # the wrap-around: a new epoch at 0
+    for counter, reset in [(0, True), (5, True), (300, False), (100, False), (201, False),
+                           (2**64 - 1, False), (50, False), (0, False)]:
+        told = s.out_of_window("n1", counter, reset)
+        try:
+            s.before("n1", counter, reset)
+            raised = False
+        except ValueError:
+            raised = True
+        assert (told is not None) == raised, (counter, reset)
+    assert raised is False and s.out_of_window("n1", 301, False) is not None
