@@ -201,6 +201,8 @@ async def run(root: Path, requests: int, rate: float, clients: int, quiet_s: flo
             q0, load = sample(m), [os.getloadavg()[0]]
             quiet = await phase(m, s, clients, "q", quiet_s)
             before = sample(m)
+            # a correct mesh is refused nothing: start, warm-up and quiet phase together
+            calm = {n: (await m.state(s, n)).get("refused", {}) for n in m.ids}
             load.append(os.getloadavg()[0])
             t_hostile = time.time()
             during, counts = await hostile_phase(m, s, targets, configs, requests, clients,
@@ -218,7 +220,8 @@ async def run(root: Path, requests: int, rate: float, clients: int, quiet_s: flo
             "load": load,
             "alive": alive, "aborts": aborts, "answers": answers, "sent": sum(v["sent"] for v in counts.values()),
             "status": {k: _sum(counts, k) for k in CORE_KINDS},
-            "refused": {n: st.get("refused", {}) for n, st in states.items()}}
+            "refused": {n: st.get("refused", {}) for n, st in states.items()},
+            "refused_quiet": calm}
 
 
 def abort_reasons(root: Path, ids: list[str], since: float) -> dict[str, int]:
@@ -257,6 +260,15 @@ def _per(mib: float, commits: int) -> str:
 
 def _ms(cpu_s: float, commits: int) -> str:
     return f"{cpu_s * 1000 / commits:.1f} ms" if commits else "n/a"
+
+
+def _total(refused: dict[str, dict[str, int]]) -> dict[str, int]:
+    """Refusal counts of every node added up, by reason."""
+    total: dict[str, int] = {}
+    for ref in refused.values():
+        for k, v in ref.items():
+            total[k] = total.get(k, 0) + v
+    return dict(sorted(total.items()))
 
 
 def _sum(counts: dict[str, dict[str, Any]], kind: str) -> dict[str, int]:
@@ -317,11 +329,9 @@ def main() -> None:
         print(f"update latency {name}: p50 {ms[len(ms) // 2]:.0f} ms, p99 "
               f"{ms[int(len(ms) * 0.99)]:.0f} ms")
     print("answers to the vote-round attacks:", json.dumps(r["status"]))
-    total: dict[str, int] = {}
-    for ref in r["refused"].values():
-        for k, v in ref.items():
-            total[k] = total.get(k, 0) + v
-    print("refused (all nodes):", json.dumps(dict(sorted(total.items()))))
+    print("refused before the attack (a correct mesh: must be empty):",
+          json.dumps(_total(r["refused_quiet"])))
+    print("refused (all nodes):", json.dumps(_total(r["refused"])))
     print("aborts during hostile, by initiator and reason:", json.dumps(r["aborts"]))
     print("vote answers during hostile from a hop that had answered:", json.dumps(r["answers"]))
 
