@@ -401,8 +401,8 @@ class Nemesis:
         interval = float(value.get("interval_s", 0.5))
         nodes = value.get("nodes")
         chosen = None if nodes is None else [str(n) for n in nodes]
-        if value.get("skip"):  # only the generic sender filters kinds (a driver: not offered)
-            if not isinstance(sender, HostileSender):
+        if value.get("skip"):  # the generic sender filters kinds, a driver only if it says so
+            if not (isinstance(sender, HostileSender) or getattr(sender, "takes_skip", False)):
                 raise NemesisError("start-hostile 'skip' needs the generic hostile sender; "
                                    "this protocol's driver sends every kind")
             sender.start(interval, chosen, [str(k) for k in value["skip"]])

@@ -24,8 +24,10 @@ from typing import Any
 
 from checkers import append_log, liveness, raft
 from checkers.linearizable import checker as linearizable
+from faults.hostile import HostileDef
 from harness import generators as g
 from harness.spec import DefiniteFailure, NodeAddr, ProtocolDef, TestSpec, Workload
+from nodes.garlicfarm import hostile_driver
 from nodes.garlicfarm.client import (
     KVClient,
     KVFail,
@@ -191,4 +193,8 @@ PROTOCOL = ProtocolDef(
                      "meta_interval_ms": 1000},
     leader_of=leader_of,
     node_extra=node_extra,
+    # every link is TLS and Digest: the hostile fault sends as a compromised member, holding
+    # the run's credentials, and without them (nodes/garlicfarm/hostile_driver.py)
+    hostile=HostileDef(hostile_driver.no_messages, hostile_driver.refusals, transport="tcp",
+                       driver=hostile_driver.driver),
 )

@@ -33,6 +33,7 @@ from nodes.common.clock import Clock
 from nodes.common.config import ConfigError, NodeConfig
 from nodes.common.journal import Journal
 from nodes.common.loop import Answers, CoreLoop, JournalingHost
+from nodes.common.refusals import Refusals
 from nodes.common.tasks import Background
 from nodes.garlicfarm import codec, memtrace, tls
 from nodes.garlicfarm.apps import digest, entry_view
@@ -160,6 +161,8 @@ class GarlicFarmNode(JournalingHost):
         self._request_ids = itertools.count()
         self.background = Background(self)  # calls, flush and dump loops (guarded)
         self.conns: set[asyncio.StreamWriter] = set()
+        #: what the peer port refused before the core saw it (``state()["wire_refused"]``)
+        self.wire_refused = Refusals()
         self._runners: list[web.AppRunner] = []
         self._server: asyncio.AbstractServer | None = None
         self.core: GarlicFarmCore  # set in start
@@ -306,12 +309,16 @@ class GarlicFarmNode(JournalingHost):
             resp, outcome = self.hs.respond(head)
             writer.write(resp)
             await writer.drain()
+            if outcome == Outcome.NOT_FOUND:
+                self._refuse_wire("bad-handshake", resp.split(b"\r\n", 1)[0].decode("latin-1"))
+            elif outcome == Outcome.CHALLENGE and b"\r\nauthorization:" in head.lower():
+                self._refuse_wire("digest-refused", "credentials refused (401)")
             if outcome != Outcome.UPGRADE:
                 return
             while True:
                 msg = await read_frame(reader)
                 if not isinstance(msg, Request):
-                    log.warning("response frame on an inbound connection: closing")
+                    self._refuse_wire("response-frame", "a response on an inbound connection")
                     return
                 inbound = Inbound(next(self._request_ids))
                 fut = self.answers.wait(inbound)
@@ -328,13 +335,20 @@ class GarlicFarmNode(JournalingHost):
                 writer.write(codec.encode(out))
                 await writer.drain()
         except (CodecError, ValueError, asyncio.LimitOverrunError) as e:  # a peer's bad input
-            self.journal.node_error("peer frame refused, connection closed", e, evidence=False,
-                                    logger=log)
+            self._refuse_wire("bad-frame", f"{type(e).__name__}: {e}")
         except (TimeoutError, asyncio.IncompleteReadError, OSError):
             pass  # the peer went away or went quiet: an ordinary close, nothing was refused
         finally:
             self.conns.discard(writer)
             writer.close()
+
+    def _refuse_wire(self, reason: str, detail: str) -> None:
+        """Count a connection the peer port refused (and closes); journal the first of each
+        reason per window (nodes/common/refusals.py), so a flood cannot grow the journal."""
+        fields = self.wire_refused.note(reason, self.now(), detail=detail)
+        if fields is not None:
+            self.journal.emit("wire-refused", **fields)
+            log.warning("peer connection refused (%s): %s", reason, fields.get("detail"))
 
     # ------------------------------------------------------------ client commands
 
@@ -389,6 +403,7 @@ class GarlicFarmNode(JournalingHost):
             "log": entries, "kv": apps.kv.data,
             "metals": {"publisher": apps.metals.publisher, "as_of_index": apps.metals.as_of_index},
             "bugs": sorted(self.cfg.bugs), "clock_offset_s": self.clock.offset_s,
+            "wire_refused": self.wire_refused.snapshot(),
         }
 
 

@@ -217,9 +217,11 @@ def test_malformed_frame_closes_only_that_connection(tmp_path):
         asyncio.run(go())
         assert c.admin("n1", "/admin/health")["ok"]
         events = c.admin("n1", "/admin/events?since=0")["events"]
-        refused = [e for e in events if e["type"] == "node-error"]
-        assert refused and refused[0]["evidence"] is False  # journaled, not silently dropped
-        assert "peer frame refused" in refused[0]["where"], refused
+        refused = {e["reason"]: e for e in events if e["type"] == "wire-refused"}
+        # journaled and counted, not silently dropped
+        assert sorted(refused) == ["bad-frame", "bad-handshake"], refused
+        assert "CodecError" in refused["bad-frame"]["detail"], refused
+        assert c.admin("n1", "/admin/state")["wire_refused"] == {"bad-frame": 1, "bad-handshake": 1}
     finally:
         c.stop_all()
 
