@@ -238,7 +238,9 @@ def report(spec: HostileDef, counts: Mapping[str, Mapping[str, Any]],
         state = states.get(node)
         refused = None if state is None else spec.refusals(state)
         sent = counts.get(node, {})
+        # a driver's further detail (what each kind was answered, failed connects) kept too
+        more = {k: v for k, v in sent.items() if k not in ("sent", "by_kind")}
         out[node] = {"sent": int(sent.get("sent", 0)), "by_kind": dict(sent.get("by_kind", {})),
-                     "refused": refused,
+                     **more, "refused": refused,
                      "refused_total": None if refused is None else sum(refused.values())}
     return out

@@ -245,3 +245,44 @@ def test_bug_sync_loop_is_caught_by_liveness(chaos_run):
                     expect="liveness", anomaly="no-progress", min_ok=MIN_OK_PER_S * 10)
     leaf = res.result.find("liveness")
     assert {a.witness["node"] for a in leaf.anomalies} == {"n4"}, leaf.anomalies[:3]
+
+
+# ---------------------------------------------------------------- hostile members (issue 27)
+
+def test_kv_five_nodes_hostile_with_partition(chaos_run):
+    """The real hostile fault (nodes/garlicfarm/hostile_driver.py) at every node every half
+    second, while the leader is cut off and the group heals: nodes/garlicfarm/hostile.py's
+    messages on members' authenticated links (TLS and Digest with the run's credentials), the
+    outsider kinds also without credentials. The cluster stays valid and keeps committing;
+    every node is alive at the end (its final state read) and refused at each layer: no
+    connection without credentials got through (a 401 or a failed TLS handshake each), the
+    counters past the bound were refused by the core, the bad frames by the server."""
+    import json
+
+    from nodes.garlicfarm.hostile import OUTSIDER
+
+    steps = [(1.0, sch.op("start-hostile", {"interval_s": 0.5})),
+             (2.0, sch.op("start-partition", {"shape": "isolate", "node": "leader"})),
+             (5.0, sch.op("stop-partition")),
+             (1.0, sch.op("start-partition", {"shape": "halves"})),
+             (4.0, sch.op("stop-partition")),
+             (2.0, sch.op("stop-hostile"))]
+    res = chaos_run(gf("kv-hostile-partition", schedule=steps, time_limit=18),
+                    min_ok=MIN_OK_PER_S * 18)
+    hostile = json.loads(res.run_dir.test_json.read_text())["hostile"]
+    print("sent (refused): " + ", ".join(f"{n} {h['sent']} ({h['refused']})"
+                                         for n, h in hostile.items()))
+    assert sorted(hostile) == [f"n{i}" for i in range(1, 6)], hostile
+    for node, h in hostile.items():
+        assert h["refused"] is not None, f"{node}: no final state (the node died?)"
+        assert h["sent"] >= 3 * 18, (node, h)  # at least three whole bursts
+        for kind, seen in h["outcome"].items():
+            if "@" in kind:  # without credentials: refused at the door, every time
+                assert set(seen) == {"refused-digest" if kind.endswith("@no-digest")
+                                     else "refused-tls"}, (node, kind, seen)
+        assert {k.partition("@")[0] for k in h["by_kind"] if "@" in k} == set(OUTSIDER), h
+        for reason in ("core:counter-out-of-range", "wire:digest-refused", "wire:bad-frame",
+                       "wire:response-frame"):
+            assert h["refused"].get(reason, 0) > 0, (node, reason, h["refused"])
+    live = res.result.find("liveness").stats["live_nodes"]
+    assert sorted(live) == [f"n{i}" for i in range(1, 6)], live
