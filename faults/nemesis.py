@@ -38,8 +38,9 @@ Ops (value fields; ``links`` is a list of ``[src, dst]`` pairs, default every no
   times true time from now on, continuing from what they read (no jump), through a restart
   too; the harness starts such a run's nodes under libfaketime (faults/clockrate.py)
 * ``start-hostile`` ``{interval_s?, nodes?, skip?}``: a burst of the protocol's hostile messages
-  (faults/hostile.py) to each node (default every node) now and every ``interval_s`` (0.5),
-  the message kinds in ``skip`` left out;
+  (faults/hostile.py) to each node (default every node; ``nodes`` a list of names, or one
+  pick: a name, "random", "leader", "follower" or "all", resolved when the op runs) now and
+  every ``interval_s`` (0.5), the message kinds in ``skip`` left out;
   ``stop-hostile`` ends it and completes with what was sent, per node and kind
 """
 
@@ -400,6 +401,9 @@ class Nemesis:
         sender = self._sender()
         interval = float(value.get("interval_s", 0.5))
         nodes = value.get("nodes")
+        if isinstance(nodes, str):  # a pick ("leader", "follower", "random", "all") or a name
+            nodes = await self._resolve(nodes, self.gone)
+            value = {**value, "nodes": nodes}
         chosen = None if nodes is None else [str(n) for n in nodes]
         if value.get("skip"):  # the generic sender filters kinds, a driver only if it says so
             if not (isinstance(sender, HostileSender) or getattr(sender, "takes_skip", False)):

@@ -23,15 +23,18 @@ with each step (``Mapped.notes``), never silently:
   ``remove`` took out: said so). No ``random``/``follower`` pick names a fresh server before
   its ``join`` (`faults.nemesis.Nemesis.unstarted`). A DRiP ``decommission`` of node ``b`` ->
   the cluster's ``decommission`` op.
-- ``hostile`` (SWIM, SDS, ANTACID, DRiP) -> ``start-hostile`` of one burst (``interval_s``
+- ``hostile`` (SWIM, SDS, ANTACID, DRiP, Garlic Farm) -> ``start-hostile`` of one burst (``interval_s``
   `ONE_BURST_S`) at the step's node, ``stop-hostile`` `Profile.hostile_s` later or at the next
   burst (its completion says what was sent). The sim's choice ``a`` of kinds is the real
   burst's ``skip`` where the kinds are named (SWIM: the attacker's own or the forged ones;
   SDS: without truncated and garbage); ANTACID's "only what reaches the core" is not matched,
   said so. DRiP's ``1 + 2a`` requests per flood kind is the run's ``hostile_flood`` (one per
   run: the largest), its lying key holder on for the modes the sim lies for (`LIES_FOR`). The
-  real bytes are drawn from the run's seed. Garlic Farm's are skipped, said so: its real
-  links are authenticated and no real hostile fault exists for it.
+  real bytes are drawn from the run's seed. Garlic Farm's burst goes to the step's pick
+  (``leader``/``follower``, resolved by the nemesis) as a compromised member sends it
+  (nodes/garlicfarm/hostile_driver.py: TLS and Digest with the run's credentials); ``a % 3``
+  1 leaves out the member-link kinds, 2 the outsider kinds; the outsider kinds also go out
+  without credentials, which the sim does not send (said so).
 - DRiP (the sim's ring n1..n4 with the chord n2-n4 is the real mesh, `FixedTopology`): ``cut``
   of edge ``a`` adds that link to the cut set (the real partition is the set so far, both
   ways, as one explicit partition); ``isolate`` cuts node ``b``'s links and gives them back
@@ -52,6 +55,7 @@ the sim is ``n<k>``). Bug modes are the file's: ``NAME@1,3`` runs the mode on n1
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,7 +106,9 @@ ANTACID_SIM = {"upstream": {"n2": ["n1"], "n3": ["n2", "n1"], "n4": ["n3", "n1"]
                "pull_interval": 0.5, "reorder_timeout": 3.0}
 
 PROFILES: dict[str, Profile] = {
-    "garlicfarm": Profile(5, "tcp", (0.001, 0.02, 0.01), 2.0, leader_relative=True),
+    # a Garlic Farm burst is 18 connections, each TLS and a Digest handshake: 2 s
+    "garlicfarm": Profile(5, "tcp", (0.001, 0.02, 0.01), 2.0, leader_relative=True,
+                          hostile_s=2.0),
     "swim": Profile(5, "udp", (0.002, 0.02, 0.01), 10.0, hostile_s=0.5),
     "sds": Profile(5, "udp", (0.001, 0.02, 0.005), 1.0, hostile_s=0.5),
     # a lead-in of 1 s: the sim's mesh starts with its data; real nodes start empty, so the
@@ -179,6 +185,18 @@ def hostile_kinds(protocol: str, a: int) -> tuple[list[str], str | None]:
         return sorted(k for k in SWIM_KINDS if k.startswith("member-") != forged), None
     if protocol == "sds" and a % 2:  # only what decodes: the core's checks, not the codec's
         return ["garbage", "truncated"], None
+    if protocol == "garlicfarm":
+        from nodes.garlicfarm.hostile import OUTSIDER, messages
+
+        kinds = {k for k, _, _ in messages(random.Random(0), 1, (1, 2))}
+        extra = ("the real burst also sends the kinds any sender can make on two connections "
+                 "without credentials (a wrong Digest password, plain TCP), refused before "
+                 "its core")
+        if a % 3 == 1:  # what any sender can make, on a member's link
+            return sorted(kinds - OUTSIDER), extra
+        if a % 3 == 2:  # extreme values on a member's link
+            return sorted(OUTSIDER), None
+        return [], extra
     if protocol == "antacid" and a % 2:
         return [], ("the sim sent only the exchanges that reach the core (decided per "
                     "message as its BEEP session reads it); the real burst sends every kind")
@@ -404,13 +422,13 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
         elif kind == "hostile":
             if p.hostile_s is None:
                 notes.append(f"step {i} hostile: skipped, the real {protocol} offers no "
-                             "hostile fault: every link is authenticated (mutual TLS and a Digest "
-                             "handshake), so the sim's bytes on a member's link have "
-                             "no way into a real server; replay it with 'harness sim replay'")
+                             "hostile fault; replay it with 'harness sim replay'")
                 continue
             end_burst(now, at=now)
             skip, unmatched = hostile_kinds(protocol, a)
-            emit(op("start-hostile", {"nodes": [node], "interval_s": ONE_BURST_S,
+            # Garlic Farm's "leader"/"follower" is a pick the nemesis resolves at the op
+            emit(op("start-hostile", {"nodes": node if p.leader_relative else [node],
+                                      "interval_s": ONE_BURST_S,
                                       **({"skip": skip} if skip else {})}))
             burst_end.append(now + p.hostile_s)
             said = (f"step {i} hostile: one burst of the real generator's messages at {node}, "

@@ -140,6 +140,10 @@ def test_report_puts_sent_beside_refused() -> None:
     assert out == {"n1": {"sent": 4, "by_kind": {"big": 2, "small": 2},
                           "refused": {"malformed": 3}, "refused_total": 3},
                    "n2": {"sent": 0, "by_kind": {}, "refused": None, "refused_total": None}}
+    # a driver's own detail per node (Garlic Farm's answers per kind) is kept beside
+    more = report(SPEC, {"n1": {"sent": 1, "by_kind": {"big": 1},
+                                "outcome": {"big": {"closed": 1}}}}, {"n1": {"malformed": 0}})
+    assert more["n1"]["outcome"] == {"big": {"closed": 1}} and more["n1"]["refused_total"] == 0
 
 
 def test_nemesis_ops_start_stop_and_heal_all(udp_target) -> None:
@@ -279,3 +283,36 @@ def test_a_burst_at_one_node_is_built_knowing_every_member(udp_target) -> None:
         sender.close()
     assert seen == [["n1", "n2"]] and _drain(s) == [b"n2"]
     assert sender.counts() == {"n1": {"sent": 1, "by_kind": {"names-another": 1}}}
+
+
+def test_start_hostile_resolves_a_pick_and_passes_skip_to_a_driver_that_takes_it() -> None:
+    """A sim replay's Garlic Farm step names ``"leader"``/``"follower"``: the nemesis resolves
+    the pick when the op runs and says whom it chose; a driver that declares ``takes_skip``
+    (Garlic Farm's) gets the kinds to leave out."""
+
+    class Control:  # only what _resolve asks of a NodeControl
+        async def leader(self) -> str | None:
+            return "n2"
+
+    class Driver:
+        takes_skip = True
+        running = False
+        started: list[tuple[float, list[str] | None, list[str]]] = []
+
+        def start(self, interval_s: float, nodes: list[str] | None = None,
+                  skip: list[str] = ()) -> None:  # type: ignore[assignment]
+            self.started.append((interval_s, nodes, list(skip)))
+
+    d = Driver()
+    nem = Nemesis(random.Random(0), nodes=Control(), node_names=["n1", "n2", "n3"],  # type: ignore[arg-type]
+                  hostile=d)  # type: ignore[arg-type]
+
+    async def go() -> tuple[dict, dict]:
+        lead = await nem.invoke(sch.op("start-hostile", {"nodes": "leader", "skip": ["big"]}))
+        fol = await nem.invoke(sch.op("start-hostile", {"nodes": "follower"}))
+        return lead, fol
+
+    lead, fol = asyncio.run(go())
+    assert "error" not in lead and lead["value"]["nodes"] == ["n2"], lead
+    assert fol["value"]["nodes"][0] in ("n1", "n3"), fol
+    assert d.started[0] == (0.5, ["n2"], ["big"]) and d.started[1][1] != ["n2"]

@@ -347,8 +347,19 @@ def test_a_drip_hostile_step_sets_the_runs_flood_and_the_key_holders_lie() -> No
     assert plain.options["hostile_key_holder_lies"] is False and "not matched" not in plain.notes[0]
 
 
-def test_a_garlicfarm_hostile_step_is_skipped_and_says_why() -> None:
-    m = nemesis_steps(rec("garlicfarm", [["hostile", 0, 0, 0], ["crash", 10, 0, 0]]))
-    assert [o["f"] for _, o in m.steps] == ["kill"]
-    assert m.notes[0].startswith("step 0 hostile: skipped, the real garlicfarm offers no "
-                                 "hostile fault") and "harness sim replay" in m.notes[0]
+def test_a_garlicfarm_hostile_step_is_a_real_burst_at_the_sims_pick_with_its_kinds() -> None:
+    from nodes.garlicfarm.hostile import OUTSIDER
+
+    m = nemesis_steps(rec("garlicfarm", [["hostile", 0, 0, 0], ["hostile", 100, 1, 1],
+                                         ["hostile", 100, 2, 5], ["crash", 3000, 0, 0]]))
+    assert [o["f"] for _, o in m.steps] == ["start-hostile", "stop-hostile"] * 3 + ["kill"]
+    (_, s0), (_, s1), (_, s2), (_, s3), (_, s4) = m.steps[:5]
+    # b counts from the leader: 0 and 5 the leader, 1 a follower, resolved by the nemesis
+    assert s0["value"] == {"nodes": "leader", "interval_s": 3600.0}  # a=0: every kind
+    assert s2["value"]["nodes"] == "follower" and s4["value"]["nodes"] == "leader"
+    # a=1: only what any sender can make; a=2: only the extreme values on a member's link
+    assert set(s2["value"]["skip"]).isdisjoint(OUTSIDER) and "vote-max-term" in s2["value"]["skip"]
+    assert set(s4["value"]["skip"]) == OUTSIDER
+    assert m.steps[1][0] == 0.1 and m.steps[5][0] == 2.0  # stopped by the next, or 2 s later
+    assert "without credentials" in m.notes[0] and "not matched" in m.notes[0]
+    assert "drawn from the run's seed" in m.notes[2] and "not matched" not in m.notes[2]
