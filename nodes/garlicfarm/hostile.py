@@ -1,13 +1,14 @@
 """Garlic Farm's hostile messages: its own wire messages with extreme field values, unknown or
 forged senders, a replay and cut or garbage bytes, for the simulator's ``hostile`` step
-(harness/sim/gf_search.py).
+(harness/sim/gf_search.py) and the real ``hostile`` fault (hostile_driver.py sends them).
 
 Each is ``(kind, link, data)``: ``link`` says how it reaches the target, ``("request", sid)``
 on a replication link from server ``sid`` (what the target's core sees as an `Inbound`
-request), ``("response", sid)`` as an answer from ``sid``. Real clusters authenticate every
-link with mutual TLS (``options.tls``, on by default), so only a member's own link, or a
-cluster run with ``tls: false``, carries these: the extreme-value kinds model a faulty or
-compromised member's bytes, not a stranger's. Forged acceptances at the current term (a vote
+request), ``("response", sid)`` as an answer from ``sid``. Real links are TLS and the Digest
+handshake (``options.tls``, on by default), so only a member's credentials, or a cluster run
+with ``tls: false``, carry these into a server: the extreme-value kinds model a faulty or
+compromised member's bytes, not a stranger's (the real fault sends the OUTSIDER kinds without
+credentials as well, and the server must refuse those at the door). Forged acceptances at the current term (a vote
 granted, an append acknowledged) are not sent: Raft tolerates crashes, not lies, and such a
 message is indistinguishable from a member's true answer.
 """
