@@ -92,3 +92,25 @@ def test_an_antacid_hostile_step_is_one_beep_burst_and_says_what_it_could_not_ma
     assert done[1][1]["sent"]["n3"]["sent"] > 0
     assert test["hostile"]["n3"]["refused_total"] > 0, test["hostile"]
     assert "not matched: the sim sent only the exchanges that reach the core" in said
+
+
+def test_a_garlicfarm_hostile_step_is_a_member_burst_at_the_leader_refused_by_its_core(tmp_path):
+    # a=2: only the extreme values on a member's link (no outsider kinds), at b=0: the leader
+    from nodes.garlicfarm.hostile import OUTSIDER
+
+    said, run, test = real(replay(tmp_path, "garlicfarm", [["hostile", 500, 2, 0],
+                                                           ["write", 3000, 0, 0]], []),
+                           tmp_path / "s")
+    done = [(o["f"], o["value"], o.get("error")) for o in nemesis(run)]
+    assert [(f, e) for f, _, e in done] == [("start-hostile", None), ("stop-hostile", None)], done
+    (target,) = done[0][1]["nodes"]  # "leader", resolved when the op ran
+    assert set(done[0][1]["skip"]) == OUTSIDER
+    sent = done[1][1]["sent"][target]
+    assert sent["sent"] == 6 and not OUTSIDER & set(sent["by_kind"]), sent
+    # the core refused the counters past its bound, each by closing the connection
+    for kind in ("vote-max-term", "append-max-term", "append-stale-huge-commit"):
+        assert sent["outcome"][kind] == {"closed": 1}, sent
+    report = test["hostile"][target]
+    assert report["refused"]["core:counter-out-of-range"] >= 3, report
+    assert "sim replay: step 0 hostile: one burst of the real generator's messages at leader" \
+        in said
