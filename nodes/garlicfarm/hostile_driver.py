@@ -79,7 +79,7 @@ class GfTarget:
 @dataclass
 class HostileGf:
     """Sends a burst of `hostile.messages` to each chosen target now and every ``interval_s``
-    until `stop`, at most ``rate`` messages a second. The interface of
+    until `stop`, at most ``rate`` messages a second to each. The interface of
     faults.hostile.HostileSender, ``skip`` included (kinds left out of each burst)."""
 
     members: Mapping[int, Member]
