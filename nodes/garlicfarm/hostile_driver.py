@@ -270,9 +270,14 @@ def member(node: str, config: Mapping[str, Any]) -> Member:
 
 def driver(targets: Sequence[Any], rng: random.Random,
            configs: Mapping[str, Mapping[str, Any]]) -> HostileGf:
-    """The cluster's hostile sender for Garlic Farm (faults.hostile.HostileDef.driver): every
-    node's credentials from its config; ``options.hostile_rate`` (messages/s, default 200)."""
-    members = {m.num_id: m for m in (member(n, c) for n, c in configs.items())}
+    """The cluster's hostile sender for Garlic Farm (faults.hostile.HostileDef.driver): the
+    initial members' credentials from their configs (a server that starts outside the cluster,
+    ``options.join``, is attacked but never posed as: the sim's senders are its five members);
+    ``options.hostile_rate`` (messages/s to each target, default 200)."""
+    members = {m.num_id: m for m in (member(n, c) for n, c in configs.items()
+                                     if not (c.get("options") or {}).get("join"))}
+    if not members:
+        raise ValueError("no initial member to send hostile messages as: every node joins later")
     opts = (configs[targets[0].node].get("options") or {}) if targets else {}
     return HostileGf(members, [GfTarget(t.node, int(configs[t.node]["num_id"]), t.host, t.port)
                                for t in targets], rng,
