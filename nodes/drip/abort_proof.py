@@ -17,6 +17,14 @@ its initiator committed and lost, letting another value take the same version. S
 :func:`check` is what the asking node's runtime runs on each answer before its core: an
 ``aborted`` without such evidence becomes ``undecided`` (the lock stays), and the refusal is
 counted as ``unproven-outcome``. The core keeps what to answer and what proof to pass on.
+
+A client may retry an aborted update with the same id: a new voting round (a new initiator
+counter) locks the key again. So a query that names its round (``OutcomeQuery.counter``, the
+counter of the ``/voting`` that took the lock) takes only a proof of that round: a statement
+that signs the round, or an abort whose counter is past it (the initiator runs one round of
+an id at a time, so its abort at counter A ends the round open at A and every earlier one).
+A proof of an earlier attempt is refused; a query without a round (a lock read back after a
+restart) takes any proof of the id, as before.
 """
 
 from __future__ import annotations
@@ -29,10 +37,13 @@ from nodes.drip import codec
 from nodes.drip.auth import AuthError, Signer, Verifier, covers
 
 
-def outcome_digest(uid: str, initiator: str) -> str:
+def outcome_digest(uid: str, initiator: str, counter: int | None = None) -> str:
     """What an initiator's outcome statement signs: "update ``uid`` of ``initiator`` was
-    aborted: it never commits"."""
-    raw = json.dumps(["outcome-aborted", uid, initiator], separators=(",", ":"))
+    aborted: it never commits" (of its voting round ``counter`` when the query named one)."""
+    what: list[Any] = ["outcome-aborted", uid, initiator]
+    if counter is not None:
+        what.append(counter)
+    raw = json.dumps(what, separators=(",", ":"))
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
@@ -42,7 +53,7 @@ def sign(body: Any, q: codec.OutcomeQuery, me: str, signer: Signer, now: float) 
     if (q.initiator != me or not isinstance(body, dict) or body.get("outcome") != "aborted"
             or "proof" in body):
         return body
-    return {**body, "proof": {"token": signer.token(now, outcome_digest(q.uid, me))}}
+    return {**body, "proof": {"token": signer.token(now, outcome_digest(q.uid, me, q.counter))}}
 
 
 def check(body: Any, q: codec.OutcomeQuery, verifier: Verifier, now: float
@@ -61,7 +72,8 @@ def check(body: Any, q: codec.OutcomeQuery, verifier: Verifier, now: float
             raise AuthError("proof.token must be a JWT string")
         claims = verifier.verify(token, q.initiator, now)
         if not covers(claims, _digest(proof, q)):
-            raise AuthError(f"the proof is not {q.initiator}'s abort of {q.uid!r}")
+            raise AuthError(f"the proof is not {q.initiator}'s abort of {q.uid!r}" + (
+                "" if q.counter is None else f" in voting round {q.counter}"))
     except AuthError as e:
         return {"outcome": "undecided"}, str(e)
     return body, None
@@ -70,10 +82,13 @@ def check(body: Any, q: codec.OutcomeQuery, verifier: Verifier, now: float
 def _digest(proof: dict[str, Any], q: codec.OutcomeQuery) -> str:
     ab = proof.get("abort")
     if ab is None:
-        return outcome_digest(q.uid, q.initiator)
+        return outcome_digest(q.uid, q.initiator, q.counter)
     if not (isinstance(ab, dict) and type(ab.get("counter")) is int
             and isinstance(ab.get("reset"), bool) and isinstance(ab.get("key"), str)):
         raise AuthError("proof.abort must be {counter: int, reset: bool, key: str}")
+    if q.counter is not None and ab["counter"] <= q.counter:  # across a wrap: refused (safe)
+        raise AuthError(f"the proof is {q.initiator}'s abort at counter {ab['counter']}, not "
+                        f"past voting round {q.counter} of {q.uid!r}: an earlier attempt's")
     try:
         return codec.signed_digest(codec.Abort(q.initiator, ab["counter"], ab["reset"], q.uid,
                                                ab["key"]))

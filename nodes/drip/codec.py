@@ -411,11 +411,14 @@ class OutcomeQuery:
     what became of update ``uid`` of ``initiator`` instead of releasing the key blind (a
     commit may have been decided and lost with its initiator). Answered ``{"outcome":
     "committed" | "aborted" | "undecided" | "unknown"}`` (docs/drip.md "Locks end on an
-    outcome")."""
+    outcome"). ``counter`` is the voting round's (the initiator's counter on the ``/voting``
+    that took the lock; None when unknown, as for a lock read back after a restart): an
+    ``aborted`` proof must be of that round, not of an earlier attempt of the same id."""
 
     sender: str
     uid: str
     initiator: str
+    counter: int | None = None
 
 
 @dataclass(frozen=True)
@@ -559,8 +562,10 @@ def encode(msg: Message) -> HttpRequest:
     if isinstance(msg, StateQuery):
         return HttpRequest("GET", "/state", {H_NODE: msg.sender})
     if isinstance(msg, OutcomeQuery):
-        return HttpRequest("POST", "/outcome", {H_NODE: msg.sender},
-                           {"id": msg.uid, "initiator": msg.initiator})
+        ask: dict[str, Any] = {"id": msg.uid, "initiator": msg.initiator}
+        if msg.counter is not None:
+            ask["counter"] = msg.counter
+        return HttpRequest("POST", "/outcome", {H_NODE: msg.sender}, ask)
     if isinstance(msg, Batch):
         items = []
         for m in msg.items:
@@ -645,7 +650,8 @@ def decode(method: str, path: str, headers: Any, body: bytes,
         if not isinstance(uid, str) or not uid or len(uid) > MAX_KEY:
             raise CodecError(f"outcome body: expected {{id, initiator}} (an update id of 1 to "
                              f"{MAX_KEY} chars and a node id)")
-        return OutcomeQuery(sender, uid, parse_node_id(d.get("initiator"), "body.initiator"))
+        return OutcomeQuery(sender, uid, parse_node_id(d.get("initiator"), "body.initiator"),
+                            _int(d, "counter", top=U64_MAX) if "counter" in d else None)
     if method == "POST" and parts == ["abort"]:
         d = decode_json(body)
         if not isinstance(d, dict):

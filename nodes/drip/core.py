@@ -325,6 +325,11 @@ class DripCore:
         #: signed answer to an `OutcomeQuery`), passed on in our answers: an unproven
         #: "aborted" is taken as "undecided" by the asker's runtime (`nodes.drip.abort_proof`)
         self.abort_proofs: dict[str, dict[str, Any]] = {}
+        #: the voting round (initiator's counter) of each lock we took for a peer, by key:
+        #: our `OutcomeQuery` names it, so a proof of an earlier attempt of the same update
+        #: id does not release a retry's lock (memory only: a lock read back after a restart
+        #: asks without a round)
+        self.lock_rounds: dict[str, tuple[str, int]] = {}
         self.puller = Puller()
         #: the id of each sync we ask for (`SyncRequest.sync_id`): the runtime sets a random
         #: one (a forged batch must not guess it); this default is for the simulator
@@ -516,7 +521,7 @@ class DripCore:
         if isinstance(msg, NodeNotice):
             return self._on_node_notice(hop, msg), OK
         if isinstance(msg, OutcomeQuery):
-            return [], self._outcome_of(msg.uid, msg.initiator)
+            return [], self._outcome_of(msg.uid, msg.initiator, msg.counter)
         raise TypeError(f"no handler for {type(msg).__name__}")
 
     def _outcome(self, peer: str, o: Outcome, now: float) -> list[Effect]:
@@ -761,6 +766,10 @@ class DripCore:
                 self.me, False, msg.initiator, msg.counter, up.uid, (), (self.me,), version))]
         replaced = self._lock_uid(up.key)
         out += [self._p(rows), self._p(Lock(up.key, up.uid, msg.initiator))]
+        if len(self.lock_rounds) > ENDED_MAX + len(self.d.locks):  # forget ended locks' rounds
+            self.lock_rounds = {k: r for k, r in self.lock_rounds.items()
+                                if self._lock_uid(k) == r[0]}
+        self.lock_rounds[up.key] = (up.uid, msg.counter)
         _remember(self.voted, up.uid, msg.initiator, VOTED_MAX)  # oldest: their commits long due
         if replaced is not None and replaced != up.uid:  # syncing (or a bug): the old vote goes
             out.append(Emit("release", {"uid": replaced, "key": up.key, "why": "replaced"}))
@@ -937,16 +946,23 @@ class DripCore:
         out: list[Effect] = [Emit("lock-expired", {"uid": uid, "key": key,
                                                    "initiator": initiator,
                                                    "asked": self.active_peers()})]
-        q = OutcomeQuery(self.me, uid, initiator)
+        q = OutcomeQuery(self.me, uid, initiator, self._lock_round(key))
         out += [Send(p, q) for p in self.active_peers()]
         out.append(SetTimer(("lock", key, uid), now + self.cfg.lock_ttl_s))
         return out
 
-    def _outcome_of(self, uid: str, initiator: str) -> dict[str, Any]:
-        """The answer to an `OutcomeQuery` for ``uid``: only its initiator may say "aborted"
-        from having no commit of it (its open votes live in memory and a restart ends them
-        unapplied: they never commit after; its runtime signs that answer); anyone else
-        passes on an abort it learned with the initiator's proof of it, or a commit."""
+    def _lock_round(self, key: str) -> int | None:
+        """The voting round of the lock on ``key`` when we know it (`lock_rounds`)."""
+        uid, counter = self.lock_rounds.get(key, (None, None))
+        return counter if uid is not None and uid == self._lock_uid(key) else None
+
+    def _outcome_of(self, uid: str, initiator: str, counter: int | None = None
+                    ) -> dict[str, Any]:
+        """The answer to an `OutcomeQuery` for ``uid`` (of voting round ``counter``): only its
+        initiator may say "aborted" from having no commit of it (its open votes live in
+        memory and a restart ends them unapplied: they never commit after; a retry of the id
+        opens a new round; its runtime signs that answer); anyone else passes on an abort it
+        learned with the initiator's proof of it, or a commit."""
         if uid in self.d.applied:
             return {"outcome": "committed"}
         if initiator != self.me:
@@ -954,8 +970,11 @@ class DripCore:
                 return {"outcome": "unknown"}
             proof = self.abort_proofs.get(uid)
             return {"outcome": "aborted", **({"proof": proof} if proof else {})}
+        if counter is not None and counter > self.counter:
+            return {"outcome": "unknown"}  # no such round yet: never sign one ahead
         t = self.tallies.get(uid)
-        if t is not None and t.upstream is None and not t.decided:
+        if (t is not None and t.upstream is None and not t.decided
+                and (counter is None or counter >= t.counter)):
             return {"outcome": "undecided"}  # its vote timer (< any lock TTL) ends it soon
         self._remember_abort(uid, initiator)
         return {"outcome": "aborted"}
@@ -974,7 +993,7 @@ class DripCore:
             _remember(self.abort_proofs, q.uid, o.body["proof"], PROOFS_MAX)
         held = next((k for k, (u, i) in self.d.locks.items()
                      if u == q.uid and i == q.initiator), None)
-        if held is None:
+        if held is None or self._lock_round(held) != q.counter:  # a retry holds it now
             return []
         return [self._p(Unlock(held, q.uid)),
                 Emit("release", {"uid": q.uid, "key": held,

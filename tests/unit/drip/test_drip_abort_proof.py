@@ -5,6 +5,7 @@ or the initiator's proof of another update is taken as ``undecided`` and the loc
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -13,10 +14,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from nodes.drip import abort_proof, codec
 from nodes.drip.auth import Signer, Verifier
 from nodes.drip.codec import Update
-from nodes.drip.core import CoreConfig, DripCore, Inbound, Outcome
+from nodes.drip.core import ClientUpdate, CoreConfig, DripCore, Inbound, Outcome
 
 NOW = 1_700_000_000.0
-Q = codec.OutcomeQuery("n2", "u1", "n1")
+Q = codec.OutcomeQuery("n2", "u1", "n1", 6)  # n2's lock was taken by n1's /voting at counter 6
 
 
 @functools.cache
@@ -68,17 +69,25 @@ def test_the_initiators_abort_token_is_proof_single_or_grouped() -> None:
 FORGED = {
     "no proof": lambda: None,
     "a relay's own statement": lambda: {"token": _signer("n3").token(
-        NOW, abort_proof.outcome_digest("u1", "n1"))},
+        NOW, abort_proof.outcome_digest("u1", "n1", 6))},
     "the relay's key named n1": lambda: {"token": Signer("n1", "public", _pair("n3")[0]).token(
-        NOW, abort_proof.outcome_digest("u1", "n1"))},
+        NOW, abort_proof.outcome_digest("u1", "n1", 6))},
     "n1's statement on another update": lambda: {"token": _signer("n1").token(
-        NOW, abort_proof.outcome_digest("u0", "n1"))},
+        NOW, abort_proof.outcome_digest("u0", "n1", 6))},
     "n1's abort of another key": lambda: _abort_proof(
         _signer("n1").header(NOW, codec.signed_digest(_abort())), key="other"),
     "n1's vote statement": lambda: {"token": _signer("n1").token(
         NOW, codec.vote_digest("u1", "n1", 9))},
     "an expired statement": lambda: {"token": Signer("n1", "public", _pair("n1")[0], ttl_s=60)
-                                     .token(NOW - 3600, abort_proof.outcome_digest("u1", "n1"))},
+                                     .token(NOW - 3600, abort_proof.outcome_digest("u1", "n1", 6))},
+    "n1's statement on an earlier attempt (round 3)": lambda: {"token": _signer("n1").token(
+        NOW, abort_proof.outcome_digest("u1", "n1", 3))},
+    "n1's statement naming no round": lambda: {"token": _signer("n1").token(
+        NOW, abort_proof.outcome_digest("u1", "n1"))},
+    "n1's abort of an earlier attempt (counter 5)": lambda: _abort_proof(
+        _signer("n1").header(NOW, codec.signed_digest(_abort(5))), counter=5),
+    "n1's abort at the round's own counter": lambda: _abort_proof(
+        _signer("n1").header(NOW, codec.signed_digest(_abort(6))), counter=6),
     "a malformed abort": lambda: {"token": "x", "abort": {"counter": "9", "reset": 0}},
     "not a token": lambda: {"token": 5},
 }
@@ -112,6 +121,7 @@ def test_a_hostile_aborted_keeps_the_lock_and_the_initiators_releases_it() -> No
         assert c.d.locks == {"k": ("u1", "n1")} and "u1" not in c.aborted
     n1 = DripCore("n1", ["n2"], cfg=CoreConfig())
     n1.start(0)
+    n1.counter = 9  # it sent that /voting at 6, and more since
     (ans,) = [e.msg for e in n1.on_message(Inbound("n2", 9), Q, 10)]
     _ask(c, "n1", abort_proof.sign(ans.body, Q, "n1", _signer("n1"), NOW))
     assert not c.d.locks
@@ -141,3 +151,89 @@ def test_a_relay_passes_on_the_initiators_proof_it_learned() -> None:
     c = _voter()
     _ask(c, "n3", ans.body)
     assert c.d.locks == {"k": ("u1", "n1")}
+
+
+def test_a_query_naming_no_round_takes_any_proof_of_the_id() -> None:
+    """A lock read back after a restart has no known round: its query keeps the old shape
+    and the old check (compatible with a peer that sends no counter)."""
+    q = codec.OutcomeQuery("n2", "u1", "n1")
+    req = codec.encode(q)
+    assert req.body == {"id": "u1", "initiator": "n1"}
+    assert codec.decode(req.method, req.path, req.headers, req.body_bytes()) == q
+    for proof in ({"token": _signer("n1").token(NOW, abort_proof.outcome_digest("u1", "n1"))},
+                  _abort_proof(_signer("n1").header(NOW, codec.signed_digest(_abort(5))), 5)):
+        body = {"outcome": "aborted", "proof": proof}
+        assert abort_proof.check(body, q, _verifier(), NOW) == (body, None)
+
+
+def test_the_round_goes_on_the_wire() -> None:
+    req = codec.encode(Q)
+    assert req.body == {"id": "u1", "initiator": "n1", "counter": 6}
+    assert codec.decode(req.method, req.path, req.headers, req.body_bytes()) == Q
+    assert codec.decode(req.method, req.path, req.headers, req.body_bytes()).counter == 6
+    with pytest.raises(codec.CodecError, match="counter"):
+        codec.decode("POST", "/outcome", req.headers,
+                     b'{"id": "u1", "initiator": "n1", "counter": "6"}')
+
+
+def _retried() -> DripCore:
+    """n2 voted yes on attempt 1 of u1 (round 3), n1 aborted it, and the client's retry
+    (round 6) locked k again; the abort of round 3 never reached n2."""
+    c = DripCore("n2", ["n1", "n3"], cfg=CoreConfig())
+    c.start(0)
+    c.on_message(Inbound("n1", 1), codec.Voting("n1", 3, False, Update("u1", "k", 1)), 0)
+    c.on_message(Inbound("n1", 1), codec.Voting("n1", 6, False, Update("u1", "k", 1)), 1)
+    assert c.d.locks == {"k": ("u1", "n1")} and c.lock_rounds == {"k": ("u1", 6)}
+    return c
+
+
+def test_a_proof_of_an_earlier_attempt_does_not_release_the_retrys_lock() -> None:
+    c = _retried()
+    q = [e.msg for e in c.on_timer(("lock", "k", "u1"), 100) if hasattr(e, "msg")]
+    assert q and all(m == Q for m in q)  # every peer is asked about round 6
+    for proof in (
+            {"token": _signer("n1").token(NOW, abort_proof.outcome_digest("u1", "n1", 3))},
+            _abort_proof(_signer("n1").header(NOW, codec.signed_digest(_abort(4))), 4)):
+        checked, why = abort_proof.check({"outcome": "aborted", "proof": proof}, Q,
+                                         _verifier(), NOW)
+        assert checked == {"outcome": "undecided"} and why
+        assert "earlier attempt" in why or "in voting round 6" in why, why
+        c.on_message("n3", Outcome(Q, 200, checked), 10)
+        assert c.d.locks == {"k": ("u1", "n1")}
+    # n1's own answer to a query of round 3 (sent before the retry locked) comes late: it is
+    # proof of round 3 only, so it releases nothing now
+    q3 = codec.OutcomeQuery("n2", "u1", "n1", 3)
+    late = {"outcome": "aborted", "proof": {"token": _signer("n1").token(
+        NOW, abort_proof.outcome_digest("u1", "n1", 3))}}
+    assert abort_proof.check(late, q3, _verifier(), NOW) == (late, None)
+    c.on_message("n1", Outcome(q3, 200, late), 10)
+    assert c.d.locks == {"k": ("u1", "n1")}
+    # the proof of the right round releases it: a statement of round 6, or the abort at 9
+    right = _abort_proof(_signer("n1").header(NOW, codec.signed_digest(_abort(9))))
+    checked, why = abort_proof.check({"outcome": "aborted", "proof": right}, Q, _verifier(), NOW)
+    assert why is None
+    c.on_message("n1", Outcome(Q, 200, checked), 10)
+    assert not c.d.locks
+
+
+def test_the_initiator_answers_per_round() -> None:
+    """n1 answers "aborted" for an earlier round of an id whose retry is open, "undecided"
+    for the open round, and "unknown" for a round past its counter (never signs ahead)."""
+    n1 = DripCore("n1", ["n2"], cfg=CoreConfig())
+    n1.start(0)
+    n1.on_command(ClientUpdate(Update("u1", "k", 1)), "tok", 0)
+    (open_round,) = [t.counter for t in n1.tallies.values()]
+
+    def ask(counter: int | None) -> object:
+        (ans,) = [e.msg for e in n1.on_message(Inbound("n2", 9), codec.OutcomeQuery(
+            "n2", "u1", "n1", counter), 1)]
+        return ans.body
+
+    assert ask(open_round) == {"outcome": "undecided"}
+    assert ask(None) == {"outcome": "undecided"}
+    assert ask(open_round - 1) == {"outcome": "aborted"}
+    assert ask(n1.counter + 1) == {"outcome": "unknown"}
+    q = codec.OutcomeQuery("n2", "u1", "n1", open_round - 1)
+    signed = abort_proof.sign({"outcome": "aborted"}, q, "n1", _signer("n1"), NOW)
+    assert abort_proof.check(signed, q, _verifier(), NOW) == (signed, None)
+    assert abort_proof.check(signed, replace(q, counter=open_round), _verifier(), NOW)[1]

@@ -382,7 +382,7 @@ def test_a_commit_arriving_after_our_lock_expired_still_applies() -> None:
     out = c.on_timer(("lock", "k", "u1"), 10)
     # the TTL does not release the key: the initiator is asked what it decided
     assert c.d.locks == {"k": ("u1", "n1")}
-    assert [e.msg for e in out if isinstance(e, Send)] == [codec.OutcomeQuery("n2", "u1", "n1")]
+    assert [e.msg for e in out if isinstance(e, Send)] == [codec.OutcomeQuery("n2", "u1", "n1", 6)]
     out = c.on_message(Inbound("n1", 2), codec.Commit("n1", 7, False, Update("u1", "k", 1), 1), 11)
     assert out[-1].msg.status == 200 and c.d.kv["k"].value == 1 and not c.d.locks
 

@@ -84,6 +84,7 @@ def test_an_aborted_update_is_released_by_asking_the_initiator() -> None:
             and isinstance(e.msg, codec.OutcomeQuery)]
     n1 = DripCore("n1", ["n2"], cfg=CoreConfig())
     n1.start(0)
+    n1.counter = 7  # it sent that /voting at 6 and its lost abort at 7
     (ans,) = [e.msg for e in n1.on_message(Inbound("n2", 9), q, 10)]
     assert ans.status == 200 and ans.body == {"outcome": "aborted"}
     out = c.on_message("n1", Outcome(q, 200, ans.body), 10)
@@ -96,7 +97,7 @@ def test_unknown_and_committed_answers_keep_the_lock() -> None:
     c = DripCore("n2", ["n1", "n3"], cfg=CoreConfig())
     c.start(0)
     c.on_message(Inbound("n1", 1), codec.Voting("n1", 6, False, Update("u1", "k", 1)), 0)
-    q = codec.OutcomeQuery("n2", "u1", "n1")
+    q = codec.OutcomeQuery("n2", "u1", "n1", 6)
     for body in ({"outcome": "unknown"}, {"outcome": "committed"}, {"outcome": "undecided"},
                  None):
         c.on_message("n3", Outcome(q, 200 if body else 0, body), 5)
