@@ -1,12 +1,14 @@
 """A hostile peer's "aborted" does not release a lock (docs/drip.md "An `aborted` answer
-carries the initiator's signature").
+carries the initiator's signature"), nor does a proof of an earlier attempt of the same id.
 
 Only n1 runs (public-key mode, mutual TLS). The test serves n2's and n3's peer ports with
-their certificates and keys: as n2 it starts update u1 on k at n1 and then says nothing of
-its outcome; as n3, a compromised member, it answers n1's ``/outcome`` with ``aborted``
-without proof, with its own statement, and with n2's statement about another update. n1
-keeps k through several TTLs, counting each lie as ``unproven-outcome``; when n2 answers
-with its own signed statement, n1 releases k.
+their certificates and keys. As n2 it starts update u1 on k at n1 (voting round 1) and then
+says nothing of its outcome; as n3, a relay, it passes on n2's /abort token of that round
+(counter 2), and n1 releases k. n2 then retries u1 (round 3); n3, now compromised, answers
+n1's ``/outcome`` with ``aborted`` without proof, with its own statement, with n2's
+statement about another update, and replays round 1's abort token and n2's statement of
+round 1. n1 keeps k through several TTLs, counting each as ``unproven-outcome``; when n2
+answers with its own signed statement of round 3, n1 releases k.
 """
 
 from __future__ import annotations
@@ -35,17 +37,25 @@ def _files(m: Mesh, n: str) -> NodeFiles:
 def test_a_peers_unproven_aborted_keeps_the_lock_and_the_initiators_releases_it(
         tmp_path: Path) -> None:
     m = Mesh(tmp_path, 3, [("n1", "n2"), ("n1", "n3")],
-             options={"jwt_mode": "public", "vote_timeout_s": 0.4, "lock_ttl_s": 0.5})
+             options={"jwt_mode": "public", "vote_timeout_s": 0.2, "lock_ttl_s": 0.3})
     signer2, _ = load_auth("n2", m.extra["n2"]["jwt"])
     signer3, _ = load_auth("n3", m.extra["n3"]["jwt"])
     n2_proves = {"on": False}
     asked: dict[str, int] = {"n2": 0, "n3": 0}
+    rounds: set[int | None] = set()  # the rounds n1 named in each phase
+    phase = {"round": 1}
+    abort1 = codec.Abort("n2", 2, False, "u1", "k")  # n2's abort of round 1, at counter 2
+    relayed = {"token": signer2.header(time.time(), codec.signed_digest(abort1)),
+               "abort": {"counter": 2, "reset": False, "key": "k"}}
     lies = itertools.cycle([
         lambda: {"outcome": "aborted"},
         lambda: {"outcome": "aborted", "proof": {"token": signer3.token(
-            time.time(), abort_proof.outcome_digest("u1", "n2"))}},
+            time.time(), abort_proof.outcome_digest("u1", "n2", 3))}},
         lambda: {"outcome": "aborted", "proof": {"token": signer2.token(
-            time.time(), abort_proof.outcome_digest("u0", "n2"))}},
+            time.time(), abort_proof.outcome_digest("u0", "n2", 3))}},
+        lambda: {"outcome": "aborted", "proof": relayed},  # round 1's, replayed
+        lambda: {"outcome": "aborted", "proof": {"token": signer2.token(
+            time.time(), abort_proof.outcome_digest("u1", "n2", 1))}},
     ])
 
     def fake(me: str) -> Any:
@@ -55,6 +65,11 @@ def test_a_peers_unproven_aborted_keeps_the_lock_and_the_initiators_releases_it(
                 return web.json_response({"state": "active", "ok": True})
             q = codec.decode(req.method, req.path, req.headers, body)
             assert isinstance(q, codec.OutcomeQuery) and (q.uid, q.initiator) == ("u1", "n2")
+            rounds.add(q.counter)
+            if phase["round"] == 1:
+                if me == "n3":  # a relay that took n2's abort passes its token on
+                    return web.json_response({"outcome": "aborted", "proof": relayed})
+                return web.json_response({"outcome": "undecided"})
             asked[me] += 1
             if me == "n3":
                 return web.json_response(next(lies)())
@@ -84,28 +99,42 @@ def test_a_peers_unproven_aborted_keeps_the_lock_and_the_initiators_releases_it(
             await m.wait_healthy("n1")
             async with aiohttp.ClientSession() as s:
                 await m.wait_all_active(s, nodes=["n1"])
-                vote = codec.Voting("n2", 1, False, codec.Update("u1", "k", 1), budget_ms=400)
-                req = codec.encode(vote)
                 ctx = client_context(_files(m, "n2"))
                 ctx.check_hostname = False
-                h = {**req.headers, "Content-Type": "application/json",
-                     codec.H_AUTH: signer2.header(time.time(), codec.signed_digest(vote))}
-                async with s.post(f"https://127.0.0.1:{m.ports['n1']['peer']}{req.path}",
-                                  headers=h, data=req.body_bytes(), ssl=ctx) as r:
-                    assert r.status == 200, await r.text()
-                deadline = time.monotonic() + 15
-                while asked["n3"] < 4:  # every lie at least once, past three TTLs
-                    assert time.monotonic() < deadline, asked
+
+                async def vote(counter: int) -> None:
+                    v = codec.Voting("n2", counter, False, codec.Update("u1", "k", 1),
+                                     budget_ms=200)
+                    req = codec.encode(v)
+                    h = {**req.headers, "Content-Type": "application/json",
+                         codec.H_AUTH: signer2.header(time.time(), codec.signed_digest(v))}
+                    async with s.post(f"https://127.0.0.1:{m.ports['n1']['peer']}{req.path}",
+                                      headers=h, data=req.body_bytes(), ssl=ctx) as r:
+                        assert r.status == 200, await r.text()
+
+                deadline = time.monotonic() + 20
+                await vote(1)
+                while not events("release"):  # round 1: n3 relays n2's abort token
+                    assert time.monotonic() < deadline, rounds
+                    await asyncio.sleep(0.05)
+                (rel,) = events("release")
+                assert rel["why"] == "aborted (asked n3 after the lock TTL)", rel
+                assert rounds == {1}, rounds
+                phase["round"], rounds_1 = 3, set(rounds)
+                rounds.clear()
+                await vote(3)  # the client's retry of u1: round 3 locks k again
+                while asked["n3"] < 5:  # every lie once, through five TTLs
+                    assert time.monotonic() < deadline, (asked, events("release"))
                     await asyncio.sleep(0.05)
                 status, body = await m.update(s, "n1", "k", 2, "mine")
                 assert status == 409 and "in progress (u1)" in body["error"], body
-                assert not events("release")
-                assert (await m.state(s, "n1"))["refused"]["unproven-outcome"] >= 4
+                assert len(events("release")) == 1 and rounds == {3}, (rounds_1, rounds)
+                assert (await m.state(s, "n1"))["refused"]["unproven-outcome"] >= 5
                 n2_proves["on"] = True
-                while not events("release"):
+                while len(events("release")) < 2:
                     assert time.monotonic() < deadline, asked
                     await asyncio.sleep(0.05)
-                (rel,) = events("release")
+                rel = events("release")[1]
                 assert rel["why"] == "aborted (asked n2 after the lock TTL)", rel
         finally:
             for r in runners:
