@@ -23,6 +23,11 @@ Decisions where the spec is open (docs/sds.md has the full list):
   recent filter lacks is put back in the outgoing buffer. This closes the gap the spec leaves
   to Store nodes: a message acknowledged by one peer but never referenced again would
   otherwise never reach a peer that missed it;
+* relay (part of repair, off with ``no-repair``): a peer's message we logged is re-armed the
+  same way when another peer's filters lack it for ``resend_possibly_ms`` plus a ``T_resp``
+  backoff (its sender, at distance 0, goes first). A sender killed for good cannot re-arm,
+  and a message no later causal history names is never asked for by SDS-R: without this a
+  live node that missed it while its sender was alive never gets it from the live holders;
 * sync messages are skipped only when we sent a new content message in the interval (not
   for ephemerals or resends), and never when a repair request is due (SDS-R periodic sync);
 * a peer cannot wedge or grow us: limits on Lamport time, id lengths, history and repair
@@ -185,6 +190,20 @@ class OwnTrack:
 
 
 @dataclass
+class RelayTrack:
+    """A peer's message we logged, kept until every other peer's filter shows it: since when
+    each peer's filters lack it, and how long we leave its sender to re-arm it first."""
+
+    message_id: str
+    delay_ms: int
+    confirmed_by: set[str]
+    lacking_since: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.bits = positions(self.message_id)
+
+
+@dataclass
 class Buffered:
     msg: Message
     since_ms: int
@@ -206,6 +225,7 @@ class Counters:
     wire_errors: int = 0
     resends: int = 0
     rearms: int = 0
+    relays: int = 0
     syncs_sent: int = 0
     syncs_received: int = 0
     ephemeral_received: int = 0
@@ -249,6 +269,7 @@ class SdsCore:
         self.waiting: dict[str, set[str]] = {}  # missing dependency -> buffered ids
         self.outgoing: dict[str, Outgoing] = {}
         self.own: dict[str, OwnTrack] = {}
+        self.relays: dict[str, RelayTrack] = {}  # insertion order: the oldest first
         self.peer_blooms: dict[str, PeerBloom] = {}
         self.repair_out: dict[str, tuple[int, HistoryEntry]] = {}
         self.repair_in: dict[str, tuple[int, HistoryEntry]] = {}
@@ -517,8 +538,8 @@ class SdsCore:
             fx.append(Emit("buffered", {"id": mid, "missing": missing}))
             self._want_repairs(msg.causal_history, now_ms)
             return fx
-        self._deliver(msg, fx)
-        self._drain_incoming(fx, [mid])
+        self._deliver(msg, now_ms, fx)
+        self._drain_incoming(now_ms, fx, [mid])
         return fx
 
     def _hold(self, msg: Message, missing: list[str], now_ms: int) -> None:
@@ -622,7 +643,7 @@ class SdsCore:
         of one per datagram, which is what keeps a busy node from drowning in hashing."""
         peer = msg.sender_id
         for mid in msg.deps:
-            track = self.own.get(mid)
+            track = self.own.get(mid) or self.relays.get(mid)
             if track is not None:
                 track.confirmed_by.add(peer)
             if mid in self.outgoing:
@@ -673,6 +694,36 @@ class SdsCore:
                         continue
                     self.c.rearms += 1
                     fx.append(Emit("rearm", {"id": mid, "missing_at": peer}))
+            self._review_relays(peer, pb, rearm, fx)
+
+    def _review_relays(self, peer: str, pb: PeerBloom, rearm: bool, fx: list[Effect]) -> None:
+        """Re-arm, to ``peer``, a peer's message its filters have lacked for the track's
+        delay (its sender had that long to do it); then wait a full delay again."""
+        relay = rearm and self.opt.repair and "no-repair" not in self.bugs
+        for mid, rt in list(self.relays.items()):
+            if peer in rt.confirmed_by:
+                continue
+            if contains_at(pb.data, rt.bits):
+                rt.confirmed_by.add(peer)
+                rt.lacking_since.pop(peer, None)
+                if rt.confirmed_by.issuperset(self.peers):
+                    del self.relays[mid]
+                continue
+            first = rt.lacking_since.setdefault(peer, pb.received_ms)
+            if not relay or mid not in self.log or pb.received_ms - first < rt.delay_ms:
+                continue
+            rt.lacking_since[peer] = pb.received_ms
+            o = self.outgoing.get(mid)
+            if o is None:
+                msg = self.log[mid]
+                self.outgoing[mid] = Outgoing(msg, encode(msg), last_sent_ms=0, to={peer})
+            elif o.to is not None:
+                o.to.add(peer)
+            else:  # already going to everyone
+                continue
+            self.c.relays += 1
+            fx.append(Emit("rearm", {"id": mid, "missing_at": peer, "relay": True,
+                                     "sender": self.log[mid].sender_id}))
 
     def _acked(self, mid: str, how: str, peer: str, fx: list[Effect]) -> None:
         if "acks-ignored" in self.bugs:  # the bug: the acknowledgement never takes effect
@@ -697,7 +748,7 @@ class SdsCore:
             bisect.insort(self.log_keys, key)
         self.log[msg.message_id] = msg
 
-    def _deliver(self, msg: Message, fx: list[Effect]) -> None:
+    def _deliver(self, msg: Message, now_ms: int, fx: list[Effect]) -> None:
         assert msg.lamport_timestamp is not None
         if msg.lamport_timestamp > self.lamport and "no-lamport-update" not in self.bugs:
             self.lamport = msg.lamport_timestamp
@@ -705,9 +756,21 @@ class SdsCore:
         self._insert(stripped)
         self.repair_out.pop(msg.message_id, None)
         self.c.delivered += 1
+        self._track_relay(stripped, now_ms)
         fx.extend(self._logged(stripped, own=False))
 
-    def _drain_incoming(self, fx: list[Effect], ready: Iterable[str] | None = None) -> None:
+    def _track_relay(self, msg: Message, now_ms: int) -> None:
+        """Watch the peers' filters for ``msg`` (see `RelayTrack`), the newest half a filter's
+        capacity at most: a filter rolled over keeps that much, so older absences prove
+        nothing (and a peer gone for good must not grow this)."""
+        mid, sender = msg.message_id, msg.sender_id
+        backoff = repair.t_resp(0, self.me, sender, mid, self.opt.t_max_ms)
+        self.relays[mid] = RelayTrack(mid, self.opt.resend_possibly_ms + backoff, {sender})
+        while len(self.relays) > self.bloom.capacity // 2:
+            del self.relays[next(iter(self.relays))]
+
+    def _drain_incoming(self, now_ms: int, fx: list[Effect], ready: Iterable[str] | None = None
+                        ) -> None:
         """Deliver every buffered message whose dependencies are now met, transitively.
 
         ``ready``: ids just delivered (only their waiters are looked at); ``None`` sweeps the
@@ -727,7 +790,7 @@ class SdsCore:
             cand = set()
             for _, mid in now_ready:
                 b = self.incoming.pop(mid)
-                self._deliver(b.msg, fx)
+                self._deliver(b.msg, now_ms, fx)
                 cand |= self.waiting.pop(mid, set())
 
     def _bloom_add(self, mid: str) -> None:
@@ -742,7 +805,7 @@ class SdsCore:
     def tick(self, now_ms: int, wall_ms: int, fx: list[Effect] | None = None) -> list[Effect]:
         """Periodic work: incoming sweep, expiry, re-arm, outgoing resends, repairs, sync."""
         fx = [] if fx is None else fx
-        self._drain_incoming(fx)
+        self._drain_incoming(now_ms, fx)
         self._expire(now_ms, fx)
         for peer, pb in list(self.peer_blooms.items()):
             if now_ms - pb.received_ms > self.opt.peer_bloom_stale_ms:
@@ -854,6 +917,7 @@ class SdsCore:
                                  "resends": o.resends} for mid, o in self.outgoing.items()],
             "own_unconfirmed": {mid: sorted(set(self.peers) - t.confirmed_by)
                                 for mid, t in self.own.items()},
+            "relays_unconfirmed": len(self.relays),
             "bloom": {"bits": self.bloom.bits, "hashes": self.bloom.hashes,
                       "capacity": self.bloom.capacity, "count": self.bloom.count,
                       "fill_ratio": round(self.bloom.fill_ratio(), 6),

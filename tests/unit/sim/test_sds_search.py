@@ -64,6 +64,32 @@ def test_a_sender_gone_for_good_leaves_repair_the_only_route() -> None:
     assert run([*GONE[:2], ["crash", 0, 0, 0]], 1, ("no-repair",)).ok
 
 
+#: found by `harness sim run sds --hostile --skew --gone --seed 12` (722 runs): n0 cut off,
+#: every node sends once in one millisecond, n1 is killed for good. n2..n4 hold n1's send but no
+#: later causal history names it (two ids, the tail by (Lamport, id)), so SDS-R never asks for
+#: it and only its gone sender could re-arm it: the live holders must relay it to n0
+HOLDERS_LIVE = [["partition", 0, 0, 0], ["round", 0, 0, 0], ["gone", 0, 0, 1]]
+
+
+def test_a_message_its_gone_sender_left_with_live_holders_reaches_every_live_log() -> None:
+    out = run(HOLDERS_LIVE, 12, ())
+    assert out.ok, out.witness
+    r = _Run(12, ())
+    for s in HOLDERS_LIVE:
+        r.step(s)
+    r.sim.heal_everything(NAMES, latency=0.001)
+    r.sim.run_for(SETTLE_S)
+    n1_send = next(op["value"]["id"] for op in r.history if op["node"] == "n1")
+    relays = [(e.node, e.fields) for e in r.sim.events
+              if e.type == "rearm" and e.fields.get("relay")]
+    assert relays and {f["id"] for _, f in relays} == {n1_send}
+    assert {n for n, _ in relays} <= {"n2", "n3", "n4"}
+    assert {f["missing_at"] for _, f in relays} == {"n0"}
+    # relaying is repair: without it the send is lost at n0 although live nodes hold it
+    bad = run(HOLDERS_LIVE, 12, ("no-repair",))
+    assert {"acked-send-lost", "silently-absent"} <= {w["kind"] for w in bad.witness}
+
+
 def test_a_gone_node_stays_down_through_restarts_and_the_last_heal() -> None:
     r = _Run(1, ())
     r.step(["gone", 0, 0, 2])
