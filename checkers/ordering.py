@@ -9,9 +9,12 @@ Properties, each a child result:
 
 * ``causal-delivery``: no node put a message in its log before every id in its ``deps``;
 * ``common-order``: any two ids held by two nodes are in the same order in both final logs;
-* ``acked-not-lost``: a send the client saw ``ok`` is in every final log (but for one made
-  at a node the nemesis killed for good that no live node holds: SDS acknowledges a send once
-  its own node logged it, and what only a dead node ever had can reach nobody);
+* ``acked-not-lost``: a send the client saw ``ok`` is in every final log, but for one whose
+  every holder was killed for good (``gone``): SDS acknowledges a send once its own node
+  logged it, and what only dead nodes ever had can reach nobody. The holders are read from
+  the evidence (`holders`: journal ``send``/``deliver``, final logs, the acking node), so a
+  send a live node once logged stays owed to everyone (a live holder re-arms or relays it);
+  with a live node's journal unread, whether it held it is unknown (a gap, never a pass);
 * ``no-duplicates``: no node delivered (or logs) one id twice;
 * ``convergence``: every message a node that is live at the end sent is in every final log
   (the run heals and quiesces before the states are taken);
@@ -25,8 +28,8 @@ Properties, each a child result:
   delivered (or sent) before it: delivery updates the clock;
 * ``buffers-drain``: after the heal, every final state's ``incoming_buffer``,
   ``outgoing_buffer`` and ``repair.outgoing`` are empty (leftovers are named); but an entry
-  that waits only on ids only a gone node had (a repair request nobody live can answer, a held
-  message missing them) may stay until the node gives it up as ``lost`` (SDS-R bounds repair
+  that waits only on ids whose every holder is gone (a repair request nobody live can answer,
+  a held message missing them) may stay until the node gives it up as ``lost`` (SDS-R bounds repair
   by ``T_max``; the node's ``lost_after_ms`` in its state): a younger one is excused and
   counted (``entries_waiting_on_gone``), an older one is a failure to give up;
 * ``same-set``: every live node ends with the same set of ids; no phantom id (logged but never
@@ -234,12 +237,40 @@ def check_lamport_rules(nodes: dict[str, dict[str, Any]]) -> list[Anomaly]:
 BUFFERS = (("incoming_buffer",), ("outgoing_buffer",), ("repair", "outgoing"))
 
 
-def only_gone_had(origin: Any, key: Any, anywhere: Collection[Any], gone: Collection[str]
-                  ) -> bool:
-    """An item made at a node killed for good that no live node's final log holds: it died
-    with its node, so no live node can get it, or serve it to another (the one notion behind
-    ``died_with_gone`` and the buffers ``buffers-drain`` waits out)."""
-    return origin in gone and key not in anywhere
+def holders(nodes: dict[str, dict[str, Any]], logs: dict[str, list[dict[str, Any]]]
+            ) -> dict[str, set[str]]:
+    """Which nodes held each message id in their log, by the evidence a real run and the
+    simulator both leave: a journal ``send`` or ``deliver`` (the id entered that node's log),
+    a final log holding it, and its sender as a buffer entry names it (a sender logged what it
+    sent). Only a log counts: repair answers and re-arms are served from it, never from an
+    incoming buffer."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for name, obs in nodes.items():
+        for ev in _journal(obs, "send", "deliver"):
+            out[ev["id"]].add(name)
+    for name, log in logs.items():
+        for e in log:
+            out[e["id"]].add(name)
+    for mid, origin in _origins(nodes).items():
+        out[mid].add(origin)
+    return dict(out)
+
+
+def unread_journals(nodes: dict[str, dict[str, Any]], gone: Collection[str]) -> list[str]:
+    """Nodes not gone whose journal was not read whole: whether they held an id is unknown."""
+    def torn(obs: dict[str, Any]) -> bool:
+        return obs.get("events") is None or any(
+            g.get("what") == "journal" or (g.get("what") == "event"
+                                           and g.get("type") in (None, "send", "deliver"))
+            for g in obs.get("missing") or [] if isinstance(g, dict))
+    return sorted(n for n, obs in nodes.items() if n not in gone and torn(obs))
+
+
+def only_gone_had(held: Collection[str], gone: Collection[str]) -> bool:
+    """Every node that held an item was killed for good: it died with them, so no live node
+    can get it, or serve it to another (the one notion behind ``died_with_gone`` and the
+    buffers ``buffers-drain`` waits out). No known holder is no evidence: not excused."""
+    return bool(held) and set(held) <= set(gone)
 
 
 def _origins(nodes: dict[str, dict[str, Any]]) -> dict[str, str]:
@@ -271,16 +302,19 @@ def _waits_on_gone(path: tuple[str, ...], e: Any, limit: Any, unservable: set[st
 
 
 def check_buffers(nodes: dict[str, dict[str, Any]], gone: Collection[str] = ()
-                  ) -> tuple[list[Anomaly], int, int]:
-    """Leftovers in each final state's buffers; returns them, how many buffers were read and
-    how many entries were excused as waiting, within the node's give-up bound, on what only a
-    gone node had (`_waits_on_gone`)."""
+                  ) -> tuple[list[Anomaly], int, int, list[str]]:
+    """Leftovers in each final state's buffers; returns them, how many buffers were read, how
+    many entries were excused as waiting, within the node's give-up bound, on ids whose every
+    holder is gone (`_waits_on_gone`), and the gaps: such entries while a live node's journal
+    is unread (it may have held the ids) are neither excused nor failed."""
     out = []
+    gaps: list[str] = []
     read = excused = 0
     unservable: set[str] = set()
+    unread = unread_journals(nodes, gone) if gone else []
     if gone:
-        anywhere = {e["id"] for obs in nodes.values() for e in _entries(obs) or []}
-        unservable = {i for i, o in _origins(nodes).items() if only_gone_had(o, i, anywhere, gone)}
+        logs = {n: e for n, obs in nodes.items() if (e := _entries(obs)) is not None}
+        unservable = {i for i, h in holders(nodes, logs).items() if only_gone_had(h, gone)}
     for name, obs in sorted(nodes.items()):
         st = obs.get("state")
         if not isinstance(st, dict):
@@ -294,7 +328,12 @@ def check_buffers(nodes: dict[str, dict[str, Any]], gone: Collection[str] = ()
             read += 1
             waiting = [e for e in v if _waits_on_gone(path, e, st.get("lost_after_ms"),
                                                        unservable)]
-            excused += len(waiting)
+            if waiting and unread:
+                gaps.append(f"{name}'s {'.'.join(path)}: {len(waiting)} entries wait on ids "
+                            f"only gone nodes are known to have held, but the journals of "
+                            f"{unread} are unread")
+            else:
+                excused += len(waiting)
             v = [e for e in v if not any(e is w for w in waiting)]
             if v:
                 ids = [str(x.get("id")) if isinstance(x, dict) else str(x) for x in v]
@@ -303,7 +342,7 @@ def check_buffers(nodes: dict[str, dict[str, Any]], gone: Collection[str] = ()
                     f"{name}'s {'.'.join(path)} still holds {len(v)} entries after the heal "
                     f"(first {[_short(i) for i in ids[:3]]})",
                     {"node": name, "buffer": ".".join(path), "ids": ids[:20], "count": len(v)}))
-    return out, read, excused
+    return out, read, excused, gaps
 
 
 def check_same_set(nodes: dict[str, dict[str, Any]], logs: dict[str, list[dict[str, Any]]]
@@ -380,30 +419,74 @@ def _ok_sends(history: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]
     return out
 
 
-def died_with_gone(history: list[dict[str, Any]], logs: dict[str, list[dict[str, Any]]],
-                   gone: Collection[str]) -> set[str]:
-    """Payloads of ok sends made at a node killed for good (``gone``) that no final log holds:
-    they died with their node, so no live node can get them (not a loss of the others')."""
+def _send_holders(nodes: dict[str, dict[str, Any]], logs: dict[str, list[dict[str, Any]]]
+                  ) -> dict[str, set[str]]:
+    """Each sent payload's holders (`holders`, by the id the ok value or a journal gives it)."""
+    ids: dict[str, str] = {}
+    for obs in nodes.values():
+        for ev in _journal(obs, "send"):
+            ids.setdefault(str(ev.get("payload")), ev["id"])
+    for log in logs.values():
+        for e in log:
+            ids.setdefault(str(e.get("payload")), e["id"])
+    held = holders(nodes, logs)
+    return {p: held.get(i, set()) for p, i in ids.items()}
+
+
+def _holders_of(op: dict[str, Any], payload: str, by_payload: dict[str, set[str]],
+                by_id: dict[str, set[str]]) -> set[str]:
+    """The nodes that held an ok send: its node (SDS acknowledges once it logged it) and every
+    holder the evidence names, by the op's id when it has one."""
+    v = op.get("value")
+    mid = v.get("id") if isinstance(v, dict) else None
+    known = by_id.get(str(mid)) if mid else None
+    return {str(op.get("node")), *(known if known is not None else by_payload.get(payload, ()))}
+
+
+def died_with_gone(history: list[dict[str, Any]], nodes: dict[str, dict[str, Any]],
+                   logs: dict[str, list[dict[str, Any]]], gone: Collection[str]) -> set[str]:
+    """Payloads of ok sends no final log holds whose every holder was killed for good: they
+    died with them, so no live node can get them (not a loss of the others'). Undecidable
+    (none) while a live node's journal is unread."""
+    if not gone or unread_journals(nodes, gone):
+        return set()
     anywhere = {e.get("payload") for log in logs.values() for e in log}
-    return {p for p, op in _ok_sends(history) if only_gone_had(op.get("node"), p, anywhere, gone)}
+    by_payload, by_id = _send_holders(nodes, logs), holders(nodes, logs)
+    return {p for p, op in _ok_sends(history) if p not in anywhere
+            and only_gone_had(_holders_of(op, p, by_payload, by_id), gone)}
 
 
-def check_acked(history: list[dict[str, Any]], logs: dict[str, list[dict[str, Any]]],
-                gone: Collection[str] = ()) -> list[Anomaly]:
+def check_acked(history: list[dict[str, Any]], nodes: dict[str, dict[str, Any]],
+                logs: dict[str, list[dict[str, Any]]], gone: Collection[str] = ()
+                ) -> tuple[list[Anomaly], list[str]]:
+    """Lost ok sends, and the gaps: a send only gone nodes are known to have held, while a live
+    node's journal is unread, may have been held (and lost) by that node: unknown, not excused
+    and not failed."""
     held = {n: {e.get("payload") for e in log} for n, log in logs.items()}
-    excused = died_with_gone(history, logs, gone)
-    out = []
+    excused = died_with_gone(history, nodes, logs, gone)
+    unread = unread_journals(nodes, gone) if gone else []
+    by_payload, by_id = _send_holders(nodes, logs), holders(nodes, logs)
+    out, gaps = [], []
     for payload, op in _ok_sends(history):
         if payload in excused:
             continue
         lacking = sorted(n for n, ps in held.items() if payload not in ps)
-        if lacking:
-            out.append(Anomaly(
-                "acked-send-lost",
-                f"send {payload!r} was acknowledged (op {op.get('index')} at {op.get('node')}) "
-                f"but is missing from the final logs of {lacking}",
-                {"payload": payload, "op": op, "missing_at": lacking}))
-    return out
+        if not lacking:
+            continue
+        who = _holders_of(op, payload, by_payload, by_id)
+        if unread and only_gone_had(who, gone):
+            gaps.append(f"send {payload!r}: every known holder {sorted(who)} is gone, but the "
+                        f"journals of {unread} are unread (did they hold it?)")
+            continue
+        live = sorted(who - set(gone))
+        out.append(Anomaly(
+            "acked-send-lost",
+            f"send {payload!r} was acknowledged (op {op.get('index')} at {op.get('node')}) "
+            f"but is missing from the final logs of {lacking}"
+            + (f", although live nodes {live} held it" if live and gone else ""),
+            {"payload": payload, "op": op, "missing_at": lacking,
+             **({"held_by": sorted(who)} if gone else {})}))
+    return out, gaps
 
 
 def check_convergence(nodes: dict[str, dict[str, Any]], logs: dict[str, list[dict[str, Any]]]
@@ -480,7 +563,8 @@ def check(test: dict[str, Any], history: list[dict[str, Any]],
     both = sorted(set(journal_gaps + state_gaps))
     order, compared = check_common_order(logs)
     log_order, placed = check_log_order(nodes, logs)
-    buffers, buffers_read, waiting_on_gone = check_buffers(nodes, gone)
+    buffers, buffers_read, waiting_on_gone, buffer_gaps = check_buffers(nodes, gone)
+    acked, acked_gaps = check_acked(history, nodes, logs, gone)
     n = {"sends": sum(len(_journal(o, "send")) for o in nodes.values()),
          "deliveries": sum(len(_journal(o, "deliver")) for o in nodes.values()),
          "nodes_with_state": len(logs), "log_entries": sum(len(e) for e in logs.values()),
@@ -497,7 +581,7 @@ def check(test: dict[str, Any], history: list[dict[str, Any]],
         leaf("causal-delivery", check_causal(nodes), journal_gaps, "deliveries"),
         leaf("common-order", order, state_gaps, "entries_compared",
              seen=("nodes_with_state", "log_entries")),
-        leaf("acked-not-lost", check_acked(history, logs, gone), state_gaps, "ok_sends",
+        leaf("acked-not-lost", acked, state_gaps + acked_gaps, "ok_sends",
              "nodes_with_state"),
         leaf("no-duplicates", check_duplicates(nodes), journal_gaps, "deliveries"),
         leaf("convergence", check_convergence(nodes, logs), both, "sends", "nodes_with_state"),
@@ -507,11 +591,11 @@ def check(test: dict[str, Any], history: list[dict[str, Any]],
         leaf("causal-history", check_causal_history(nodes), journal_gaps, "sends",
              seen=("deliveries",)),
         leaf("lamport-rules", check_lamport_rules(nodes), journal_gaps, "sends", "deliveries"),
-        leaf("buffers-drain", buffers, state_gaps, "buffers_read", seen=("nodes_with_state",)),
+        leaf("buffers-drain", buffers, state_gaps + buffer_gaps, "buffers_read", seen=("nodes_with_state",)),
         leaf("same-set", check_same_set(nodes, logs), both, "nodes_with_state", "log_entries",
              seen=("sends",)),
     ]
-    if died := died_with_gone(history, logs, gone):
+    if died := died_with_gone(history, nodes, logs, gone):
         children[2].stats["ok_sends_died_with_gone"] = len(died)
     if waiting_on_gone:
         children[9].stats["entries_waiting_on_gone"] = waiting_on_gone

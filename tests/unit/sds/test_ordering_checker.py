@@ -178,3 +178,57 @@ def test_a_repair_only_a_gone_node_could_answer_may_wait_until_the_node_gives_it
     obs["nodes"]["n3"]["gone"] = False  # merely down: it comes back and answers
     drain = child(ordering.check({}, h, obs), "buffers-drain")
     assert drain.valid is False and len(drain.anomalies) == 2
+
+
+def _gone_sender_d() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """good() plus n3, killed for good after sending p-d (acknowledged) that no final log holds."""
+    h, obs = good()
+    h.append({"index": 2, "process": 1, "type": "ok", "f": "send",
+              "value": {"v": "p-d", "id": "d", "lamport": 4}, "node": "n3"})
+    obs["nodes"]["n3"] = {"events": [ev(0, "send", "d", 4, "n3", t=10.3)], "state": None,
+                          "gone": True, "missing": []}
+    return h, obs
+
+
+def test_an_acked_send_is_excused_only_when_every_holder_the_journals_name_is_gone() -> None:
+    """p-d reached n4 too (its journal delivers it), and n4 was killed for good as well: every
+    holder is gone, so it is excused. If the journal shows the live n2 delivered it, n2 could
+    have re-armed or relayed it and its own final log lost it: a failure naming the holders."""
+    h, obs = _gone_sender_d()
+    obs["nodes"]["n4"] = {"events": [ev(0, "deliver", "d", 4, "n3", t=10.35)], "state": None,
+                          "gone": True, "missing": []}
+    lost = child(ordering.check({}, h, obs), "acked-not-lost")
+    assert lost.valid is True and lost.stats["ok_sends_died_with_gone"] == 1, lost.explain()
+
+    obs["nodes"]["n2"]["events"].append(ev(3, "deliver", "d", 4, "n3", t=10.4))
+    lost = child(ordering.check({}, h, obs), "acked-not-lost")
+    assert lost.valid is False and "ok_sends_died_with_gone" not in lost.stats
+    [a] = lost.anomalies
+    assert a.kind == "acked-send-lost" and a.witness["missing_at"] == ["n1", "n2"]
+    assert a.witness["held_by"] == ["n2", "n3", "n4"]
+    assert "although live nodes ['n2'] held it" in a.message
+
+
+def test_with_a_live_journal_unread_a_send_only_gone_nodes_held_is_unknown() -> None:
+    """Without n2's journal nobody can tell whether n2 once held p-d: neither excused nor a
+    loss, the leaf is unknown and says why."""
+    h, obs = _gone_sender_d()
+    obs["nodes"]["n2"]["events"] = None
+    lost = child(ordering.check({}, h, obs), "acked-not-lost")
+    assert lost.valid == "unknown" and not lost.anomalies
+    assert any("journals of ['n2'] are unread" in g for g in lost.stats["missing_evidence"])
+
+
+def test_a_repair_a_live_holder_could_answer_is_not_excused() -> None:
+    """n2 waits on d, which n3 (gone) sent; n1's journal delivered d, so a live node held it
+    (and its final log lost it): the waiting entry is a buffer that never drains."""
+    h, obs = _gone_sender_d()
+    st = obs["nodes"]["n2"]["state"]
+    st["lost_after_ms"] = 10_000
+    st["repair"]["outgoing"] = [{"id": "d", "sender": "n3", "t_req_in_ms": 200, "age_ms": 900}]
+    drain = child(ordering.check({}, h, obs), "buffers-drain")
+    assert drain.valid is True and drain.stats["entries_waiting_on_gone"] == 1
+    obs["nodes"]["n1"]["events"].append(ev(3, "deliver", "d", 4, "n3", t=10.4))
+    drain = child(ordering.check({}, h, obs), "buffers-drain")
+    assert drain.valid is False
+    assert [a.witness["buffer"] for a in drain.anomalies] == ["repair.outgoing"]
