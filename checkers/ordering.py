@@ -290,8 +290,9 @@ def _origins(nodes: dict[str, dict[str, Any]]) -> dict[str, str]:
 
 def _waits_on_gone(path: tuple[str, ...], e: Any, limit: Any, unservable: set[str]) -> bool:
     """A buffer entry a correct node keeps until it gives it up (``age_ms`` up to the node's
-    ``lost_after_ms``, the spec's bounded repair): a repair request for, or a held message
-    missing, only ids only a gone node had. Older, it should have been journaled ``lost``."""
+    ``lost_after_ms`` plus one ``tick_ms``, as its sweep runs at ticks; the spec's bounded
+    repair): a repair request for, or a held message missing, only ids whose every holder is
+    gone. Older, it should have been journaled ``lost``."""
     if path == ("outgoing_buffer",) or not isinstance(e, dict) or not isinstance(limit, int):
         return False
     age = e.get("age_ms")
@@ -326,8 +327,10 @@ def check_buffers(nodes: dict[str, dict[str, Any]], gone: Collection[str] = ()
             if not isinstance(v, list):
                 continue
             read += 1
-            waiting = [e for e in v if _waits_on_gone(path, e, st.get("lost_after_ms"),
-                                                       unservable)]
+            limit = st.get("lost_after_ms")
+            if isinstance(limit, int) and isinstance(st.get("tick_ms"), int):
+                limit += st["tick_ms"]
+            waiting = [e for e in v if _waits_on_gone(path, e, limit, unservable)]
             if waiting and unread:
                 gaps.append(f"{name}'s {'.'.join(path)}: {len(waiting)} entries wait on ids "
                             f"only gone nodes are known to have held, but the journals of "

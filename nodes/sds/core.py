@@ -907,6 +907,7 @@ class SdsCore:
         return {
             "lamport": self.lamport,
             "lost_after_ms": self.lost_after_ms,
+            "tick_ms": self.opt.tick_ms,  # give-ups run at ticks: one may lag the bound by this
             "log": [entry(m) for m in self.ordered_log()],
             "incoming_buffer": [{"id": mid, "lamport": b.msg.lamport_timestamp,
                                  "sender": b.msg.sender_id, "missing": self._missing(b.msg),

@@ -232,3 +232,19 @@ def test_a_repair_a_live_holder_could_answer_is_not_excused() -> None:
     drain = child(ordering.check({}, h, obs), "buffers-drain")
     assert drain.valid is False
     assert [a.witness["buffer"] for a in drain.anomalies] == ["repair.outgoing"]
+
+
+def test_an_entry_may_outlive_the_give_up_bound_by_one_tick() -> None:
+    """The node gives up at its ticks (``tick_ms`` in its state): read between the bound and the
+    next tick, an entry waiting on what only gone nodes held is still excused; one tick past
+    the bound it is a failure to give up."""
+    h, obs = _gone_sender_d()
+    st = obs["nodes"]["n2"]["state"]
+    st.update(lost_after_ms=10_000, tick_ms=50)
+    st["repair"]["outgoing"] = [{"id": "d", "sender": "n3", "t_req_in_ms": 0, "age_ms": 10_050}]
+    assert child(ordering.check({}, h, obs), "buffers-drain").valid is True
+    st["repair"]["outgoing"][0]["age_ms"] = 10_051
+    assert child(ordering.check({}, h, obs), "buffers-drain").valid is False
+    del st["tick_ms"]  # a state without it: the bound alone
+    st["repair"]["outgoing"][0]["age_ms"] = 10_001
+    assert child(ordering.check({}, h, obs), "buffers-drain").valid is False
