@@ -46,9 +46,10 @@ BUGS = ("empty-history", "acks-ignored", "bloom-ignored", "deliver-without-deps"
 NEEDS = {"no-repair": ("gone",)}
 #: ``thread``: the answers' delay after the burst (ms)
 ANSWER_MS = 5
-#: the SDS tests' compressed timings (resends in 0.5 s, syncs every 0.5 s, repair 0.2-2 s)
+#: the SDS tests' compressed timings (resends in 0.5 s, syncs every 0.5 s, repair 0.2-2 s; a
+#: peer silent for 5 s no longer counts towards the bloom acknowledgement threshold)
 OPTS = SdsOptions(resend_unacked_ms=500, resend_possibly_ms=1500, sync_interval_ms=500,
-                  t_min_ms=200, t_max_ms=2000)
+                  t_min_ms=200, t_max_ms=2000, peer_bloom_stale_ms=5000)
 SETTLE_S = 20.0  # after the last heal: many resend, sync and repair rounds
 
 

@@ -271,6 +271,7 @@ class SdsCore:
         self.own: dict[str, OwnTrack] = {}
         self.relays: dict[str, RelayTrack] = {}  # insertion order: the oldest first
         self.peer_blooms: dict[str, PeerBloom] = {}
+        self._heard: dict[str, int] = {}  # peer -> when last heard from (or first looked for)
         self.repair_out: dict[str, tuple[int, HistoryEntry]] = {}
         self.repair_in: dict[str, tuple[int, HistoryEntry]] = {}
         self.c = Counters()
@@ -642,6 +643,8 @@ class SdsCore:
         and reviewed at the next tick (`_review_blooms`): one pass per peer per tick instead
         of one per datagram, which is what keeps a busy node from drowning in hashing."""
         peer = msg.sender_id
+        if peer in self._peer_set:
+            self._heard[peer] = now_ms
         for mid in msg.deps:
             track = self.own.get(mid) or self.relays.get(mid)
             if track is not None:
@@ -660,7 +663,7 @@ class SdsCore:
     def _review_blooms(self, now_ms: int, fx: list[Effect]) -> None:
         """Review ACK status against each peer's newest bloom filter; then re-arm own
         messages a filter proves missing (see the module docstring)."""
-        need = max(1, min(self.opt.possible_acks_threshold, len(self.peers)))
+        need = self._ack_need(now_ms)
         grace = self.opt.resend_unacked_ms
         rearm = self.opt.rearm and "no-resend" not in self.bugs
         for peer, pb in self.peer_blooms.items():
@@ -668,9 +671,10 @@ class SdsCore:
                 continue
             pb.checked = True
             for mid, o in list(self.outgoing.items()):
-                if peer in o.possibly_by or not contains_at(pb.data, o.bits):
-                    continue
-                o.possibly_by.add(peer)
+                if peer not in o.possibly_by:
+                    if not contains_at(pb.data, o.bits):
+                        continue
+                    o.possibly_by.add(peer)
                 if len(o.possibly_by) >= need:
                     self._acked(mid, "bloom", peer, fx)
                 elif o.state is AckState.UNACKNOWLEDGED:
@@ -695,6 +699,16 @@ class SdsCore:
                     self.c.rearms += 1
                     fx.append(Emit("rearm", {"id": mid, "missing_at": peer}))
             self._review_relays(peer, pb, rearm, fx)
+
+    def _ack_need(self, now_ms: int) -> int:
+        """Blooms that acknowledge: ``possible_acks_threshold``, but at most the peers heard
+        from within ``peer_bloom_stale_ms`` (at least one): with peers gone for good, too few
+        filters are left to reach the threshold, and every message of ours would stay possibly
+        acknowledged, resent for ever. A peer never heard from counts until it has been silent
+        that long since we first looked."""
+        stale = self.opt.peer_bloom_stale_ms
+        silent = sum(1 for p in self.peers if now_ms - self._heard.setdefault(p, now_ms) > stale)
+        return max(1, min(self.opt.possible_acks_threshold, len(self.peers) - silent))
 
     def _review_relays(self, peer: str, pb: PeerBloom, rearm: bool, fx: list[Effect]) -> None:
         """Re-arm, to ``peer``, a peer's message its filters have lacked for the track's

@@ -340,3 +340,31 @@ def test_a_restart_on_the_simulator_keeps_the_log_and_the_held_messages() -> Non
     net.run_ms(8_000)
     logs = list(net.logs().values())
     assert len(logs[0]) == 5 and all(v == logs[0] for v in logs)
+
+
+def test_peers_silent_past_the_stale_bound_stop_counting_towards_the_bloom_threshold() -> None:
+    """a's peers c and d never speak (killed for good): b's filter alone holds a's message.
+    Until c and d have been silent for ``peer_bloom_stale_ms`` the threshold stays 2 (possibly
+    acknowledged); after, one filter is all the live peers can give, and it acknowledges
+    (found by `harness sim run sds --gone --seed 13`: three of five gone, the outgoing buffer
+    never drained and every message was resent for ever)."""
+    opts = SdsOptions(resend_unacked_ms=500, resend_possibly_ms=1500, sync_interval_ms=500,
+                      t_min_ms=200, t_max_ms=2000, peer_bloom_stale_ms=5000)
+    peers = ("a", "b", "c", "d")
+    a, b = core("a", peers, options=opts), core("b", peers, options=opts)
+    m, _ = a.send(b"hello", 0, EPOCH_MS)
+    b.receive_message(m, 0)
+
+    def b_speaks(t: int) -> None:
+        s, _ = b._stamp(f"s{t}", None, t, EPOCH_MS + t)
+        a.receive_message(Message("b", s.message_id, "0", s.lamport_timestamp, (),
+                                  s.bloom_filter), t)
+        a.tick(t, EPOCH_MS + t)
+
+    b_speaks(0)
+    assert a.ack_state(m.message_id) is AckState.POSSIBLY_ACKNOWLEDGED
+    b_speaks(4_000)
+    assert a.ack_state(m.message_id) is AckState.POSSIBLY_ACKNOWLEDGED
+    b_speaks(5_001)
+    assert a.ack_state(m.message_id) is AckState.ACKNOWLEDGED
+    assert m.message_id not in a.outgoing
