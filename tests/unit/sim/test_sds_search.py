@@ -90,6 +90,14 @@ def test_a_message_its_gone_sender_left_with_live_holders_reaches_every_live_log
     assert {"acked-send-lost", "silently-absent"} <= {w["kind"] for w in bad.witness}
 
 
+def test_with_three_of_five_gone_the_survivors_still_drain_their_outgoing_buffers() -> None:
+    # `harness sim run sds --hostile --skew --gone --seed 13` (186 runs): n2's burst stayed
+    # possibly acknowledged (one live filter, threshold 2) and was resent for ever
+    out = run([["burst", 0, 0, 2], ["gone", 0, 0, 0], ["gone", 0, 0, 1], ["gone", 0, 0, 3]],
+              13, ())
+    assert out.ok, out.witness
+
+
 def test_a_gone_node_stays_down_through_restarts_and_the_last_heal() -> None:
     r = _Run(1, ())
     r.step(["gone", 0, 0, 2])
