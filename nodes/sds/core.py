@@ -539,8 +539,8 @@ class SdsCore:
             fx.append(Emit("buffered", {"id": mid, "missing": missing}))
             self._want_repairs(msg.causal_history, now_ms)
             return fx
-        self._deliver(msg, now_ms, fx)
-        self._drain_incoming(now_ms, fx, [mid])
+        self._deliver(msg, fx)
+        self._drain_incoming(fx, [mid])
         return fx
 
     def _hold(self, msg: Message, missing: list[str], now_ms: int) -> None:
@@ -762,7 +762,7 @@ class SdsCore:
             bisect.insort(self.log_keys, key)
         self.log[msg.message_id] = msg
 
-    def _deliver(self, msg: Message, now_ms: int, fx: list[Effect]) -> None:
+    def _deliver(self, msg: Message, fx: list[Effect]) -> None:
         assert msg.lamport_timestamp is not None
         if msg.lamport_timestamp > self.lamport and "no-lamport-update" not in self.bugs:
             self.lamport = msg.lamport_timestamp
@@ -770,10 +770,10 @@ class SdsCore:
         self._insert(stripped)
         self.repair_out.pop(msg.message_id, None)
         self.c.delivered += 1
-        self._track_relay(stripped, now_ms)
+        self._track_relay(stripped)
         fx.extend(self._logged(stripped, own=False))
 
-    def _track_relay(self, msg: Message, now_ms: int) -> None:
+    def _track_relay(self, msg: Message) -> None:
         """Watch the peers' filters for ``msg`` (see `RelayTrack`), the newest half a filter's
         capacity at most: a filter rolled over keeps that much, so older absences prove
         nothing (and a peer gone for good must not grow this)."""
@@ -783,8 +783,7 @@ class SdsCore:
         while len(self.relays) > self.bloom.capacity // 2:
             del self.relays[next(iter(self.relays))]
 
-    def _drain_incoming(self, now_ms: int, fx: list[Effect], ready: Iterable[str] | None = None
-                        ) -> None:
+    def _drain_incoming(self, fx: list[Effect], ready: Iterable[str] | None = None) -> None:
         """Deliver every buffered message whose dependencies are now met, transitively.
 
         ``ready``: ids just delivered (only their waiters are looked at); ``None`` sweeps the
@@ -804,7 +803,7 @@ class SdsCore:
             cand = set()
             for _, mid in now_ready:
                 b = self.incoming.pop(mid)
-                self._deliver(b.msg, now_ms, fx)
+                self._deliver(b.msg, fx)
                 cand |= self.waiting.pop(mid, set())
 
     def _bloom_add(self, mid: str) -> None:
@@ -819,7 +818,7 @@ class SdsCore:
     def tick(self, now_ms: int, wall_ms: int, fx: list[Effect] | None = None) -> list[Effect]:
         """Periodic work: incoming sweep, expiry, re-arm, outgoing resends, repairs, sync."""
         fx = [] if fx is None else fx
-        self._drain_incoming(now_ms, fx)
+        self._drain_incoming(fx)
         self._expire(now_ms, fx)
         for peer, pb in list(self.peer_blooms.items()):
             if now_ms - pb.received_ms > self.opt.peer_bloom_stale_ms:
