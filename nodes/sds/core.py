@@ -195,9 +195,10 @@ class RelayTrack:
     each peer's filters lack it, and how long we leave its sender to re-arm it first."""
 
     message_id: str
-    delay_ms: int
+    sender: str
     confirmed_by: set[str]
     lacking_since: dict[str, int] = field(default_factory=dict)
+    delay_ms: int | None = None  # computed when a peer first lacks it (most never do)
 
     def __post_init__(self) -> None:
         self.bits = positions(self.message_id)
@@ -724,6 +725,9 @@ class SdsCore:
                     del self.relays[mid]
                 continue
             first = rt.lacking_since.setdefault(peer, pb.received_ms)
+            if rt.delay_ms is None:
+                rt.delay_ms = self.opt.resend_possibly_ms + repair.t_resp(
+                    0, self.me, rt.sender, mid, self.opt.t_max_ms)
             if not relay or mid not in self.log or pb.received_ms - first < rt.delay_ms:
                 continue
             rt.lacking_since[peer] = pb.received_ms
@@ -737,7 +741,7 @@ class SdsCore:
                 continue
             self.c.relays += 1
             fx.append(Emit("rearm", {"id": mid, "missing_at": peer, "relay": True,
-                                     "sender": self.log[mid].sender_id}))
+                                     "sender": rt.sender}))
 
     def _acked(self, mid: str, how: str, peer: str, fx: list[Effect]) -> None:
         if "acks-ignored" in self.bugs:  # the bug: the acknowledgement never takes effect
@@ -778,8 +782,7 @@ class SdsCore:
         capacity at most: a filter rolled over keeps that much, so older absences prove
         nothing (and a peer gone for good must not grow this)."""
         mid, sender = msg.message_id, msg.sender_id
-        backoff = repair.t_resp(0, self.me, sender, mid, self.opt.t_max_ms)
-        self.relays[mid] = RelayTrack(mid, self.opt.resend_possibly_ms + backoff, {sender})
+        self.relays[mid] = RelayTrack(mid, sender, {sender})
         while len(self.relays) > self.bloom.capacity // 2:
             del self.relays[next(iter(self.relays))]
 
