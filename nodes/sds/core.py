@@ -351,7 +351,7 @@ class SdsCore:
                 held: Iterable[Message] = (), now_ms: int = 0) -> None:
         """Rebuild the log, bloom filter, incoming buffer and Lamport clock from persisted
         entries (restart). Own messages are tracked again, so peers' bloom filters re-arm any
-        a peer lacks."""
+        a peer lacks; peers' messages are watched for relaying again."""
         for m in entries:
             if m.message_id in self.log or m.lamport_timestamp is None:
                 continue
@@ -359,6 +359,8 @@ class SdsCore:
             self._bloom_add(m.message_id)
             if m.sender_id == self.me:
                 self.own[m.message_id] = OwnTrack(m.message_id, last_sent_ms=0)
+            else:  # a restarted holder relays too: its sender may be gone
+                self._track_relay(m)
         for m in held:
             mid = m.message_id
             if mid not in self.log and mid not in self.incoming and m.lamport_timestamp:

@@ -90,6 +90,16 @@ def test_a_message_its_gone_sender_left_with_live_holders_reaches_every_live_log
     assert {"acked-send-lost", "silently-absent"} <= {w["kind"] for w in bad.witness}
 
 
+def test_a_restarted_holder_relays_what_its_gone_sender_left() -> None:
+    # `harness sim run sds --gone --seed 17` (558 runs): n0 and n3 cut off, n2's burst reaches
+    # n1 only, n2 and n4 gone, n1 crashed: restarted, it must watch its log's peer messages
+    # again (relay tracks rebuilt on restore), or n0 and n3 never get the burst
+    sched = [["partition", 0, 0, 0], ["partition", 0, 0, 3], ["burst", 2, 1, 2],
+             ["gone", 0, 0, 4], ["gone", 1, 0, 2], ["crash", 0, 0, 1]]
+    out = run(sched, 17, ())
+    assert out.ok, out.witness
+
+
 def test_with_three_of_five_gone_the_survivors_still_drain_their_outgoing_buffers() -> None:
     # `harness sim run sds --hostile --skew --gone --seed 13` (186 runs): n2's burst stayed
     # possibly acknowledged (one live filter, threshold 2) and was resent for ever
