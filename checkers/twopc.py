@@ -55,6 +55,8 @@ Stale local reads are information (``stats.stale_reads``), not violations: DRiP 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -212,6 +214,35 @@ def gather(test: dict[str, Any], history: list[Op], observations: dict[str, Any]
                     [str(n) for n in (test.get("nodes") or sorted(nodes))])
 
 
+def value_digest(value: Any) -> str:
+    """SHA-256 of a value's canonical JSON: what a node journals in place of a large value
+    (``value_sha256``; nodes/drip/journalvalue.py ``value_json``, the same encoding)."""
+    return hashlib.sha256(json.dumps(value, separators=(",", ":"), sort_keys=True,
+                                     ensure_ascii=False).encode()).hexdigest()
+
+
+def applied_value(ev: dict[str, Any]) -> Any:
+    """An event's value as journaled, for messages: the value, or its digest form."""
+    if "value_sha256" in ev:
+        return {"sha256": ev.get("value_sha256"), "bytes": ev.get("value_bytes")}
+    return ev.get("value")
+
+
+def same_value(ev: dict[str, Any], value: Any) -> bool:
+    """Whether an ``apply`` event carries ``value``: equal, or (a large value journaled as a
+    digest) the same SHA-256 of its canonical JSON."""
+    if "value_sha256" in ev:
+        return ev.get("value_sha256") == value_digest(value)
+    return bool(ev.get("value") == value)
+
+
+def _client_value(ev: dict[str, Any], value: Any) -> Any:
+    """The client's value in the form the event has (a digest beside a digest)."""
+    if "value_sha256" in ev:
+        return {"sha256": value_digest(value)}
+    return value
+
+
 def validity(e: Evidence) -> list[Anomaly]:
     out = []
     for uid, evs in sorted(e.applied.items()):
@@ -223,13 +254,14 @@ def validity(e: Evidence) -> list[Anomaly]:
             out.append(Anomaly("unknown-update",
                                f"{node} applied update {uid} that no client invoked",
                                {"applied": where(node, ev, uid=uid, key=ev.get("key"),
-                                                 value=ev.get("value"))}))
+                                                 value=applied_value(ev))}))
             continue
         for node, ev in evs:
-            if ev.get("value") != u.value or ev.get("key") != u.key:
+            if not same_value(ev, u.value) or ev.get("key") != u.key:
                 out.append(Anomaly(
-                    "wrong-value", f"{node} applied {uid} as {ev.get('key')}={ev.get('value')!r}, "
-                                   f"but the client asked for {u.key}={u.value!r}",
+                    "wrong-value", f"{node} applied {uid} as {ev.get('key')}={applied_value(ev)!r}, "
+                                   f"but the client asked for {u.key}="
+                                   f"{_client_value(ev, u.value)!r}",
                     {"op": u.brief(), "applied": where(node, ev)}))
                 break
     return out

@@ -75,6 +75,7 @@ from nodes.drip.codec import (
     next_counter,
 )
 from nodes.drip.entitlement import Policy, allow_all
+from nodes.drip.journalvalue import value_fields
 from nodes.drip.membership import check_membership, member_addresses, member_ids, membership_value
 from nodes.drip.records import (
     OWN,
@@ -633,7 +634,7 @@ class DripCore:
                   now, token=token)
         self.tallies[up.uid] = t
         out += [
-            Emit("vote-start", {"uid": up.uid, "key": up.key, "value": up.value,
+            Emit("vote-start", {"uid": up.uid, "key": up.key, **value_fields(up.key, up.value),
                                 "counter": counter, "members": sorted(self.members),
                                 "epoch": self.epoch,
                                 "asked": sorted(pending)}),
@@ -1066,7 +1067,7 @@ class DripCore:
                       tuple(Queued(self._seq(), p, msg) for p in queued))
         changed = self.d.apply(rec)
         out += [Persist(STORE, rec),
-                Emit("apply", {"uid": up.uid, "key": up.key, "value": up.value,
+                Emit("apply", {"uid": up.uid, "key": up.key, **value_fields(up.key, up.value),
                                "version": msg.version, "initiator": msg.initiator,
                                "via": "update", "from": hop, "changed": bool(changed),
                                "counter": msg.counter, "reset": msg.reset})]
@@ -1455,7 +1456,7 @@ class DripCore:
         out += [Persist(STORE, rec), self._p(Counters((self._row(b.source),)))]
         # each commit learned here is journaled like one applied from an update, so the
         # checkers see that this node holds it (liveness, 2PC agreement) and by which way
-        out += [Emit("apply", {"uid": it.uid, "key": it.key, "value": it.value,
+        out += [Emit("apply", {"uid": it.uid, "key": it.key, **value_fields(it.key, it.value),
                                "version": it.version, "initiator": it.owner, "via": "sync",
                                "from": hop, "changed": True}) for it in learned]
         if any(it.key == MEMBERS_KEY for it in learned):
