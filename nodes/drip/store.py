@@ -115,12 +115,13 @@ class Store:
         items: list[Item] = []
         size = 0
         for row in cur:
-            it = _item(row)
-            n = item_bytes(it)
+            # sized from the stored JSON, decoded only once it is in the page: the source used
+            # to decode and re-encode every value (and decode the row past the page) to size it
+            n = _row_bytes(row)
             if len(items) == max_items or (items and size + n > max_bytes):
                 cur.close()
                 return tuple(items), False
-            items.append(it)
+            items.append(_item(row))
             size += n
         return tuple(items), True
 
@@ -262,7 +263,16 @@ def _merge(cur: sqlite3.Cursor, it: Item) -> None:
     if row is not None and (it.version, it.uid) <= (int(row[0]), row[1]):
         return
     cur.execute("INSERT OR REPLACE INTO kv VALUES (?, ?, ?, ?, ?)",
-                (it.key, json.dumps(it.value), it.version, it.uid, it.owner))
+                (it.key, json.dumps(it.value, separators=(",", ":")), it.version, it.uid,
+                 it.owner))
+
+
+def _row_bytes(row: tuple[Any, ...]) -> int:
+    """A stored item's JSON size on the wire (`sync.item_bytes`) from its row, without
+    decoding the value: values are stored as compact JSON, so the stored text is the wire's
+    (a store written before that keeps wider JSON: a bound a little above, still safe)."""
+    k, v, ver, u, o = row
+    return item_bytes(Item(k, None, int(ver), u, o)) - len("null") + len(v)
 
 
 def _item(row: tuple[Any, ...]) -> Item:

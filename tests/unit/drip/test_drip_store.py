@@ -137,6 +137,7 @@ def test_sync_pages_from_the_store_match_the_in_memory_batches(tmp_path: Path) -
     kv = {f"k{i:03d}": Item(f"k{i:03d}", "v" * (i * 37 % 500), 1, f"u{i}", None)
           for i in range(120)}
     kv["k050"] = Item("k050", "x" * 3000, 2, "big", "o")
+    kv["k060"] = Item("k060", {"b": ["é" * 40, 1.5], "a": None}, 3, "dict", None)  # non-ASCII
     s = Store(tmp_path / "d.sqlite3", lean=True)
     s.apply_items(list(kv.values()))
     for lim in (SyncLimits(7, 10**9), SyncLimits(1000, 2000), SyncLimits(1, 1)):
@@ -214,3 +215,21 @@ def test_a_store_from_before_saved_windows_loads_its_counters_as_the_spec_floor(
     again = Store(path)
     assert again.load().counters == {"n2": (9, None, "[7,8,9,[]]")}
     again.close()
+
+
+def test_a_sync_page_decodes_only_the_values_it_returns(tmp_path: Path, monkeypatch) -> None:
+    """A page is sized from the stored JSON: the row past the page and rows that do not fit
+    are never decoded (the source used to decode and re-encode every 1 MiB value to size it)."""
+    import nodes.drip.store as store_mod
+
+    s = Store(tmp_path / "d.sqlite3", lean=True)
+    s.apply_items([Item(f"k{i}", "v" * 1000, 1, f"u{i}", None) for i in range(10)])
+    decoded: list[str] = []
+    real = store_mod.json.loads
+    monkeypatch.setattr(store_mod.json, "loads", lambda v: decoded.append(v) or real(v))
+    items, done = s.page(None, 3, 10**6)
+    assert [it.key for it in items] == ["k0", "k1", "k2"] and not done
+    assert len(decoded) == 3  # not the fourth row read to know the page is not the last
+    items, done = s.page("k2", 100, 2500)  # two fit in 2,500 bytes
+    assert len(items) == 2 and len(decoded) == 5
+    s.close()
