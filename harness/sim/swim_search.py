@@ -1,7 +1,9 @@
 """SWIM as a search target: what each schedule step does to a 5-member `SwimSim`, and how
 its run is judged (the suite's membership convergence check on every member's final view,
-after the last heal and a settle of `SETTLE_S`; and a simulation-only accuracy check, `_Accuracy`:
-no member suspects another over one cut link that indirect probes go around).
+after the last heal and a settle of `SETTLE_S`; and two simulation-only checks: accuracy,
+`_Accuracy`: no member suspects another over one cut link that indirect probes go around;
+dissemination speed, `_Dissemination`: a rejoin in a quiet stretch reaches every member within
+the gossip bound `GOSSIP_PERIODS`).
 
 Kinds: ``partition`` (``a`` even: isolate member ``b``; odd: a two/three split), ``heal``,
 ``crash``, ``restart``, ``pause``/``resume`` (member ``b``), ``loss`` and ``dup`` (rate
@@ -19,6 +21,7 @@ reads only the simulated clock's intervals).
 from __future__ import annotations
 
 import json
+import math
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +47,12 @@ LATENCY_S = 0.002  # the links' base latency (the last heal's)
 CUT_S = 8.0
 #: an accuracy window opens this long after its cut: probes and messages from before it end
 GRACE_S = 2.0
+#: the gossip bound, in protocol periods: the SWIM paper (Das, Gupta and Motivala, DSN 2002,
+#: section 4.1) has an update piggybacked lambda*log(n) times reach every member within
+#: O(log n) periods with high probability; lambda = 1.5 over log2 is the real runs' bound
+#: (`swim_max_dissemination_periods` = 5 at 10 members, tests/chaos/test_swim_chaos.py). At 5
+#: members: 3.48 periods, well before a member's first sync (`Options.sync_periods`, 10).
+GOSSIP_PERIODS = 1.5 * math.log2(N)
 #: the hostile peer's own id: outside every address book, as the real fault's socket is
 ATTACKER = 0
 
@@ -88,7 +97,8 @@ class _Accuracy:
     one link alone is cut, every member is running and in the group, links have their base
     latency and no loss, and every view held every member alive when the cut began, the
     cut link's sender may not suspect its receiver on its own probe (`GRACE_S` after the cut
-    began, for messages and probes from before it). Any later step ends the window early.
+    began, for messages and probes from before it). A later step that changes anything
+    (`_step`) ends the window early.
     Simulation only: a real run cannot hold the rest of the network this still."""
 
     def __init__(self, sim: SwimSim) -> None:
@@ -96,9 +106,9 @@ class _Accuracy:
         self.windows: list[_Window] = []
         self.until = 0.0  # when the last cut ends
 
-    def step(self) -> None:
-        """Called before each step takes effect: the state changes now, so open windows end."""
-        for w in self.windows:
+    def step(self, before: int) -> None:
+        """A step changed the state (`_disturbed`): the windows opened before it end now."""
+        for w in self.windows[:before]:
             w.end = min(w.end, self.sim.now)
 
     def cut(self, x: int, y: int) -> None:
@@ -134,10 +144,101 @@ class _Accuracy:
         return out
 
 
-def _step(sim: SwimSim, s: Step, acc: _Accuracy) -> None:
+@dataclass
+class _Rejoin:
+    """Member ``member`` rejoined (generation ``gen``) at ``since`` in a quiet stretch; the
+    stretch ends at ``end`` (the next step, or the run's end)."""
+
+    member: int
+    gen: int
+    since: float
+    end: float = math.inf
+
+
+class _Dissemination:
+    """Simulation-only dissemination check (the speed the spec's piggy-backed gossip exists
+    for; the periodic sync mends slow views later, so final views alone cannot see it): a
+    member that rejoins while every other member is running, in the group and agreed on who
+    is alive, with links at their base latency, no loss, duplication or cut, must be known
+    alive at its new generation by every other member within `GOSSIP_PERIODS` of its
+    ``join-ok``. Judged only if no step changed anything before that bound. At 5 members a joiner's own
+    probes reach the four others in 3-4 periods, so the bound passes only with gossip
+    re-sent (retransmitted) as the spec's infection-style dissemination does."""
+
+    def __init__(self, sim: SwimSim) -> None:
+        self.sim = sim
+        self.rejoins: list[_Rejoin] = []
+
+    def step(self, before: int) -> None:
+        """As `_Accuracy.step`: the rejoins watched before a disturbing step stop being judged."""
+        for r in self.rejoins[:before]:
+            r.end = min(r.end, self.sim.now)
+
+    def rejoin(self, i: int) -> None:
+        """Member ``i`` (left, running) rejoins; watched if nothing else is wrong now."""
+        sim = self.sim
+        others = set(IDS) - {i}
+        calm = (not sim.net.cut and not sim.net.loss and not sim.net.dup and not sim.net.jitter
+                and sim.net.latency <= LATENCY_S and not sim.down and len(sim.cores) == N
+                and all(sim.running(j) for j in IDS)
+                and not any(sim.cores[j].left for j in others)
+                and all(sim.alive_view(j) == others - {j} for j in others))
+        sim.command(i, "rejoin")
+        if calm:
+            self.rejoins.append(_Rejoin(i, sim.cores[i].gen, sim.now))
+
+    def witness(self) -> list[dict[str, Any]]:
+        sim, bound = self.sim, GOSSIP_PERIODS * OPTS.period_s
+        out: list[dict[str, Any]] = []
+        for r in self.rejoins:
+            ok = [e.t for e in sim.events if e.type == "join-ok" and e.node == r.member
+                  and e.fields.get("gen") == r.gen and e.t >= r.since]
+            if not ok or ok[0] + bound > min(r.end, sim.now):
+                continue  # not joined, or the quiet stretch ended before the bound
+            t0, late = ok[0], []
+            for o in IDS:
+                if o == r.member:
+                    continue
+                seen = [e.t for e in sim.events if e.node == o and e.type in ("joined", "alive")
+                        and e.fields.get("member") == r.member
+                        and (e.fields.get("gen") or 0) >= r.gen and e.t >= r.since]
+                if not seen or seen[0] > t0 + bound:
+                    late.append({"member": f"n{o}",
+                                 "learned_after_periods": round((seen[0] - t0) / OPTS.period_s, 2)
+                                 if seen else None})
+            if late:
+                out.append({"kind": "gossip-too-slow", "checker": "dissemination",
+                            "witness": {"joiner": f"n{r.member}", "gen": r.gen,
+                                        "join_ok": round(t0, 4),
+                                        "bound_periods": round(GOSSIP_PERIODS, 2),
+                                        "late": late}})
+        return out
+
+
+def _state(sim: SwimSim) -> tuple[Any, ...]:
+    """What the quiet-stretch checks rely on and a step may change: the links, and each
+    member's process (incarnation, up, paused, clock) and membership (left, generation)."""
+    net = sim.net
+    return (frozenset(net.cut), net.loss, net.dup, net.latency, net.jitter,
+            tuple((i, n.boot, n.up, n.paused, n.clock) for i, n in sorted(sim.nodes.items())),
+            tuple((i, c.left, c.gen) for i, c in sorted(sim.cores.items())))
+
+
+def _step(sim: SwimSim, s: Step, acc: _Accuracy, dis: _Dissemination) -> None:
+    """One step; the checks' windows end only if it changed something (`_state`; a hostile
+    burst always does): a step that changes nothing (a heal with nothing cut, loss or
+    delay at the values already on, resuming a running member) leaves the stretch quiet."""
     kind, dt, a, b = s
     sim.run_for(dt / 1000)
-    acc.step()
+    state, windows, rejoins = _state(sim), len(acc.windows), len(dis.rejoins)
+    _apply(sim, s, acc, dis)
+    if kind == "hostile" or _state(sim) != state:
+        acc.step(windows)
+        dis.step(rejoins)
+
+
+def _apply(sim: SwimSim, s: Step, acc: _Accuracy, dis: _Dissemination) -> None:
+    kind, _dt, a, b = s
     i = IDS[b % N]
     if kind == "cut":  # member b and one other: a % 4 picks which
         acc.cut(i, IDS[(b + 1 + a % (N - 1)) % N])
@@ -149,7 +250,7 @@ def _step(sim: SwimSim, s: Step, acc: _Accuracy) -> None:
     elif kind in ("leave", "rejoin"):
         core = sim.cores.get(i)
         if core is not None and sim.running(i) and core.left == (kind == "rejoin"):
-            sim.command(i, kind)
+            dis.rejoin(i) if kind == "rejoin" else sim.command(i, kind)
     else:
         sim.fault_step(kind, i, a, b, delay=(0.002, 0.02, 0.01))
 
@@ -171,26 +272,27 @@ def _play_out(sim: SwimSim, acc: _Accuracy) -> None:
         sim.run_until(acc.until)
 
 
-def _settle(sim: SwimSim) -> None:
+def _settle(sim: SwimSim, dis: _Dissemination) -> None:
     """After the last heal: every member that left joins again, then `SETTLE_S`."""
     for i, core in sorted(sim.cores.items()):
         if core.left:
-            sim.command(i, "rejoin")
+            dis.rejoin(i)
     sim.run_for(SETTLE_S)
 
 
 def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     """Run ``schedule`` on a freshly formed 5-member group and judge its final views."""
     sim = SwimSim(N, OPTS, seed=seed, bugs=bugs)
-    acc = _Accuracy(sim)
-    stuck = play(sim, schedule, lambda s: _step(sim, s, acc), ids=IDS, latency=LATENCY_S,
-                 before=lambda: sim.run_for(FORM_S), settle=lambda: _settle(sim),
+    acc, dis = _Accuracy(sim), _Dissemination(sim)
+    stuck = play(sim, schedule, lambda s: _step(sim, s, acc, dis), ids=IDS, latency=LATENCY_S,
+                 before=lambda: sim.run_for(FORM_S), settle=lambda: _settle(sim, dis),
                  finish=lambda: _play_out(sim, acc))
     witness: list[dict[str, Any]] = [] if stuck is None else [stuck]
     if not witness:
         names = [f"n{i}" for i in IDS]
         witness += witness_of(check_convergence(_states(sim), names, set(names)))
         witness += acc.witness()
+        witness += dis.witness()
     trace = sim.trace_bytes() + json.dumps(witness, sort_keys=True, default=str).encode()
     return Outcome(not witness, witness, trace, [], sim.now)
 

@@ -51,8 +51,10 @@ def test_the_sync_mends_the_rejoin_no_gossip_retransmit_never_spreads(monkeypatc
     """Gossip sent once leaves a rejoin unspread (the search found this with 102 runs): before
     the periodic sync the final views differed for good. With it the views converge, so in
     the sim the mode is a speed bug only, caught by the dissemination leaf of real runs
-    (`tests/chaos/test_swim_chaos.py::test_swim_bug_no_gossip_retransmit_caught`) and the
-    core test of join speed, not by final views (docs/sim.md)."""
+    (`tests/chaos/test_swim_chaos.py::test_swim_bug_no_gossip_retransmit_caught`), the
+    core test of join speed and the sim's dissemination check on a quiet rejoin (below), not
+    by final views (docs/sim.md). (This schedule's rejoins come at the last heal, with views
+    still settling: not judged for speed.)"""
     assert run(LEAVES, 2, ()).ok
     assert run(LEAVES, 2, ("no-gossip-retransmit",)).ok
     _no_sync(monkeypatch)
@@ -60,6 +62,48 @@ def test_the_sync_mends_the_rejoin_no_gossip_retransmit_never_spreads(monkeypatc
     assert "view-mismatch" in {w["kind"] for w in out.witness}
     no_leaves = [s for s in LEAVES if s[0] != "leave"]
     assert run(no_leaves, 2, ("no-gossip-retransmit",)).ok  # the leaves are what it takes
+
+
+#: member 3 leaves and rejoins 5 s later, nothing else happening: a quiet rejoin
+QUIET_REJOIN = [["leave", 0, 0, 2], ["rejoin", 5000, 0, 2]]
+
+
+def test_a_quiet_rejoin_spreads_within_the_gossip_bound_only_with_retransmission() -> None:
+    """The dissemination check: correct gossip spreads a quiet rejoin to all four others
+    within `GOSSIP_PERIODS` (1.5 log2 n = 3.48) of its join-ok; gossip sent once leaves one
+    member to learn it from the joiner's own probe, up to 4 periods on (seeds 0, 2, 3)."""
+    assert 3 < swim_search.GOSSIP_PERIODS < OPTS.sync_periods
+    flagged = 0
+    for seed in range(4):
+        assert run(QUIET_REJOIN, seed, ()).ok, seed
+        out = run(QUIET_REJOIN, seed, ("no-gossip-retransmit",))
+        assert {w["kind"] for w in out.witness} <= {"gossip-too-slow"}
+        flagged += not out.ok
+    assert flagged >= 2
+    (w,) = run(QUIET_REJOIN, 0, ("no-gossip-retransmit",)).witness
+    assert w["witness"]["late"] == [{"member": "n4", "learned_after_periods": 4.0}]
+
+
+def test_a_rejoin_among_other_faults_is_not_judged_for_speed() -> None:
+    """Loss as well: correct gossip may be slowed by it, so the rejoin is not watched."""
+    out = run([["loss", 0, 3, 0], ["leave", 0, 0, 2], ["rejoin", 5000, 0, 2]], 0,
+              ("no-gossip-retransmit",))
+    assert not [w for w in out.witness if w.get("checker") == "dissemination"]
+
+
+def test_only_a_step_that_changes_something_ends_a_quiet_stretch() -> None:
+    """Steps that change nothing (resuming a running member, loss and delay at the values
+    already on, a heal with nothing cut) leave both checks' windows open; one that changes
+    the links (1% loss, duplication) ends them, and the window is not judged."""
+    noops = [["resume", 500, 0, 0], ["loss", 300, 0, 0], ["delay", 100, 0, 0]]
+    blind = ("no-indirect-probes",)
+    for b in range(5):
+        assert not run([["cut", 0, 0, b], *noops], 1, blind).ok, b
+        assert run([["cut", 0, 0, b], *noops], 1, ()).ok, b
+        assert run([["cut", 0, 0, b], ["loss", 500, 1, 0]], 1, blind).ok, b
+    once = ("no-gossip-retransmit",)
+    assert not run([*QUIET_REJOIN, ["heal", 300, 0, 0], ["resume", 300, 0, 1]], 0, once).ok
+    assert run([*QUIET_REJOIN, ["dup", 300, 1, 0]], 0, once).ok
 
 
 RESTART_TOGETHER = Path(__file__).parent / "data" / "swim_restart_together.json"
