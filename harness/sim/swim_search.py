@@ -136,6 +136,8 @@ class _Accuracy:
                         w.start + GRACE_S <= e.t < w.end and \
                         (e.node, e.fields.get("member")) == (w.x, w.y):
                     out.append({"kind": "suspected-over-one-cut-link", "checker": "accuracy",
+                                "message": f"n{w.x} suspected n{w.y} with only the link "
+                                           f"n{w.x}->n{w.y} cut (indirect probes go round it)",
                                 "witness": {"t": round(e.t, 4), "by": f"n{e.node}",
                                             "member": f"n{e.fields['member']}",
                                             "cut": [f"n{w.x}", f"n{w.y}"],
@@ -207,7 +209,11 @@ class _Dissemination:
                                  "learned_after_periods": round((seen[0] - t0) / OPTS.period_s, 2)
                                  if seen else None})
             if late:
+                slow = ", ".join(f"{x['member']} after {x['learned_after_periods']}"
+                                 for x in late)
                 out.append({"kind": "gossip-too-slow", "checker": "dissemination",
+                            "message": f"n{r.member}'s quiet rejoin reached {slow} periods "
+                                       f"> the gossip bound {GOSSIP_PERIODS:.2f}",
                             "witness": {"joiner": f"n{r.member}", "gen": r.gen,
                                         "join_ok": round(t0, 4),
                                         "bound_periods": round(GOSSIP_PERIODS, 2),
