@@ -79,6 +79,17 @@ def hostile_burst(sim: SwimSim, i: int, a: int) -> int:
     return sent
 
 
+def _still(sim: SwimSim) -> bool:
+    """Nothing wrong with the network or a process: no cut, loss, duplication or jitter,
+    base latency, every member running on a true-rate clock (the quiet-stretch checks'
+    condition, besides the views)."""
+    net = sim.net
+    return (not net.cut and not net.loss and not net.dup and not net.jitter
+            and net.latency <= LATENCY_S and not sim.down and len(sim.cores) == N
+            and all(sim.running(i) for i in IDS)
+            and all(n.clock is None or n.clock[2] == 1.0 for n in sim.nodes.values()))
+
+
 @dataclass
 class _Window:
     """A ``cut`` of the link x->y alone while nothing else is wrong: x's probe of y fails,
@@ -113,10 +124,8 @@ class _Accuracy:
 
     def cut(self, x: int, y: int) -> None:
         sim = self.sim
-        calm = (not sim.net.cut and not sim.net.loss and not sim.net.dup and not sim.net.jitter
-                and sim.net.latency <= LATENCY_S and not sim.down
-                and all(sim.running(i) and not c.left for i, c in sim.cores.items())
-                and len(sim.cores) == N and sim.converged(set(IDS)))
+        calm = (_still(sim) and all(not c.left for c in sim.cores.values())
+                and sim.converged(set(IDS)))
         sim.net.cut_one_way(x, y)
         sim.trace.append((sim.now, "cut", x, y))
         sim.at(sim.now + CUT_S, lambda: self._uncut(x, y))
@@ -180,10 +189,7 @@ class _Dissemination:
         """Member ``i`` (left, running) rejoins; watched if nothing else is wrong now."""
         sim = self.sim
         others = set(IDS) - {i}
-        calm = (not sim.net.cut and not sim.net.loss and not sim.net.dup and not sim.net.jitter
-                and sim.net.latency <= LATENCY_S and not sim.down and len(sim.cores) == N
-                and all(sim.running(j) for j in IDS)
-                and not any(sim.cores[j].left for j in others)
+        calm = (_still(sim) and not any(sim.cores[j].left for j in others)
                 and all(sim.alive_view(j) == others - {j} for j in others))
         sim.command(i, "rejoin")
         if calm:
