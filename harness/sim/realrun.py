@@ -528,6 +528,11 @@ def spec_for(rec: dict[str, Any], proto: Any, *, scale: float = 1.0, seed: int |
         # the sim's accuracy check: no suspicion a relay goes around, while nothing else
         # excuses one (loss, latency: they may)
         options["swim_max_false_suspicions_per_member_hour"] = 0
+    if rec["protocol"] == "swim" and any(w.get("kind") == "gossip-too-slow"
+                                         for w in rec.get("witness") or []):
+        # the sim's dissemination bound, judged by the real checker's dissemination leaf
+        from harness.sim.swim_search import GOSSIP_PERIODS
+        options["swim_max_dissemination_periods"] = round(GOSSIP_PERIODS, 2)
     edges = p.edges
     if edges is not None and mapped.added:  # an added node peers with every member then
         first = [f"n{i}" for i in range(1, p.nodes + 1)]

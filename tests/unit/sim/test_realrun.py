@@ -255,6 +255,17 @@ def test_swim_leave_and_rejoin_are_the_workloads_ops_and_the_last_heal_rejoins()
     assert "swim_max_false_suspicions_per_member_hour" not in spec.options
 
 
+def test_a_swim_gossip_too_slow_finding_sets_the_real_dissemination_bound() -> None:
+    """The sim's dissemination witness is judged on real nodes by the membership checker's
+    dissemination leaf at the sim's bound; other SWIM replays leave it unset (report only)."""
+    r = rec("swim", [["leave", 0, 0, 1], ["rejoin", 500, 0, 1]])
+    spec, _ = spec_for(r, get_protocol("swim"))
+    assert "swim_max_dissemination_periods" not in spec.options
+    r["witness"] = [{"checker": "dissemination", "kind": "gossip-too-slow", "message": "m"}]
+    spec, _ = spec_for(r, get_protocol("swim"))
+    assert spec.options["swim_max_dissemination_periods"] == 3.48
+
+
 def test_a_drip_add_is_the_clusters_add_member_of_a_fresh_node_on_the_sims_mesh() -> None:
     r = rec("drip", [["add", 100, 0, 0], ["add", 0, 0, 1], ["add", 0, 0, 2]])
     m = nemesis_steps(r)
