@@ -839,7 +839,9 @@ class DripCore:
     def _reanswer(self, t: Tally, hop: str, r: VoteResponse, now: float) -> list[Effect]:
         """A relay that already answered upward hears more from below (a hop's later answer,
         or one after its relay timer): it answers again with everything proven so far, which
-        its sender merges; past the vote timeout nobody waits, and the tally is dropped."""
+        its sender merges, only when that added a voter or a no; past the vote timeout, or once
+        the update's commit or abort came (`_on_commit`, `_on_abort`), nobody waits, and the
+        tally is dropped."""
         if now - t.started > self.cfg.vote_timeout_s:
             self.answered.pop(t.update.uid, None)
             return [Emit("late-vote", {"uid": r.uid, "from": hop, "vote": "yes" if r.yes else "no"})]
@@ -1105,6 +1107,8 @@ class DripCore:
         if applied:
             return [self._p(Counters(tuple(rows)))] if rows else []
         self.voted.pop(msg.update.uid, None)
+        # decided: a later answer from below is a late vote, not a re-answer (as on an abort)
+        self.answered.pop(msg.update.uid, None)
         records, sends = self._apply(msg, hop, forward=not dup, rows=rows)
         return records + sends
 

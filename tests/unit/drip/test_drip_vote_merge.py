@@ -103,3 +103,18 @@ def test_a_voters_yes_counts_once_however_often_it_is_proven() -> None:
     assert t.voters == {"n1", "n2", "n4"} and t.pending == {"n3"}
     (dec,) = _decides(c.on_message(Inbound("n3", 3), _answer("n3", counter, ("n3", "n5")), 0.3))
     assert dec["outcome"] == "commit" and dec["voters"] == MESH
+
+
+def test_a_relay_that_has_the_commit_does_not_answer_again() -> None:
+    """A later answer from below after the update's commit came helps nobody: the
+    initiator decided. It is a late vote, as after an abort, not one more message up."""
+    c = _core("n2", ["n1", "n3"])
+    c.on_message(Inbound("n1", 1), codec.Voting("n1", 1, False, Update("u1", "k", 1),
+                                                 budget_ms=2000), 0)
+    c.on_message(Inbound("n3", 2), _answer("n3", 1, ("n3",)), 0.1)  # forged: n2 answers
+    commit = codec.Commit("n1", 2, False, Update("u1", "k", 1), version=1)
+    c.on_message(Inbound("n1", 3), commit, 0.2)
+    assert "k" in c.d.kv and "u1" not in c.answered
+    out = c.on_message(Inbound("n3", 4), _answer("n3", 1, ("n3", "n4", "n5")), 0.3)
+    assert not [e for e in out if isinstance(e, Send) and e.to == "n1"]
+    assert [e.type for e in out if isinstance(e, Emit)] == ["late-vote"]
