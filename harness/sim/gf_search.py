@@ -54,7 +54,10 @@ IDS = (1, 2, 3, 4, 5)
 KINDS = ("partition", "heal", "crash", "restart", "pause", "resume", "loss", "dup", "delay",
          "write", "add", "remove")
 BUGS = ("unsafe-config-change", "commit-without-majority", "forget-vote", "sync-loop",
-        "ack-before-fsync")
+        "ack-before-fsync", "no-term-bound")
+#: bug mode -> the optional kinds only it needs: ``no-term-bound`` is seen only by a hostile
+#: member's out-of-range term
+NEEDS = {"no-term-bound": ("hostile",)}
 CHECKS = (election_safety, vote_safety, state_machine_safety, committed_not_lost,
           membership_safety)
 #: an ``add``/``remove`` with no leader waits for one this long (several elections: the
@@ -217,4 +220,4 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
 
 
 TARGET = Target("garlicfarm", KINDS, BUGS, run, optional=("hostile", "skew"),
-                per_node=IDS)
+                per_node=IDS, needs=NEEDS)

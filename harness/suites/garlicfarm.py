@@ -12,7 +12,8 @@ Workloads:
 Bug modes and the checker that must catch each (tests/chaos/test_garlicfarm_chaos.py):
 ``commit-without-majority`` -> linearizable / append; ``local-reads`` -> linearizable;
 ``forget-vote`` -> raft.vote-safety; ``ack-before-fsync`` -> append / raft.committed-not-lost;
-``unsafe-config-change`` -> raft.membership-safety; ``sync-loop`` -> liveness (no-progress).
+``unsafe-config-change`` -> raft.membership-safety; ``sync-loop`` -> liveness (no-progress);
+``no-term-bound`` (under the hostile nemesis) -> liveness.
 """
 
 from __future__ import annotations

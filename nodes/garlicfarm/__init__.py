@@ -19,5 +19,5 @@ Run: ``python -m nodes.garlicfarm --config C.json`` (docs/contracts.md section 2
 - ``log_level`` ("INFO").
 
 Bug modes (``bugs``): ``ack-before-fsync``, ``commit-without-majority``, ``local-reads``,
-``forget-vote``, ``unsafe-config-change``, ``sync-loop``.
+``forget-vote``, ``unsafe-config-change``, ``sync-loop``, ``no-term-bound``.
 """

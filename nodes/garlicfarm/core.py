@@ -54,10 +54,10 @@ from nodes.garlicfarm.codec import (
 from nodes.garlicfarm.raft import Apply, InstallState, Options, Raft, Role, StoredState
 
 #: the node's bug modes (off by default; docs/garlicfarm.md): commit-without-majority,
-#: unsafe-config-change and sync-loop (Raft), local-reads (here), ack-before-fsync and
+#: unsafe-config-change, sync-loop and no-term-bound (Raft), local-reads (here), ack-before-fsync and
 #: forget-vote (storage). Here so a suite learns them without loading the asyncio runtime.
 BUGS = ("ack-before-fsync", "commit-without-majority", "local-reads", "forget-vote",
-        "unsafe-config-change", "sync-loop")
+        "unsafe-config-change", "sync-loop", "no-term-bound")
 
 #: how long a join probe or AddServerRequest may take, and how long a node waits to appear
 #: in a configuration after the leader accepted it, before trying the next seed

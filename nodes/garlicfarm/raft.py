@@ -45,7 +45,9 @@ Bug modes handled here: ``commit-without-majority`` (the leader commits on its o
 ``unsafe-config-change`` (a new leader starts a configuration change before it has committed
 an entry of its term: the original single-server algorithm, which can commit an index twice);
 ``sync-loop`` (a joiner applies a SyncLog pack at Last Log Index, not + 1: it answers accepted
-with nothing applied and the join loops on SyncLog, its log empty).
+with nothing applied and the join loops on SyncLog, its log empty); ``no-term-bound`` (the
+``MAX_COUNTER`` check below is skipped: a hostile member's term of 2^64-1 is taken as ours and
+the node can never campaign again, the wedge the simulator's hostile search found).
 
 Counters a peer sends (term, last log term/index, commit index, entry terms, next index) above
 ``MAX_COUNTER`` are refused as malformed before they change any state (counted in
@@ -246,6 +248,8 @@ class Raft:
         self.rng = rng
         self.opt = options or Options()
         self.bugs = bugs
+        #: False only under bug ``no-term-bound``: a peer's counters are taken as sent
+        self.bounded = "no-term-bound" not in bugs
         self.bootstrap = dict(bootstrap)
         self.term = stored.term
         self.voted_for = stored.voted_for
@@ -667,7 +671,7 @@ class Raft:
     # ------------------------------------------------------------ responses
 
     def on_response(self, resp: Response, now: float) -> list[Effect]:
-        bad = _out_of_range(resp)
+        bad = _out_of_range(resp) if self.bounded else None
         if bad:
             return self._refuse(bad, resp, now)
         p = resp.source
@@ -745,7 +749,7 @@ class Raft:
         return self.on_request(req, token, now)
 
     def on_request(self, req: Request, token: Any, now: float) -> list[Effect]:
-        bad = _out_of_range(req)
+        bad = _out_of_range(req) if self.bounded else None
         if bad:
             return [Reply(token, None)] + self._refuse(bad, req, now)
         return getattr(self, _HANDLERS[req.type])(req, token, now)

@@ -286,3 +286,36 @@ def test_kv_five_nodes_hostile_with_partition(chaos_run):
             assert h["refused"].get(reason, 0) > 0, (node, reason, h["refused"])
     live = res.result.find("liveness").stats["live_nodes"]
     assert sorted(live) == [f"n{i}" for i in range(1, 6)], live
+
+
+def test_bug_no_term_bound_is_caught_by_liveness(chaos_run, request):
+    """Bug ``no-term-bound`` (the counter bound the simulator's hostile search found missing):
+    n3 is cut off from its peers while the real hostile fault sends it RequestVote and
+    AppendEntries at term 2^64-1 on a member's authenticated link. With the bug n3 takes that
+    term, and its next election asks for 2^64, which no message can carry: after the heal it
+    can neither campaign nor answer, so it never gets the indexes the others commit and the
+    liveness leaf names it (``no-progress``). Cut off, it cannot hand the term on to the others
+    (a wedge of the whole cluster commits nothing, so no index is left unheld). The
+    correct-node control on the same seed and schedule is valid, commits, applies both faults,
+    and n3 refused the out-of-range counters in its core."""
+    import json
+    from pathlib import Path
+
+    steps = [(1.0, sch.op("start-partition", {"shape": "isolate", "node": "n3"})),
+             (0.5, sch.op("start-hostile", {"interval_s": 0.5, "nodes": ["n3"]})),
+             (3.0, sch.op("stop-hostile")),
+             (0.5, sch.op("stop-partition"))]
+    res = chaos_run(partial(gf, "bug-no-term-bound", nodes=3, schedule=steps, time_limit=12,
+                            seed=3, bugs=["no-term-bound"]),
+                    expect="liveness", anomaly="no-progress", min_ok=MIN_OK_PER_S * 12)
+    leaf = res.result.find("liveness")
+    assert {a.witness["node"] for a in leaf.anomalies} == {"n3"}, leaf.anomalies[:3]
+    runs = [Path(v) for k, v in request.node.user_properties if k == "run_dir"]
+    assert len(runs) == 2 and runs[0] == res.run_dir.path, runs
+    for run, control in zip(runs, (False, True), strict=True):
+        hostile = json.loads((run / "test.json").read_text())["hostile"]
+        print(f"{run.name}: sent (refused) " + ", ".join(
+            f"{n} {h['sent']} ({h['refused']})" for n, h in hostile.items()))
+        assert [n for n, h in hostile.items() if h["sent"]] == ["n3"], hostile
+        core = hostile["n3"]["refused"].get("core:counter-out-of-range", 0)
+        assert (core > 0) == control, hostile["n3"]  # the buggy core refuses none

@@ -64,3 +64,25 @@ def test_the_bound_itself_is_accepted_and_leaves_headroom_in_a_java_long() -> No
     out = r.on_request(Request(V, 2, 1, TOP, 0, 0), "tok", 1.0)
     assert r.term == TOP and isinstance(out[-1], Reply) and out[-1].value is not None
     assert r.status()["refused"] == {}
+
+
+def test_bug_no_term_bound_is_off_by_default_and_takes_a_max_term_when_named() -> None:
+    """Bug ``no-term-bound`` (declared for suites and the sim, off unless named): the same
+    vote request at term 2^64-1 is refused by a default node; with the mode it becomes the
+    node's term, and its next election asks for a term the u64 wire cannot carry (the wedge)."""
+    from harness.sim.gf_search import TARGET
+    from nodes.garlicfarm.core import BUGS
+
+    assert "no-term-bound" in BUGS and "no-term-bound" in TARGET.bugs
+    assert TARGET.needs["no-term-bound"] == ("hostile",)
+    ask = Request(V, 2, 1, 2**64 - 1, 0, 0)
+    assert follower().bounded and follower().on_request(ask, "tok", 1.0)[0] == Reply("tok", None)
+    r = R.Raft(1, dict(EP), R.StoredState(term=3), random.Random(1),
+               bugs=frozenset({"no-term-bound"}))
+    r.start(0.0)
+    out = r.on_request(C.decode(C.encode(ask)), "tok", 1.0)
+    assert r.term == 2**64 - 1 and "refused" not in [e.type for e in out if isinstance(e, Emit)]
+    asks = [e.msg for e in r.on_timer("election", 10.0) if isinstance(e, Send)]
+    assert asks and all(m.term == 2**64 for m in asks)
+    with pytest.raises(C.CodecError):
+        C.encode(asks[0])
