@@ -94,8 +94,8 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...], zones: int = 1) 
     witness: list[dict[str, Any]] = witness_of(res)
     if stuck:
         witness.append(stuck)
-    trace = sim.trace_bytes() + json.dumps(history, sort_keys=True, default=str).encode()
-    return Outcome(not witness, witness, trace, history, sim.now)
+    tail = json.dumps(history, sort_keys=True, default=str).encode()
+    return Outcome(not witness, witness, lambda: sim.trace_bytes() + tail, history, sim.now)
 
 
 TARGET = Target("antacid", KINDS, BUGS, run, optional=("hostile", "skew"))

@@ -348,9 +348,8 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     history = r.history()
     if not capped(stuck):
         witness += witness_of(twopc.check({}, history, sim.observations()))
-    trace = sim.trace_bytes() + json.dumps([history, witness], sort_keys=True,
-                                           default=str).encode()
-    return Outcome(not witness, witness, trace, history, sim.now)
+    tail = json.dumps([history, witness], sort_keys=True, default=str).encode()
+    return Outcome(not witness, witness, lambda: sim.trace_bytes() + tail, history, sim.now)
 
 
 TARGET = Target("drip", KINDS, BUGS, run,

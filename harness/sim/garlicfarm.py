@@ -29,10 +29,12 @@ from nodes.garlicfarm.raft import (
     PersistState,
     PersistTruncate,
     Raft,
+    Role,
     Snapshot,
     StoredState,
 )
 
+_LEADER = Role.LEADER
 WIRE = Wire(codec.encode, codec.decode, immutable=True)  # frozen messages of tuples and bytes
 
 
@@ -187,8 +189,10 @@ class GfSim(Simulation):
         return stored_state(self.nodes[i].durable, self.bugs_of.get(i, self.bugs))
 
     def leaders(self) -> list[int]:
+        # a search's membership change polls this every half millisecond while it waits for
+        # a leader: the role is compared as the member itself (not through `raft`'s checks)
         return [i for i, n in self.nodes.items()
-                if n.up and not n.paused and self.raft(i).role.value == "leader"]
+                if n.up and not n.paused and n.core.raft.role is _LEADER]  # type: ignore[union-attr]
 
     def wait_leader(self, limit: float = 10.0, step: float = 0.01) -> int:
         end = self.now + limit

@@ -215,8 +215,8 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
         witness += witness_of(res)
     if stuck:
         witness.append(stuck)
-    trace = r.sim.trace_bytes() + json.dumps(r.ops, sort_keys=True).encode()
-    return Outcome(not witness, witness, trace, r.ops, r.sim.now)
+    tail = json.dumps(r.ops, sort_keys=True).encode()  # the trace: serialized when asked
+    return Outcome(not witness, witness, lambda: r.sim.trace_bytes() + tail, r.ops, r.sim.now)
 
 
 TARGET = Target("garlicfarm", KINDS, BUGS, run, optional=("hostile", "skew"),

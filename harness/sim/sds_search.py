@@ -136,9 +136,8 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     witness: list[dict[str, Any]] = [] if stuck is None else [stuck]
     if not witness:
         witness += witness_of(ordering.check({}, r.history, sim.observations()))
-    trace = sim.trace_bytes() + json.dumps([r.history, witness], sort_keys=True,
-                                           default=str).encode()
-    return Outcome(not witness, witness, trace, r.history, sim.now)
+    tail = json.dumps([r.history, witness], sort_keys=True, default=str).encode()
+    return Outcome(not witness, witness, lambda: sim.trace_bytes() + tail, r.history, sim.now)
 
 
 TARGET = Target("sds", KINDS, BUGS, run, optional=("hostile", "skew", "gone"),

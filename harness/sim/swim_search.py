@@ -305,8 +305,8 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
         witness += witness_of(check_convergence(_states(sim), names, set(names)))
         witness += acc.witness()
         witness += dis.witness()
-    trace = sim.trace_bytes() + json.dumps(witness, sort_keys=True, default=str).encode()
-    return Outcome(not witness, witness, trace, [], sim.now)
+    tail = json.dumps(witness, sort_keys=True, default=str).encode()
+    return Outcome(not witness, witness, lambda: sim.trace_bytes() + tail, [], sim.now)
 
 
 TARGET = Target("swim", KINDS, BUGS, run, optional=("hostile", "skew"))

@@ -35,6 +35,15 @@ def test_a_schedule_runs_the_same_byte_for_byte_and_the_seed_matters() -> None:
     assert any(op["f"] == "remove" for op in a.ops)
 
 
+def test_a_trace_is_serialized_when_asked_and_stays_its_own_runs() -> None:
+    a = run(FOUND, SEED, ())
+    assert not isinstance(a.made, bytes)  # a search judging by `ok` does not pay for it
+    b = run(FOUND, SEED + 1, ())
+    first = a.trace
+    assert a.made is first and a.trace is first and first != b.trace
+    assert first.endswith(json.dumps(a.ops, sort_keys=True).encode())
+
+
 def test_the_known_schedule_fails_with_the_flaw_and_names_the_rule() -> None:
     out = run(FOUND, SEED, BUG)
     assert not out.ok
