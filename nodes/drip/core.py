@@ -328,9 +328,11 @@ class DripCore:
         self.abort_proofs: dict[str, dict[str, Any]] = {}
         #: the voting round (initiator's counter) of each lock we took for a peer, by key:
         #: our `OutcomeQuery` names it, so a proof of an earlier attempt of the same update
-        #: id does not release a retry's lock (memory only: a lock read back after a restart
-        #: asks without a round)
-        self.lock_rounds: dict[str, tuple[str, int]] = {}
+        #: id does not release a retry's lock (saved with the lock, `Lock.counter`: a lock
+        #: read back after a restart asks with its round; one saved without asks without)
+        self.lock_rounds: dict[str, tuple[str, int]] = {
+            k: (self.d.locks[k][0], c) for k, c in self.d.lock_rounds.items()
+            if k in self.d.locks}
         self.puller = Puller()
         #: the id of each sync we ask for (`SyncRequest.sync_id`): the runtime sets a random
         #: one (a forged batch must not guess it); this default is for the simulator
@@ -766,7 +768,7 @@ class DripCore:
             return out + [self._p(rows), Send(hop, VoteResponse(
                 self.me, False, msg.initiator, msg.counter, up.uid, (), (self.me,), version))]
         replaced = self._lock_uid(up.key)
-        out += [self._p(rows), self._p(Lock(up.key, up.uid, msg.initiator))]
+        out += [self._p(rows), self._p(Lock(up.key, up.uid, msg.initiator, msg.counter))]
         if len(self.lock_rounds) > ENDED_MAX + len(self.d.locks):  # forget ended locks' rounds
             self.lock_rounds = {k: r for k, r in self.lock_rounds.items()
                                 if self._lock_uid(k) == r[0]}

@@ -47,11 +47,14 @@ class Members:
 
 @dataclass(frozen=True)
 class Lock:
-    """A yes vote in progress: ``key`` is held for update ``uid`` of ``initiator``."""
+    """A yes vote in progress: ``key`` is held for update ``uid`` of ``initiator``, taken in
+    voting round ``counter`` (the initiator's counter; None: not known, as in a store from
+    before rounds were saved): a restarted voter's ``OutcomeQuery`` still names the round."""
 
     key: str
     uid: str
     initiator: str
+    counter: int | None = None
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,8 @@ class Durable:
     kv: dict[str, Item] = field(default_factory=dict)
     applied: set[str] = field(default_factory=set)
     locks: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> (uid, initiator)
+    #: key -> the voting round of its lock, when the `Lock` named one
+    lock_rounds: dict[str, int] = field(default_factory=dict)
     outbox: dict[str, dict[int, Queued]] = field(default_factory=dict)  # peer -> seq -> row
     owed: set[str] = field(default_factory=set)
     #: key -> a version its next update must pass (`Fence`)
@@ -179,6 +184,10 @@ class Durable:
             self.members.update(r.nodes)
         elif isinstance(r, Lock):
             self.locks[r.key] = (r.uid, r.initiator)
+            if r.counter is None:
+                self.lock_rounds.pop(r.key, None)
+            else:
+                self.lock_rounds[r.key] = r.counter
         elif isinstance(r, Unlock):
             self._unlock(r.key, r.uid)
         elif isinstance(r, Applied):
@@ -218,6 +227,7 @@ class Durable:
     def _unlock(self, key: str, uid: str) -> None:
         if self.locks.get(key, (None,))[0] == uid:
             del self.locks[key]
+            self.lock_rounds.pop(key, None)
 
     @classmethod
     def of(cls, records: list[Record]) -> Durable:

@@ -47,7 +47,8 @@ CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL, versio
 CREATE TABLE IF NOT EXISTS applied (uid TEXT PRIMARY KEY, key TEXT NOT NULL, version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS counters (node TEXT PRIMARY KEY, counter TEXT NOT NULL,
                                      reset_at TEXT, seen TEXT);
-CREATE TABLE IF NOT EXISTS locks (key TEXT PRIMARY KEY, uid TEXT NOT NULL, initiator TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS locks (key TEXT PRIMARY KEY, uid TEXT NOT NULL, initiator TEXT NOT NULL,
+                                  counter TEXT);
 CREATE TABLE IF NOT EXISTS outbox (seq INTEGER PRIMARY KEY, peer TEXT NOT NULL,
                                    payload TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS owed (peer TEXT PRIMARY KEY);
@@ -77,6 +78,10 @@ class Store:
             # a store from before the remembered counters were saved: NULL, the spec's
             # "every counter up to the saved one was seen" (nodes.drip.seen.Window.decode)
             self.db.execute("ALTER TABLE counters ADD COLUMN seen TEXT")
+        if "counter" not in {r[1] for r in self.db.execute("PRAGMA table_info(locks)")}:
+            # a store from before lock rounds were saved: NULL, a lock of no known round
+            # (its `OutcomeQuery` names none, as before)
+            self.db.execute("ALTER TABLE locks ADD COLUMN counter TEXT")
         self._cur: sqlite3.Cursor | None = None  # the open transaction
         #: group commits: fsynced, unsynced (delivery marks only) and the records in them
         self.commit_stats = {"fsynced": 0, "unsynced": 0, "records": 0}
@@ -148,7 +153,10 @@ class Store:
             d.kv = {k: Item(k, json.loads(v), int(ver), u, o) for k, v, ver, u, o in
                     db.execute("SELECT key, value, version, uid, owner FROM kv")}
         d.applied = {r[0] for r in db.execute("SELECT uid FROM applied")}
-        d.locks = {k: (u, i) for k, u, i in db.execute("SELECT key, uid, initiator FROM locks")}
+        for k, u, i, c in db.execute("SELECT key, uid, initiator, counter FROM locks"):
+            d.locks[k] = (u, i)
+            if c is not None:
+                d.lock_rounds[k] = int(c)
         for s, p, pl in db.execute("SELECT seq, peer, payload FROM outbox ORDER BY seq"):
             d.outbox.setdefault(p, {})[int(s)] = Queued(int(s), p, commit_from_payload(json.loads(pl)))
         d.owed = {r[0] for r in db.execute("SELECT peer FROM owed")}
@@ -227,7 +235,9 @@ def _write(cur: sqlite3.Cursor, r: Record) -> None:
     elif isinstance(r, Members):
         cur.executemany("INSERT OR IGNORE INTO members VALUES (?)", [(n,) for n in r.nodes])
     elif isinstance(r, Lock):
-        cur.execute("INSERT OR REPLACE INTO locks VALUES (?, ?, ?)", (r.key, r.uid, r.initiator))
+        # TEXT counter, as in ``counters``: a u64 above SQLite's signed range
+        cur.execute("INSERT OR REPLACE INTO locks VALUES (?, ?, ?, ?)",
+                    (r.key, r.uid, r.initiator, None if r.counter is None else str(r.counter)))
     elif isinstance(r, Unlock):
         cur.execute("DELETE FROM locks WHERE key=? AND uid=?", (r.key, r.uid))
     elif isinstance(r, Applied):

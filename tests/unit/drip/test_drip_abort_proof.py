@@ -11,10 +11,13 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from nodes.common.effects import Persist
 from nodes.drip import abort_proof, codec
 from nodes.drip.auth import Signer, Verifier
 from nodes.drip.codec import Update
 from nodes.drip.core import ClientUpdate, CoreConfig, DripCore, Inbound, Outcome
+from nodes.drip.records import Durable, Init, Lock
+from nodes.drip.store import Store
 
 NOW = 1_700_000_000.0
 Q = codec.OutcomeQuery("n2", "u1", "n1", 6)  # n2's lock was taken by n1's /voting at counter 6
@@ -214,6 +217,43 @@ def test_a_proof_of_an_earlier_attempt_does_not_release_the_retrys_lock() -> Non
     assert why is None
     c.on_message("n1", Outcome(Q, 200, checked), 10)
     assert not c.d.locks
+
+
+def test_a_restarted_voter_asks_with_its_locks_saved_round() -> None:
+    """The retry's lock (round 6) survives n2's restart through its store with its round:
+    the restarted n2 asks about round 6, round 3's proofs leave the lock, round 6's releases
+    it. A lock saved without a round (a store from before rounds) asks as before."""
+    store = Store(":memory:")
+    c = DripCore("n2", ["n1", "n3"], cfg=CoreConfig())
+    out = c.start(0)
+    out += c.on_message(Inbound("n1", 1), codec.Voting("n1", 3, False, Update("u1", "k", 1)), 0)
+    out += c.on_message(Inbound("n1", 1), codec.Voting("n1", 6, False, Update("u1", "k", 1)), 1)
+    for e in out:
+        if isinstance(e, Persist):
+            store.write(e.record)
+    store.commit()
+    c = DripCore("n2", ["n1", "n3"], durable=store.load(), cfg=CoreConfig())
+    c.start(50)
+    assert c.d.locks == {"k": ("u1", "n1")} and c.lock_rounds == {"k": ("u1", 6)}
+    q = [e.msg for e in c.on_timer(("lock", "k", "u1"), 100) if hasattr(e, "msg")]
+    assert q and all(m == Q for m in q)
+    stale = {"outcome": "aborted", "proof": {"token": _signer("n1").token(
+        NOW, abort_proof.outcome_digest("u1", "n1", 3))}}
+    checked, why = abort_proof.check(stale, Q, _verifier(), NOW)
+    assert checked == {"outcome": "undecided"} and why
+    c.on_message("n3", Outcome(Q, 200, checked), 110)
+    assert c.d.locks == {"k": ("u1", "n1")}
+    right = abort_proof.sign({"outcome": "aborted"}, Q, "n1", _signer("n1"), NOW)
+    assert abort_proof.check(right, Q, _verifier(), NOW) == (right, None)
+    c.on_message("n1", Outcome(Q, 200, right), 110)
+    assert not c.d.locks
+    store.close()
+    old = DripCore("n2", ["n1", "n3"], durable=Durable.of([Init(), Lock("k", "u1", "n1")]),
+                   cfg=CoreConfig())
+    old.start(0)
+    assert old.lock_rounds == {}
+    q = [e.msg for e in old.on_timer(("lock", "k", "u1"), 100) if hasattr(e, "msg")]
+    assert q and all(m == codec.OutcomeQuery("n2", "u1", "n1") for m in q)
 
 
 def test_the_initiator_answers_per_round() -> None:

@@ -56,7 +56,7 @@ records = st.one_of(
         st.none() | st.integers(0, 2**64 - 1), st.none() | st.just("[null,1,3,[[5,9]]]")),
         min_size=1, max_size=3)),
     st.builds(lambda ns: Members(tuple(ns)), st.lists(NODES, min_size=1, max_size=3)),
-    st.builds(Lock, KEYS, UIDS, NODES),
+    st.builds(Lock, KEYS, UIDS, NODES, st.none() | st.integers(0, 2**64 - 1)),
     st.builds(Unlock, KEYS, UIDS),
     st.builds(_applied, items, st.lists(NODES, max_size=2, unique=True), st.integers(1, 50)),
     st.builds(lambda its: Merged(tuple(its)), st.lists(items, max_size=3)),
@@ -69,9 +69,10 @@ records = st.one_of(
 
 
 def _same(a: Durable, b: Durable) -> None:
-    assert (a.fresh, a.counter, a.counters, a.members, a.kv, a.applied, a.locks, a.owed,
-            a.fences) == (b.fresh, b.counter, b.counters, b.members, b.kv, b.applied, b.locks,
-                          b.owed, b.fences)
+    assert (a.fresh, a.counter, a.counters, a.members, a.kv, a.applied, a.locks,
+            a.lock_rounds, a.owed, a.fences) == (b.fresh, b.counter, b.counters, b.members,
+                                                 b.kv, b.applied, b.locks, b.lock_rounds,
+                                                 b.owed, b.fences)
     assert {p: sorted(r) for p, r in a.outbox.items()} == \
         {p: sorted(r) for p, r in b.outbox.items()}
     for p, rows in a.outbox.items():
@@ -214,6 +215,35 @@ def test_a_store_from_before_saved_windows_loads_its_counters_as_the_spec_floor(
     s.close()
     again = Store(path)
     assert again.load().counters == {"n2": (9, None, "[7,8,9,[]]")}
+    again.close()
+
+
+def test_a_lock_keeps_its_round_and_a_store_from_before_rounds_still_opens(
+        tmp_path: Path) -> None:
+    """A lock is saved with its voting round (u64 as TEXT) and read back with it; an older
+    store's locks table has no ``counter`` column: it is added, and its rows load without a
+    round (the lock asks as before) while new locks save theirs."""
+    path = tmp_path / "drip.sqlite3"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE locks (key TEXT PRIMARY KEY, uid TEXT NOT NULL, "
+               "initiator TEXT NOT NULL)")
+    db.execute("INSERT INTO locks VALUES ('a', 'u1', 'n1')")
+    db.commit()
+    db.close()
+    s = Store(path)
+    d = s.load()
+    assert (d.locks, d.lock_rounds) == ({"a": ("u1", "n1")}, {})
+    s.write(Lock("b", "u2", "n3", 2**64 - 1))
+    s.commit()
+    s.close()
+    again = Store(path)
+    d = again.load()
+    assert d.locks == {"a": ("u1", "n1"), "b": ("u2", "n3")}
+    assert d.lock_rounds == {"b": 2**64 - 1}
+    again.write(Unlock("b", "u2"))
+    again.write(Lock("a", "u3", "n1", 7))
+    again.commit()
+    assert (again.load().locks, again.load().lock_rounds) == ({"a": ("u3", "n1")}, {"a": 7})
     again.close()
 
 
