@@ -59,6 +59,7 @@ from checkers.observations import evidence_gaps, gone_nodes, node_observations
 from checkers.options import option
 from checkers.result import Anomaly, Result, verdict
 from vocabulary.faults import is_nemesis
+from vocabulary.history import pairs
 
 NAME = "liveness"
 Test = dict[str, Any]
@@ -186,6 +187,9 @@ class Protocol:
     held: Callable[[dict[str, list[dict[str, Any]]]], Held]
     bound: Callable[[Test], float]
     event_types: tuple[str, ...]
+    #: a cluster with a live majority must answer clients after the heal (Raft); items alone
+    #: miss a wedge of every node, which commits nothing at all (``served``)
+    serves_majority: bool = False
 
 
 def _raft_bound(test: Test) -> float:
@@ -235,7 +239,7 @@ def _swim_bound(test: Test) -> float:
 
 PROTOCOLS: dict[str, Protocol] = {
     "garlicfarm": Protocol("committed index", raft_held, _raft_bound,
-                           ("commit", "apply", "snapshot")),
+                           ("commit", "apply", "snapshot"), serves_majority=True),
     "drip": Protocol("applied update", drip_held, _drip_bound, ("apply",)),
     "sds": Protocol("content message", _keyed(("send", "deliver"), "id"), _sds_bound,
                     ("send", "deliver")),
@@ -305,7 +309,9 @@ def reach(test: Test, history: History, observations: Obs, protocol: str) -> Res
                     {"node": node, "item": item, "first_seen": round(f, 3),
                      "heal": round(win.heal, 3), "due": round(due, 3),
                      "got": None if got is None else round(got, 3)}))
-    stuck = sorted({a.witness["node"] for a in anomalies})
+    if p.serves_majority:
+        anomalies += served(test, history, win, bound, live)
+    stuck = sorted({a.witness["node"] for a in anomalies if "node" in a.witness})
     stats = {"bound_s": bound, "heal_s": round(win.heal, 3), "end_s": round(win.end, 3),
              "live_nodes": live, "items_seen": len(first), "stuck_nodes": stuck,
              **({"died_with_gone": len(died)} if died else {})}
@@ -316,6 +322,36 @@ def reach(test: Test, history: History, observations: Obs, protocol: str) -> Res
     return verdict(NAME, anomalies, stats, gaps, note,
                    examined={"items": judged, "live_nodes": len(live)},
                    needs=("items", "live_nodes"))
+
+
+#: client ops invoked after heal + bound that must all fail before ``served`` says so
+SERVED_MIN = 3
+
+
+def served(test: Test, history: History, win: Window, bound: float,
+           live: list[str]) -> list[Anomaly]:
+    """With a live majority, some client op that completed after ``heal + bound`` succeeded.
+    Items judge only what some node reached, so a wedge of every node (each took a term it
+    can never pass, say) reaches nothing and slipped through while every client op failed."""
+    nodes = test.get("nodes") or []
+    if nodes and 2 * len(live) <= len(nodes):
+        return []  # no majority left alive: Raft owes no service
+    since = win.heal + bound
+    done = [p.outcome for p in pairs(history) if p.outcome and not is_nemesis(p.invoke)
+            and p.invoke.get("f") != "clock-sync"
+            and since < float(p.invoke.get("time", 0)) / 1e9
+            and float(p.complete.get("time", 0)) / 1e9 <= win.end]  # type: ignore[union-attr]
+    # a few ops may fail on their own terms (a cas on a stale value); SERVED_MIN all failing
+    # is not that
+    if len(done) < SERVED_MIN or "ok" in done:
+        return []
+    kinds = sorted(set(done))
+    return [Anomaly("no-service-after-heal",
+                    f"no client op invoked after {since:.2f}s (the heal at {win.heal:.2f}s + "
+                    f"the {bound:g}s bound) succeeded: {len(done)} completed, all "
+                    f"{'/'.join(kinds)}, with {len(live)} of {len(nodes) or len(live)} nodes "
+                    f"live", {"since": round(since, 3), "completed": len(done),
+                              "types": kinds})]
 
 
 def convergence(test: Test, history: History, observations: Obs) -> Result:

@@ -66,6 +66,40 @@ def test_raft_node_that_stops_applying_after_the_heal_is_caught() -> None:
     assert r.anomalies[0].witness["got"] is None
 
 
+def _client_ops(h: list[dict[str, Any]], outcomes: list[tuple[float, str]]
+                ) -> list[dict[str, Any]]:
+    """``h`` without its last read, plus one write per (invoke time, outcome), each completing
+    0.5 s later."""
+    ns = 1_000_000_000
+    h = [op for op in h if op["process"] != 0]
+    ops = [op for i, (t, out) in enumerate(outcomes)
+           for op in ({"process": 10 + i, "type": "invoke", "f": "write", "time": int(t * ns)},
+                      {"process": 10 + i, "type": out, "f": "write", "time": int((t + .5) * ns)})]
+    return sorted(h + ops, key=lambda o: o["time"])
+
+
+def test_raft_cluster_wedged_whole_serves_no_client_after_the_heal_is_caught() -> None:
+    """Every node took a term it can never pass: nothing commits after it, so no item is late
+    anywhere, and only the clients show it (no-term-bound under hostile on every node)."""
+    early = [(t, i) for t, i in STEADY if t < 6.0]
+    obs = _raft_obs(n1=_raft_node(early), n2=_raft_node(early), n3=_raft_node(early))
+    wedged = _client_ops(_history(10.0, 15.0), [(12.5 + 0.3 * k, "info") for k in range(4)])
+    r = liveness.check(_test("garlicfarm"), wedged, obs)
+    assert r.valid is False, r.explain()
+    assert [a.kind for a in r.anomalies] == ["no-service-after-heal"]
+    assert r.anomalies[0].witness["completed"] == 4
+    # one success after the heal, too few ops to judge, or only ops invoked before heal +
+    # bound (a timeout of an op sent into the partition): not flagged
+    for outcomes in ([(12.5, "info"), (12.8, "ok"), (13.1, "fail")],
+                     [(12.5, "info"), (12.8, "fail")],
+                     [(10.5, "info"), (11.0, "info"), (11.5, "info")]):
+        h = _client_ops(_history(10.0, 15.0), outcomes)
+        assert liveness.check(_test("garlicfarm"), h, obs).valid is True
+    # no live majority (two of three gone): Raft owes no service
+    t = {**_test("garlicfarm"), "nodes": ["n1", "n2", "n3", "n4", "n5", "n6"]}
+    assert liveness.check(t, wedged, obs).valid is True
+
+
 def test_raft_wedged_joiner_in_a_retry_loop_is_caught() -> None:
     """A joiner that loops on SyncLog: many join/sync events, an empty log, no apply."""
     loop = [_ev(0.01 * k, "join-start") for k in range(1500)]
