@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import mmh3
 
@@ -31,8 +32,11 @@ def _nbytes(bits: int) -> int:
     return (bits + 63) // 64 * 8
 
 
+@lru_cache(maxsize=4096)
 def positions(message_id: str, bits: int = BITS, hashes: int = HASHES) -> tuple[int, ...]:
-    """The ``k`` bit indexes of ``message_id`` (see the module docstring)."""
+    """The ``k`` bit indexes of ``message_id`` (see the module docstring). Cached: a node
+    needs them for its own filter and again for the entry that watches peers' filters, and
+    a simulated channel's nodes (one process) all hash the same ids."""
     ha = abs(mmh3.hash(message_id, 0, signed=True)) % bits
     hb = abs(mmh3.hash(message_id + " b", 0, signed=True)) % bits
     return tuple(abs(ha + i * hb) % bits for i in range(hashes))
@@ -86,7 +90,9 @@ class BloomFilter:
         return self.count >= self.capacity
 
     def fill_ratio(self) -> float:
-        return sum(bin(b).count("1") for b in self._data) / self.bits
+        # one popcount over the filter as a big int: the per-byte count cost ~12 ms a state
+        # snapshot (a fifth of an SDS sim search's CPU)
+        return int.from_bytes(self._data, "big").bit_count() / self.bits
 
     def rebuilt(self, ids: Iterable[str]) -> BloomFilter:
         """A fresh filter of the same shape holding ``ids`` (the spec's roll-over)."""

@@ -666,6 +666,10 @@ class SdsCore:
     def _review_blooms(self, now_ms: int, fx: list[Effect]) -> None:
         """Review ACK status against each peer's newest bloom filter; then re-arm own
         messages a filter proves missing (see the module docstring)."""
+        if all(pb.checked for pb in self.peer_blooms.values()):  # most ticks: nothing new
+            if len(self._heard) < len(self.peers):
+                self._ack_need(now_ms)  # its first look at a silent peer must stay this tick's
+            return
         need = self._ack_need(now_ms)
         grace = self.opt.resend_unacked_ms
         rearm = self.opt.rearm and "no-resend" not in self.bugs
