@@ -86,6 +86,18 @@ def test_bloom_serialization_is_big_endian_words() -> None:
         bloom.BloomFilter.from_bytes(b"\x00" * 10)
 
 
+def test_bloom_fill_ratio_counts_distinct_set_bits() -> None:
+    f = bloom.BloomFilter()
+    assert f.fill_ratio() == 0
+    ids = [f"id{i}" for i in range(50)]
+    for i in ids:
+        f.add(i)
+    bits = {p for i in ids for p in bloom.positions(i)}
+    assert f.fill_ratio() == len(bits) / 150_000
+    f.add(ids[0])  # again: no new bit
+    assert f.fill_ratio() == len(bits) / 150_000
+
+
 def test_bloom_false_positive_rate_at_capacity() -> None:
     f = bloom.BloomFilter()
     for i in range(10_000):
