@@ -14,7 +14,10 @@ Items and "held", per protocol (``PROTOCOLS``):
 * Garlic Farm (Raft): item = a committed index (``commit`` events); a node holds index ``i``
   once it applied an index ``>= i`` or installed a snapshot with ``last_index >= i``.
   Bound = 3 x the election timeout's maximum + 4 heartbeats (a new election after the heal,
-  with one split vote, then a few AppendEntries rounds to catch the node up).
+  with one split vote, then a few AppendEntries rounds to catch the node up). Items see only
+  what some node reached, so Raft has a second rule (`served`): with a live majority, of the
+  client ops invoked after ``heal + bound`` (at least ``SERVED_MIN``) one must succeed
+  (``no-service-after-heal``: a wedge of every node commits nothing and was passed).
 * DRiP: item = an applied update (``apply`` event, by ``uid``); a node holds it once it
   applied that uid or a version ``>=`` its version of the same key (a sync carries only each
   key's newest value, so an update overwritten before a node syncs is never applied there
