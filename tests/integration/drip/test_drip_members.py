@@ -69,10 +69,11 @@ def test_decommission_then_a_joiner_syncs_10000_keys(tmp_path: Path) -> None:
                     (tmp_path / "m" / "n4" / "data" / "events.jsonl").read_text().splitlines()]
             starts = [e for e in done if e["type"] == "start"]
             assert starts[0]["state"] == "sync" and starts[0]["join"]
-            # the first is the joining sync; an owed one may follow (peers that dropped
-            # commits for n4 while it was out), now fast since it sends only what n4 lacks
+            # the first is the joining sync, started by n4 itself ("recovering") or, on a busy
+            # machine, by a peer's heartbeat saying n4 is owed one before n4 asked ("owed");
+            # either way it moved the whole store (the kv count above)
             sd = next(e for e in done if e["type"] == "sync-done")
-            assert sd["reason"] == "recovering", sd
+            assert sd["reason"] in ("recovering", "owed"), sd
             print(f"\njoiner n4 synced {KEYS} keys in {sd['elapsed_s']} s "
                   f"({sd['batches']} batches); active {took:.2f} s after its process started")
             await m.wait_all_active(s, timeout=30)

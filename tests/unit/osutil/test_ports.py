@@ -43,22 +43,24 @@ def _dead_pid() -> int:
 
 
 def test_port_reserved_by_a_live_process_is_skipped(rdir, monkeypatch):
-    first, second = _first_draws(11, 2)
+    first = _first_draws(11, 1)[0]
     monkeypatch.setattr(ports, "_rng", random.Random(11))
     rdir.mkdir(parents=True)
     (rdir / f"{first}.port").write_text(f"{os.getppid()}\n")  # our parent lives
     got = ports.free_port()
-    assert got != first and got == second
+    # the next draw, unless something on this machine holds that port too (then a later one)
+    assert got != first and got in _first_draws(11, 64)[1:]
     assert (rdir / f"{got}.port").read_text().strip() == str(os.getpid())
     assert (rdir / f"{first}.port").read_text().strip() == str(os.getppid())  # left alone
 
 
 def test_unreadable_reservation_counts_as_taken(rdir, monkeypatch):
-    first, second = _first_draws(12, 2)
+    first = _first_draws(12, 1)[0]
     monkeypatch.setattr(ports, "_rng", random.Random(12))
     rdir.mkdir(parents=True)
     (rdir / f"{first}.port").write_text("")  # half-written by its owner
-    assert ports.free_port() == second
+    got = ports.free_port()  # the next draw, or a later one if the machine holds that port
+    assert got != first and got in _first_draws(12, 64)[1:]
 
 
 def test_dead_owner_reservation_is_swept_and_reused(rdir, monkeypatch):
