@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from nodes.common.bursts import BurstTask
+
 #: the largest payload one loopback UDP datagram carries (IPv4: 65,535 - 20 - 8)
 MAX_UDP = 65_507
 
@@ -83,7 +85,7 @@ class HostileDef:
 
 
 @dataclass
-class HostileSender:
+class HostileSender(BurstTask):
     """Sends bursts to the targets, on demand or every ``interval_s`` until stopped.
 
     ``sent[node][kind]`` counts the messages handed to the network; ``failed`` counts sends
@@ -98,12 +100,7 @@ class HostileSender:
     routes: Mapping[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
     sent: dict[str, Counter[str]] = field(default_factory=dict)
     failed: dict[str, int] = field(default_factory=dict)
-    _task: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
     _sock: socket.socket | None = field(default=None, init=False, repr=False)
-
-    @property
-    def running(self) -> bool:
-        return self._task is not None and not self._task.done()
 
     def _targets(self, nodes: Iterable[str] | None) -> list[Target]:
         if nodes is None:
@@ -202,20 +199,10 @@ class HostileSender:
                 await self.burst(chosen, left_out)
                 await asyncio.sleep(interval_s)
 
-        self._task = asyncio.get_running_loop().create_task(loop(), name="hostile")
-
-    async def stop(self) -> None:
-        """Stop the bursts (no-op when none run); a failure of the task is raised here."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        self._launch(loop(), "hostile")
 
     def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+        super().close()
         if self._sock is not None:
             self._sock.close()
             self._sock = None

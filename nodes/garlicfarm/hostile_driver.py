@@ -36,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodes.common.bursts import BurstTask
 from nodes.garlicfarm import hostile, tls
 from nodes.garlicfarm.client import WireConnection, read_frame
 from nodes.garlicfarm.codec import CodecError, Response
@@ -77,7 +78,7 @@ class GfTarget:
 
 
 @dataclass
-class HostileGf:
+class HostileGf(BurstTask):
     """Sends a burst of `hostile.messages` to each chosen target now and every ``interval_s``
     until `stop`, at most ``rate`` messages a second to each. The interface of
     faults.hostile.HostileSender, ``skip`` included (kinds left out of each burst)."""
@@ -89,7 +90,6 @@ class HostileGf:
     sent: dict[str, Counter[str]] = field(default_factory=dict)
     outcome: dict[str, dict[str, Counter[str]]] = field(default_factory=dict)
     failed: Counter[str] = field(default_factory=Counter)
-    _task: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
     #: the Digest challenges this sender holds per member, as each member's node caches them
     #: (its later connections go straight to request 2); the wrong-password ones apart
     _caches: dict[str, CredentialCache] = field(default_factory=dict, init=False, repr=False)
@@ -99,10 +99,6 @@ class HostileGf:
     def __post_init__(self) -> None:
         if self.rate <= 0:
             raise ValueError(f"rate must be positive, got {self.rate}")
-
-    @property
-    def running(self) -> bool:
-        return self._task is not None and not self._task.done()
 
     def start(self, interval_s: float, nodes: Iterable[str] | None = None,
               skip: Iterable[str] = ()) -> None:
@@ -115,8 +111,7 @@ class HostileGf:
         if want is not None and want - known:
             raise ValueError(f"no hostile target(s) {sorted(want - known)}; known: {sorted(known)}")
         chosen = [t for t in self.targets if want is None or t.node in want]
-        self._task = asyncio.get_running_loop().create_task(
-            self._loop(chosen, interval_s, frozenset(skip)), name="garlicfarm-hostile")
+        self._launch(self._loop(chosen, interval_s, frozenset(skip)), "garlicfarm-hostile")
 
     async def _loop(self, targets: Sequence[GfTarget], interval_s: float,
                     skip: frozenset[str]) -> None:
@@ -226,18 +221,6 @@ class HostileGf:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(w.wait_closed(), 1.0)
         return self._count(t, kind)
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
 
     def counts(self) -> dict[str, dict[str, Any]]:
         """Per node: ``{"sent": N, "by_kind": {...}, "outcome": {kind: {what: n}}}``."""
