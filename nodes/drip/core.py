@@ -218,6 +218,10 @@ class ClientMembers:
 class CoreConfig:
     vote_timeout_s: float = 2.0
     lock_ttl_s: float = 3.0
+    #: once a voter's lock TTL ran out, how often it asks again for the outcome: a voter
+    #: further down a line learns an abort only after the one before it did (every answer
+    #: "unknown" until then), one question per hop, and each waited a whole TTL
+    outcome_retry_s: float = 1.0
     #: a sync with no batch for this long is abandoned (and resumed from its cursor)
     sync_timeout_s: float = 5.0
     sync_batch: int = 1000
@@ -333,6 +337,9 @@ class DripCore:
         self.lock_rounds: dict[str, tuple[str, int]] = {
             k: (self.d.locks[k][0], c) for k, c in self.d.lock_rounds.items()
             if k in self.d.locks}
+        #: key -> uid of each peer's lock whose TTL ran out and that we asked about
+        #: (`_ask_outcome`): a peer that comes back is asked at once (`_reask`)
+        self.expired: dict[str, str] = {}
         self.puller = Puller()
         #: the id of each sync we ask for (`SyncRequest.sync_id`): the runtime sets a random
         #: one (a forged batch must not guess it); this default is for the simulator
@@ -947,13 +954,31 @@ class DripCore:
         """A voter lock's TTL ran out with no commit or abort: the initiator may have decided
         commit and lost its sends, so releasing now could let another value take the same
         version. Ask every active peer (the initiator answers from its records, a relay from
-        what it learned), keep the key, and look again after another TTL."""
+        what it learned), keep the key, and ask again ``outcome_retry_s`` later."""
         out: list[Effect] = [Emit("lock-expired", {"uid": uid, "key": key,
                                                    "initiator": initiator,
                                                    "asked": self.active_peers()})]
         q = OutcomeQuery(self.me, uid, initiator, self._lock_round(key))
         out += [Send(p, q) for p in self.active_peers()]
-        out.append(SetTimer(("lock", key, uid), now + self.cfg.lock_ttl_s))
+        out.append(SetTimer(("lock", key, uid), now + self.cfg.outcome_retry_s))
+        self.expired[key] = uid
+        return out
+
+    def _reask(self, peer: str) -> list[Effect]:
+        """``peer`` is reachable again: ask it at once about every expired lock we still hold,
+        rather than a TTL later. The initiator's abort (or our last question) may have been
+        lost in the cut that just healed, and the lock blocks every update of its key
+        meanwhile: a partition timed to each re-ask held a hot key for three TTLs, a whole
+        ring5 run with no commit (chaos seed 4). Asking is safe at any time (`_outcome_of`)."""
+        out: list[Effect] = []
+        for key, uid in list(self.expired.items()):
+            if self._lock_uid(key) != uid:  # released, or a new vote's lock: nothing to ask
+                del self.expired[key]
+                continue
+            initiator = self.d.locks[key][1]
+            if initiator != self.me:
+                out.append(Send(peer, OutcomeQuery(self.me, uid, initiator,
+                                                   self._lock_round(key))))
         return out
 
     def _lock_round(self, key: str) -> int | None:
@@ -1282,7 +1307,7 @@ class DripCore:
                 out.append(Emit("peer", {"peer": p, "up": up,
                                          "state": None if reply is None else reply.get("state")}))
                 if up:
-                    out += self._pump(p)
+                    out += self._pump(p) + self._reask(p)
                 else:
                     out += self._drop_for(p, "heartbeat failed" if reply is None else "inactive",
                                           missed=False)
@@ -1329,8 +1354,8 @@ class DripCore:
             return []
         self.peer_up[hop] = n.active
         out: list[Effect] = [Emit("peer", {"peer": hop, "up": n.active, "state": "notice"})]
-        return out + (self._pump(hop) if n.active else self._drop_for(hop, "peer said inactive",
-                                                                        missed=False))
+        return out + (self._pump(hop) + self._reask(hop) if n.active
+                      else self._drop_for(hop, "peer said inactive", missed=False))
 
     # ---- sync (spec 4.6) --------------------------------------------------------------------
     def _pick_sync_source(self, now: float) -> list[Effect]:

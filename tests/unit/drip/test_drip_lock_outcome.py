@@ -127,6 +127,36 @@ def test_a_relay_passes_on_the_abort_it_learned_along_a_line() -> None:
     assert rel["why"].startswith("aborted (asked n2")
 
 
+def test_a_voter_asks_again_as_soon_as_the_initiator_is_back() -> None:
+    """The ring5 chaos run that committed nothing (seed 4): the cut that lost the initiator's
+    abort still held when the voter's TTL ran out, so its question reached nobody and the
+    key stayed locked for another whole TTL. When the initiator comes back the voter asks
+    it at once, not at its next retry (`outcome_retry_s`), and the key is free."""
+    sim = DripSim([("n1", "n2")])
+    sim.net.cut_one_way("n2", "n1")  # n2's yes never arrives: n1 times out and aborts
+    sim.update("n1", "k", "x", "u1")
+    while not sim.core("n2").d.locks:  # n2 has voted and holds k
+        sim.run_for(0.0005)
+    sim.cut("n1", "n2")  # and n1's abort is lost
+    sim.run_for(sim.cfg.lock_ttl_s + 0.2)  # n1 aborted (lost), n2's TTL ran out: asked nobody
+    assert not sim.committed("u1") and sim.outcome("u1") is not None
+    assert sim.core("n2").d.locks == {"k": ("u1", "n1")}
+    (exp,) = sim.events_of("n2", "lock-expired")
+    assert exp["asked"] == []
+    sim.heal()
+    sim.run_for(2 * sim.cfg.heartbeat_s + sim.cfg.peer_timeout_s)  # n2 finds n1 again
+    assert not sim.core("n2").d.locks
+    (rel,) = [e for e in sim.events_of("n2", "release") if e["uid"] == "u1"]
+    assert rel["why"].startswith("aborted (asked n1")
+    back = [e for e in sim.events if e.node == "n2" and e.type == "peer" and e.fields["up"]]
+    (ask,) = [e for e in sim.events if e.node == "n2" and e.type == "release"]
+    assert back and ask.t - back[-1].t < 0.05  # asked as n1 came back, not at a later retry
+    sim.run_for(1)  # n2 syncs from n1 before it is active again
+    sim.update("n2", "k", "y", "u2")
+    sim.run_for(1)
+    assert sim.committed("u2") and all(sim.value(n, "k") == "y" for n in sim.ids)
+
+
 def test_decommissioning_the_dead_initiator_releases_its_locks() -> None:
     sim = DripSim(MESH3)
     _decided_then_cut_off(sim)
