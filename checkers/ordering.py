@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection
+from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.observations import evidence_gaps, gone_nodes, node_observations, verdict, where
@@ -302,7 +303,28 @@ def _waits_on_gone(path: tuple[str, ...], e: Any, limit: Any, unservable: set[st
     return bool(wanted) and all(str(i) in unservable for i in wanted)
 
 
-def check_buffers(nodes: dict[str, dict[str, Any]], gone: Collection[str] = ()
+@dataclass(frozen=True)
+class Holding:
+    """Who held each message, read once per check and only when some node is gone: every
+    excuse below is about gone nodes (`only_gone_had`), so without one nothing is read."""
+
+    gone: frozenset[str] = frozenset()
+    #: live nodes whose journal is unread (`unread_journals`): whether they held an id is unknown
+    unread: list[str] = field(default_factory=list)
+    by_id: dict[str, set[str]] = field(default_factory=dict)  # `holders`
+    by_payload: dict[str, set[str]] = field(default_factory=dict)  # `_send_holders`
+
+
+def holding(nodes: dict[str, dict[str, Any]], logs: dict[str, list[dict[str, Any]]],
+            gone: Collection[str]) -> Holding:
+    if not gone:
+        return Holding()
+    by_id = holders(nodes, logs)
+    return Holding(frozenset(gone), unread_journals(nodes, gone), by_id,
+                   _send_holders(nodes, logs, by_id))
+
+
+def check_buffers(nodes: dict[str, dict[str, Any]], h: Holding = Holding()
                   ) -> tuple[list[Anomaly], int, int, list[str]]:
     """Leftovers in each final state's buffers; returns them, how many buffers were read, how
     many entries were excused as waiting, within the node's give-up bound, on ids whose every
@@ -311,11 +333,8 @@ def check_buffers(nodes: dict[str, dict[str, Any]], gone: Collection[str] = ()
     out = []
     gaps: list[str] = []
     read = excused = 0
-    unservable: set[str] = set()
-    unread = unread_journals(nodes, gone) if gone else []
-    if gone:
-        logs = {n: e for n, obs in nodes.items() if (e := _entries(obs)) is not None}
-        unservable = {i for i, h in holders(nodes, logs).items() if only_gone_had(h, gone)}
+    unread = h.unread
+    unservable = {i for i, held in h.by_id.items() if only_gone_had(held, h.gone)}
     for name, obs in sorted(nodes.items()):
         st = obs.get("state")
         if not isinstance(st, dict):
@@ -422,8 +441,8 @@ def _ok_sends(history: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]
     return out
 
 
-def _send_holders(nodes: dict[str, dict[str, Any]], logs: dict[str, list[dict[str, Any]]]
-                  ) -> dict[str, set[str]]:
+def _send_holders(nodes: dict[str, dict[str, Any]], logs: dict[str, list[dict[str, Any]]],
+                  held: dict[str, set[str]]) -> dict[str, set[str]]:
     """Each sent payload's holders (`holders`, by the id the ok value or a journal gives it)."""
     ids: dict[str, str] = {}
     for obs in nodes.values():
@@ -432,7 +451,6 @@ def _send_holders(nodes: dict[str, dict[str, Any]], logs: dict[str, list[dict[st
     for log in logs.values():
         for e in log:
             ids.setdefault(str(e.get("payload")), e["id"])
-    held = holders(nodes, logs)
     return {p: held.get(i, set()) for p, i in ids.items()}
 
 
@@ -446,29 +464,25 @@ def _holders_of(op: dict[str, Any], payload: str, by_payload: dict[str, set[str]
     return {str(op.get("node")), *(known if known is not None else by_payload.get(payload, ()))}
 
 
-def died_with_gone(history: list[dict[str, Any]], nodes: dict[str, dict[str, Any]],
-                   logs: dict[str, list[dict[str, Any]]], gone: Collection[str]) -> set[str]:
+def died_with_gone(history: list[dict[str, Any]], logs: dict[str, list[dict[str, Any]]],
+                   h: Holding) -> set[str]:
     """Payloads of ok sends no final log holds whose every holder was killed for good: they
     died with them, so no live node can get them (not a loss of the others'). Undecidable
     (none) while a live node's journal is unread."""
-    if not gone or unread_journals(nodes, gone):
+    if not h.gone or h.unread:
         return set()
     anywhere = {e.get("payload") for log in logs.values() for e in log}
-    by_payload, by_id = _send_holders(nodes, logs), holders(nodes, logs)
     return {p for p, op in _ok_sends(history) if p not in anywhere
-            and only_gone_had(_holders_of(op, p, by_payload, by_id), gone)}
+            and only_gone_had(_holders_of(op, p, h.by_payload, h.by_id), h.gone)}
 
 
-def check_acked(history: list[dict[str, Any]], nodes: dict[str, dict[str, Any]],
-                logs: dict[str, list[dict[str, Any]]], gone: Collection[str] = ()
-                ) -> tuple[list[Anomaly], list[str]]:
+def check_acked(history: list[dict[str, Any]], logs: dict[str, list[dict[str, Any]]],
+                h: Holding, excused: set[str]) -> tuple[list[Anomaly], list[str]]:
     """Lost ok sends, and the gaps: a send only gone nodes are known to have held, while a live
     node's journal is unread, may have been held (and lost) by that node: unknown, not excused
     and not failed."""
     held = {n: {e.get("payload") for e in log} for n, log in logs.items()}
-    excused = died_with_gone(history, nodes, logs, gone)
-    unread = unread_journals(nodes, gone) if gone else []
-    by_payload, by_id = _send_holders(nodes, logs), holders(nodes, logs)
+    gone, unread = h.gone, h.unread
     out, gaps = [], []
     for payload, op in _ok_sends(history):
         if payload in excused:
@@ -476,7 +490,7 @@ def check_acked(history: list[dict[str, Any]], nodes: dict[str, dict[str, Any]],
         lacking = sorted(n for n, ps in held.items() if payload not in ps)
         if not lacking:
             continue
-        who = _holders_of(op, payload, by_payload, by_id)
+        who = _holders_of(op, payload, h.by_payload, h.by_id)
         if unread and only_gone_had(who, gone):
             gaps.append(f"send {payload!r}: every known holder {sorted(who)} is gone, but the "
                         f"journals of {unread} are unread (did they hold it?)")
@@ -566,8 +580,10 @@ def check(test: dict[str, Any], history: list[dict[str, Any]],
     both = sorted(set(journal_gaps + state_gaps))
     order, compared = check_common_order(logs)
     log_order, placed = check_log_order(nodes, logs)
-    buffers, buffers_read, waiting_on_gone, buffer_gaps = check_buffers(nodes, gone)
-    acked, acked_gaps = check_acked(history, nodes, logs, gone)
+    held = holding(nodes, logs, gone)
+    died = died_with_gone(history, logs, held)
+    buffers, buffers_read, waiting_on_gone, buffer_gaps = check_buffers(nodes, held)
+    acked, acked_gaps = check_acked(history, logs, held, died)
     n = {"sends": sum(len(_journal(o, "send")) for o in nodes.values()),
          "deliveries": sum(len(_journal(o, "deliver")) for o in nodes.values()),
          "nodes_with_state": len(logs), "log_entries": sum(len(e) for e in logs.values()),
@@ -598,7 +614,7 @@ def check(test: dict[str, Any], history: list[dict[str, Any]],
         leaf("same-set", check_same_set(nodes, logs), both, "nodes_with_state", "log_entries",
              seen=("sends",)),
     ]
-    if died := died_with_gone(history, nodes, logs, gone):
+    if died:
         children[2].stats["ok_sends_died_with_gone"] = len(died)
     if waiting_on_gone:
         children[9].stats["entries_waiting_on_gone"] = waiting_on_gone
