@@ -29,8 +29,6 @@ restart) takes any proof of the id, as before.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
 from nodes.drip import codec
@@ -43,8 +41,7 @@ def outcome_digest(uid: str, initiator: str, counter: int | None = None) -> str:
     what: list[Any] = ["outcome-aborted", uid, initiator]
     if counter is not None:
         what.append(counter)
-    raw = json.dumps(what, separators=(",", ":"))
-    return hashlib.sha256(raw.encode()).hexdigest()
+    return codec.statement_digest(*what)
 
 
 def sign(body: Any, q: codec.OutcomeQuery, me: str, signer: Signer, now: float) -> Any:

@@ -283,11 +283,17 @@ def _statements(d: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((parse_node_id(k, "body.statements key"), v) for k, v in raw.items()))
 
 
+def statement_digest(*words: Any) -> str:
+    """SHA-256 (hex) of a signed statement's words as compact JSON: the one form of every
+    statement a node signs about an update rather than a request (a vote, an outcome)."""
+    raw = json.dumps(list(words), separators=(",", ":"))
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
 def vote_digest(uid: str, initiator: str, counter: int) -> str:
     """What a voter's statement signs: "I vote yes on update ``uid`` of ``initiator`` at
     ``counter``"."""
-    raw = json.dumps(["vote-yes", uid, initiator, counter], separators=(",", ":"))
-    return hashlib.sha256(raw.encode()).hexdigest()
+    return statement_digest("vote-yes", uid, initiator, counter)
 
 
 def decode_json(raw: bytes) -> Any:
