@@ -166,7 +166,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                         "(every protocol)")
     r.add_argument("--gone", action="store_true",
                    help="draw the gone kind too: one node killed for good, never restarted, "
-                        "not even by the last heal (sds; always drawn with --bug no-repair)")
+                        "not even by the last heal, some while broadcasting a last send that "
+                        "reached only some peers (sds; always drawn with --bug no-repair)")
     r.add_argument("--members", action="store_true",
                    help="draw membership changes too: decommission (a member removed through "
                         "the admin API by another) and add (a fresh node added with its "

@@ -281,6 +281,10 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
             continue
         if kind == "gone":  # the sim's kill_for_good: the nemesis's own kill for good
             emit(op("kill", {"node": node, "for_good": True}))
+            if protocol == "sds" and a % p.nodes:
+                notes.append(f"step {i} gone: the sim's last send, broadcast to {a % p.nodes} "
+                             f"of the peers only, is left to the workload (a real kill -9 "
+                             f"lands in the middle of a broadcast only by chance)")
             if not p.leader_relative:
                 gone.add(node)
                 down.discard(node)

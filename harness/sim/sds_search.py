@@ -17,7 +17,9 @@ When asked, ``hostile`` (``--hostile``: one burst of `nodes.sds.hostile`'s datag
 node ``b`` from an address outside the channel; ``a`` odd: only those that decode) and
 ``skew`` (``--skew``: `Simulation.SKEWS`; the calendar clock seeds the Lamport clock), and
 ``gone`` (``--gone``, and always with ``no-repair``: node ``b`` killed for good, which the last
-heal does not restart; the checker judges it as a real run's ``gone.json`` node).
+heal does not restart; the checker judges it as a real run's ``gone.json`` node; ``a % 5``
+from 1 to 4: it dies broadcasting one last send, which reached only the next ``a`` peers, so
+the rest can get it by repair alone: `_Run.last_words`).
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ BUGS = ("empty-history", "acks-ignored", "bloom-ignored", "deliver-without-deps"
         "no-lamport-update", "no-repair")
 #: a message a live node misses is re-armed by its sender from the peers' Bloom filters, also
 #: after a restart (the sender's durable log), so repair is the only route only when the
-#: sender never comes back: ``no-repair`` is searched with ``gone`` (docs/sim.md)
+#: sender never comes back: ``no-repair`` is searched with ``gone``, whose last words (a send
+#: cut short by the sender's death) leave a message some live nodes hold and others lack
+#: (docs/sim.md)
 NEEDS = {"no-repair": ("gone",)}
 #: ``thread``: the answers' delay after the burst (ms)
 ANSWER_MS = 5
@@ -103,6 +107,22 @@ class _Run:
             if m != skip and self.sim.running(m):
                 self.send(m)
 
+    def last_words(self, n: str, reach: int) -> None:
+        """Node ``n`` dies for good in the middle of broadcasting a send: its datagrams went
+        out to the ``reach`` peers after it (in ``NAMES`` order, round from ``n``) and not to
+        the rest, whose only route to the message is then repair by those that got it."""
+        sim = self.sim
+        i = NAMES.index(n)
+        peers = NAMES[i + 1:] + NAMES[:i]
+        missed = {(n, m) for m in peers[reach:]} - sim.net.cut
+        sim.trace.append((sim.now, "last-words", n, peers[:reach]))
+        sim.net.cut |= missed
+        try:
+            self.send(n)
+        finally:
+            sim.net.cut -= missed
+        sim.kill_for_good(n)
+
     def step(self, s: Step) -> None:
         kind, dt, a, b = s
         sim = self.sim
@@ -123,6 +143,8 @@ class _Run:
             self._round()
         elif kind == "hostile":
             hostile_burst(sim, n, a)
+        elif kind == "gone" and a % len(NAMES) and sim.running(n):
+            self.last_words(n, a % len(NAMES))
         else:
             sim.fault_step(kind, n, a, b, delay=(0.001, 0.02, 0.005))
 

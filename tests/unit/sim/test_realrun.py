@@ -200,6 +200,12 @@ def test_a_node_gone_for_good_is_the_nemesis_kill_for_good_and_nothing_touches_i
     assert all("gone for good" in n for n in m.notes)
 
 
+def test_an_sds_gone_with_last_words_is_a_kill_for_good_and_says_the_send_is_the_workloads() -> None:
+    m = nemesis_steps(rec("sds", [["gone", 0, 2, 0]], bug=["no-repair"]))
+    assert [o for _, o in m.steps] == [{"f": "kill", "value": {"node": "n1", "for_good": True}}]
+    assert len(m.notes) == 1 and m.notes[0].startswith("step 0 gone: the sim's last send")
+
+
 def test_a_skew_is_a_clock_rate_under_libfaketime_and_a_calendar_step_on_the_node() -> None:
     # SKEWS[a] = (rate, calendar step): a=2 double speed; a=4 true rate and +60 s (the
     # steps add up); a=0 true rate, already so: nothing; a=1 half speed
