@@ -72,6 +72,7 @@ def test_a_sender_dying_mid_broadcast_is_repaired_only_by_those_that_got_it(reac
     assert run(last, 1, ()).ok
     out = run(last, 1, ("no-repair",))
     assert {"silently-absent", "acked-send-lost"} <= {w["kind"] for w in out.witness}
+    assert out.trace == run(last, 1, ("no-repair",)).trace  # a replay is byte for byte
     r = _Run(1, ())
     r.step(last[0])
     r.sim.run_for(0.01)
