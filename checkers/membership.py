@@ -42,6 +42,7 @@ the result notes it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import statistics
@@ -506,12 +507,25 @@ def _death_episodes(al: Aligned, nodes: list[str]) -> list[tuple[str, float]]:
     return sorted(((m, t) for (m, _g), t in first.items()), key=lambda x: (x[0], x[1]))
 
 
+def _joiner_troubled(tl: Timeline, j: str, t0: float, window: float, period: float) -> bool:
+    """``tl.troubled`` for joiner ``j`` whose ``join-ok`` is at ``t0``, except the left span
+    this join ends: it closes at the ``join`` op's completion, which the harness may record
+    after the node's own ``join-ok`` (the JoinAck over loopback UDP beats the HTTP answer on
+    a loaded machine), and would leave the rejoin unjudged."""
+    left = [(s, e) for s, e in tl.left.get(j, []) if not s <= t0 <= e <= t0 + period]
+    return tl.troubled(j, t0, t0 + window) if left == tl.left.get(j, []) else \
+        dataclasses.replace(tl, left={**tl.left, j: left}).troubled(j, t0, t0 + window)
+
+
 def check_dissemination(al: Aligned, tl: Timeline, nodes: list[str], window: float,
                         period: float, max_periods: float | None, capacity: int) -> Result:
     """Joins are measured only where joiner and observers stayed healthy for ``window``."""
     joins: list[float] = []
     deaths: list[float] = []
     incomplete = 0
+    #: each join measured (None: it never reached every member), so a reader sees which
+    #: join, at which generation, set the verdict (a sim replay's rejoin, say)
+    judged: list[dict[str, Any]] = []
     candidates = 0  # joins through a seed and death episodes, measurable or not
     for j in nodes:
         for e in al.events.get(j, []):
@@ -519,7 +533,7 @@ def check_dissemination(al: Aligned, tl: Timeline, nodes: list[str], window: flo
                 continue
             candidates += 1
             t0, gen = e["ht"], e.get("gen", 0)
-            if tl.troubled(j, t0, t0 + window):
+            if _joiner_troubled(tl, j, t0, window, period):
                 continue
             # observers already in the group when j joined (a later starter learns j from
             # its own JoinAck: that measures its start-up, not dissemination)
@@ -535,8 +549,11 @@ def check_dissemination(al: Aligned, tl: Timeline, nodes: list[str], window: flo
                     seen.append(min(ts))
             if others and len(seen) == len(others):
                 joins.append(max(0.0, max(seen) - t0) / period)
+                judged.append({"node": j, "gen": gen, "at_s": round(t0, 3),
+                               "periods": round(joins[-1], 2)})
             elif others:
                 incomplete += 1
+                judged.append({"node": j, "gen": gen, "at_s": round(t0, 3), "periods": None})
     for m, t0 in _death_episodes(al, nodes):
         candidates += 1
         per = []
@@ -558,7 +575,7 @@ def check_dissemination(al: Aligned, tl: Timeline, nodes: list[str], window: flo
         note = (note + "; " if note else "") + f"{incomplete} join(s) never reached every member"
     r = Result("dissemination", valid, [], {
         "join_periods": _stats(joins), "joins_not_everywhere": incomplete,
-        "death_spread_periods": _stats(deaths)}, note=note)
+        "joins_judged": judged[:20], "death_spread_periods": _stats(deaths)}, note=note)
     spreads = len(joins) + incomplete + len(deaths)
     # no join through a seed and no death at all: nothing of this leaf's kind happened (not
     # exercised); some, but none measurable (troubled joiner or observers): plain unknown

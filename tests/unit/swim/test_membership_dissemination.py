@@ -109,3 +109,64 @@ def test_joins_none_measurable_stay_plain_unknown() -> None:
     assert r.note == ("nothing to judge: 1 join(s) or death(s), none seen spreading among "
                       "healthy members: dissemination not measured")
     assert r.examined["spreads"] == 0
+
+
+def _replay_history(heal_at: float, join_at: float) -> list[dict[str, Any]]:
+    """A SWIM sim replay's real history: n2 leaves at 10.3, n1 is isolated at 10.4 and the
+    schedule's last heal (the nemesis's own ``heal-all`` op) gives it back at ``heal_at``; n2
+    rejoins (its ``join`` op) at ``join_at``."""
+    def o(t: float, proc: Any, type_: str, f: str, value: Any = None) -> dict[str, Any]:
+        return {"time": int(t * 1e9), "process": proc, "type": type_, "f": f, "value": value}
+    cut = [["n1", m] for m in ("n2", "n3", "n4")] + [[m, "n1"] for m in ("n2", "n3", "n4")]
+    return [o(10.3, 1, "invoke", "leave", "n2"),
+            o(10.31, 1, "ok", "leave", {"node": "n2", "gen": 0, "left": True}),
+            o(10.4, "nemesis", "invoke", "start-partition", {"shape": "isolate", "node": "n1"}),
+            o(10.41, "nemesis", "info", "start-partition", {"cut": cut}),
+            o(heal_at, "nemesis", "invoke", "heal-all"),
+            o(heal_at + 0.01, "nemesis", "info", "heal-all", {"links": cut}),
+            o(join_at, 1, "invoke", "join", "n2"),
+            o(join_at + 0.01, 1, "ok", "join", {"node": "n2", "gen": 1, "left": False})]
+
+
+def _rejoin_events(t0: float, late_by: float) -> dict[str, list[dict[str, Any]]]:
+    """Everyone formed the group by t=2; n2's rejoin (gen 1) at ``t0`` reaches n1 and n3 in
+    one period and n4 after ``late_by`` periods (the bug's fourth probe: 4)."""
+    return {"n1": [e(1, "join-ok", seed=None), e(t0 + 1, "alive", member_name="n2", gen=1)],
+            "n2": [e(2, "join-ok", seed=1), e(t0, "join-ok", seed=3, gen=1)],
+            "n3": [e(1, "join-ok", seed=None), e(t0 + 1, "alive", member_name="n2", gen=1)],
+            "n4": [e(1, "join-ok", seed=None),
+                   e(t0 + late_by, "alive", member_name="n2", gen=1)]}
+
+
+def test_a_replayed_quiet_rejoin_after_the_last_heal_is_judged_and_named() -> None:
+    """The seed-4 `gossip-too-slow` replay as a real history: the rejoin after the last heal
+    (a ``heal-all`` op of the nemesis's) is judged at the sim's bound 3.48 and named in
+    ``joins_judged`` with its generation; at 4 periods it fails, at 2 it passes. Its
+    ``join-ok`` (11.405) comes before the harness recorded the join op's answer (11.41):
+    the left span that answer closes is not trouble for this join."""
+    from checkers.membership import build_timeline
+
+    tl = build_timeline(_replay_history(heal_at=10.42, join_at=11.4), NODES)
+    assert tl.cut["n1"] == [(10.4, pytest.approx(10.43))]  # the heal-all op closes the cut
+    slow = check_dissemination(Aligned(_rejoin_events(11.405, 4.0), "clock-sync"), tl, NODES,
+                               window=14, period=1, max_periods=3.48, capacity=0)
+    assert slow.valid is False and slow.note.startswith("the slowest join took 4.0 periods")
+    assert {"node": "n2", "gen": 1, "at_s": 11.405, "periods": 4.0} in slow.stats["joins_judged"]
+    fast = check_dissemination(Aligned(_rejoin_events(11.405, 2.0), "clock-sync"), tl, NODES,
+                               window=14, period=1, max_periods=3.48, capacity=0)
+    assert fast.valid is True
+    assert [j for j in fast.stats["joins_judged"] if j["gen"] == 1] == [
+        {"node": "n2", "gen": 1, "at_s": 11.405, "periods": 2.0}]
+
+
+def test_a_rejoin_with_a_fault_after_it_is_not_judged() -> None:
+    """What the old replay did: the plan's rejoin came before the partition (the plan and
+    the nemesis counted from different origins), so the slow rejoin was left out: what
+    the leaf then said rested on other joins (the formation's), not on the finding."""
+    from checkers.membership import build_timeline
+
+    tl = build_timeline(_replay_history(heal_at=14.7, join_at=10.35), NODES)
+    r = check_dissemination(Aligned(_rejoin_events(10.36, 4.0), "clock-sync"), tl, NODES,
+                            window=14, period=1, max_periods=3.48, capacity=0)
+    assert not [j for j in r.stats["joins_judged"] if j["gen"] == 1]
+    assert r.valid == "unknown"
