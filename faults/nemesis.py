@@ -42,6 +42,8 @@ Ops (value fields; ``links`` is a list of ``[src, dst]`` pairs, default every no
   pick: a name, "random", "leader", "follower" or "all", resolved when the op runs) now and
   every ``interval_s`` (0.5), the message kinds in ``skip`` left out;
   ``stop-hostile`` ends it and completes with what was sent, per node and kind
+* ``heal-all`` ``{}``: ``heal_all()`` as an op, for a schedule that needs the final heal at a
+  time of its own (a sim replay's last heal, before the members still out rejoin)
 """
 
 from __future__ import annotations
@@ -150,6 +152,7 @@ class Nemesis:
             "clock-rate": self._clock_rate,
             "start-hostile": self._start_hostile,
             "stop-hostile": self._stop_hostile,
+            "heal-all": lambda _v: self._heal_all(),  # invoke holds the lock already
         }
 
     @property

@@ -447,7 +447,8 @@ def _sim_replay_spec(a: argparse.Namespace, record: dict[str, Any]) -> Any:
         spec, mapped = spec_for(record, proto, scale=a.sim_scale or 1.0, seed=a.seed,
                                 time_limit=a.time_limit, name=a.name, store=a.store,
                                 backend=a.backend or "local",
-                                quiesce_s=quiesce_for(proto, profile(proto.name).nodes))
+                                quiesce_s=quiesce_for(proto, profile(proto.name).nodes,
+                                                      profile(proto.name).options))
     except Unsupported as e:
         raise UsageError(f"--from {a.from_}: {e}") from None
     except (ValueError, KeyError, TypeError) as e:
@@ -476,16 +477,19 @@ def kill_for_good(args: list[str], time_limit: float | None,
     return out
 
 
-def quiesce_for(proto: ProtocolDef, nodes: int) -> float:
+def quiesce_for(proto: ProtocolDef, nodes: int, options: dict[str, Any] | None = None
+                ) -> float:
     """The pause after the heal: at least the protocol's liveness bound (+0.5 s), so a run
     goes on long enough after its last heal for liveness to be judged rather than come out
-    unknown (ANTACID's bound grows with the replication depth); never under the 3 s default."""
+    unknown (ANTACID's bound grows with the replication depth); never under the 3 s default.
+    ``options``: the run's own node options over the protocol's defaults (a sim replay's
+    timers: SWIM's bound grows with its period)."""
     from checkers.liveness import PROTOCOLS, bound_of
 
     if proto.name not in PROTOCOLS and proto.name != "swim":
         return 3.0
     test = {"nodes": [f"n{i}" for i in range(1, nodes + 1)],
-            "node_options": dict(proto.default_options)}
+            "node_options": {**proto.default_options, **(options or {})}}
     return max(3.0, bound_of(test, proto.name) + 0.5)
 
 

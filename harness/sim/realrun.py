@@ -46,6 +46,18 @@ with each step (``Mapped.notes``), never silently:
   many (test option ``zone_count``): the suite's zone k (``zone<k>.test``) is the sim's, its
   primary node k and its upstreams the sim's (test option ``zone_upstream``).
 
+- SWIM: the real nodes run the sim's timers (1 s periods, ``Profile.options``; the suite's
+  default is 0.5 s), so the schedule's times and the sim's bounds, counted in periods, mean
+  the same; ``leave``/``rejoin`` are the workload's ops (test option ``swim_plan``, counted
+  from the workload's start as the nemesis's schedule is: ``swim_plan_origin``). The sim's
+  last heal then its settle's rejoin of every member still out: a ``heal-all`` op at the
+  end of the schedule, the joins `SWIM_REJOIN_AFTER_HEAL_S` later, and the run goes on for
+  `SWIM_SETTLE_PERIODS` periods after them. A ``gossip-too-slow`` witness sets
+  ``swim_max_dissemination_periods`` to the sim's bound or, when lower, half a period under
+  the joiner's own-probe floor (`swim_gossip_bound`: 2.5 at 5 members), and the joiner
+  rejoins `SWIM_GOSSIP_SAMPLES` times (the dissemination leaf of ``checkers.membership``
+  judges each join at that bound).
+
 Node picks: Garlic Farm's target counts ``b`` from the leader (0 is the leader), so ``b % 5 ==
 0`` becomes ``"leader"`` and the rest ``"follower"`` (the real run cannot know which follower
 the simulation's order meant); the other targets pick member ``b`` by name (server ``k`` of
@@ -109,7 +121,10 @@ PROFILES: dict[str, Profile] = {
     # a Garlic Farm burst is 18 connections, each TLS and a Digest handshake: 2 s
     "garlicfarm": Profile(5, "tcp", (0.001, 0.02, 0.01), 2.0, leader_relative=True,
                           hostile_s=2.0),
-    "swim": Profile(5, "udp", (0.002, 0.02, 0.01), 10.0, hostile_s=0.5),
+    # the sim's timers (`swim_search.OPTS`: 1 s periods, the suite's default is 0.5 s): the
+    # schedule's times and the sim's bounds count its periods
+    "swim": Profile(5, "udp", (0.002, 0.02, 0.01), 10.0, hostile_s=0.5, options={
+        "period_s": 1.0, "probe_timeout_s": 0.5, "suspicion_mult": 4.0, "indirect_k": 3}),
     "sds": Profile(5, "udp", (0.001, 0.02, 0.005), 1.0, hostile_s=0.5),
     # a lead-in of 1 s: the sim's mesh starts with its data; real nodes start empty, so the
     # workload writes something before the first fault
@@ -123,6 +138,25 @@ ONE_BURST_S = 3600.0
 GF_MAX_ADDED = 2
 #: DRiP's real attacker's requests per second: the sim hands a burst over at once
 DRIP_HOSTILE_RATE = 500.0
+#: SWIM: the members still out at the end join this long after the final heal op (the sim
+#: joins them at once; a real heal takes a moment, and a join before it ends is troubled)
+SWIM_REJOIN_AFTER_HEAL_S = 1.0
+#: SWIM: protocol periods the run goes on after that final join: twice the sim's gossip
+#: bound (`swim_search.GOSSIP_PERIODS`, 3.48 at 5), so the dissemination leaf sees every
+#: member learn it, correct or slow (the sim settles for 30 s)
+SWIM_SETTLE_PERIODS = 7.0
+#: SWIM ``gossip-too-slow``: the quiet rejoins a real run judges. A speed finding is a
+#: distribution (which member the joiner probes when, which one its seed's single piggyback
+#: reaches), and real nodes do not draw as the sim did: with the bug, 22 real rejoins of the
+#: seed-4 file took 2.96-4.0 periods (17) or 1.27-1.92 (5; the second of three samples in
+#: every three-sample run so far, so samples are not independent), and every one of 6
+#: three-sample runs had one past the real bound (`swim_gossip_bound`, 2.5); correct gossip
+#: stays far under it (0.35-1.57 periods in 20 real samples)
+SWIM_GOSSIP_SAMPLES = 3
+#: seconds from one sampled join to the next: the membership checker's window, in which the
+#: joiner and its observers must stay untroubled (a leave is trouble), is (suspicion_mult x
+#: max(1, log10 n) + 10) periods = 14 s at the sim's timers; 2 s more
+SWIM_SAMPLE_GAP_S = 16.0
 
 
 @dataclass
@@ -457,8 +491,22 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
     if burst_end:  # the last burst is given its time, and says what it sent
         now = max(now, burst_end[0])
         end_burst(now)
-    if protocol == "swim" and left:  # the sim's settle: every member still out joins again
-        plan += [[round(now, 3), "join", n] for n in sorted(left)]
+    slow = slow_joiner(rec) if protocol == "swim" else None
+    if protocol == "swim" and (left or slow):
+        # the sim's last heal, then its settle: every member still out joins again once the
+        # faults are gone (a join under a fault still on is not a quiet rejoin), and the run
+        # lasts long enough for its gossip to reach everyone
+        emit(op("heal-all"))
+        at = now + SWIM_REJOIN_AFTER_HEAL_S
+        plan += [[round(at, 3), "join", n] for n in sorted(left)]
+        if slow is not None:  # the slow rejoin, sampled again until there are enough
+            plan += gossip_samples(slow, at, sampled=slow in left)
+            at = max(t for t, f, n in plan if n == slow)
+            notes.append(f"gossip-too-slow: {slow} rejoins in a quiet stretch "
+                         f"{SWIM_GOSSIP_SAMPLES} times at the end (a speed finding: real "
+                         "nodes draw whom they probe and gossip to apart from the sim; each "
+                         "rejoin is judged)")
+        now = at + SWIM_SETTLE_PERIODS * p.options["period_s"]
     out: list[NemesisStep] = []
     last = 0.0
     # an end due after the last step is the run's final heal's, as in the sim
@@ -471,6 +519,41 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
                    "hostile_key_holder_lies": lies}
     return Mapped(out, now, notes, plan, added, rates=any(
         o["f"] == "clock-rate" for _, _, o in timed), late=late, options=options)
+
+
+def swim_gossip_bound(n: int, sim_bound: float) -> float:
+    """The real run's bound (periods) for a join to reach all ``n`` members: the sim's, or
+    half a period under the joiner's own-probe floor when that is lower. Real members probe
+    the stalest member each period, so a joiner's own probes reach the ``n - 2`` members
+    besides its seed in ``n - 2`` periods (``n - 1`` when one goes to the seed) with no
+    gossip at all: a bound at or past ``n - 2`` cannot tell gossip from none. At 5 members the
+    sim's 3.48 is past that floor (3): the bug's real rejoins took 2.96-4.0 periods in 17 of
+    22 samples, correct gossip 0.35-1.57 in 20 (2.25 at most in 300 sim rejoins): 2.5. From 7
+    members on the sim's bound is the lower one."""
+    return round(min(sim_bound, n - 2 - 0.5), 2)
+
+
+def slow_joiner(rec: dict[str, Any]) -> str | None:
+    """The member whose quiet rejoin the sim found too slow (a ``gossip-too-slow`` witness),
+    if any."""
+    for w in rec.get("witness") or []:
+        if w.get("kind") == "gossip-too-slow":
+            return str((w.get("witness") or {}).get("joiner") or "") or None
+    return None
+
+
+def gossip_samples(node: str, first: float, sampled: bool) -> list[list[Any]]:
+    """``swim_plan`` ops that make ``node`` rejoin in a quiet stretch `SWIM_GOSSIP_SAMPLES`
+    times from ``first`` on (``sampled``: its rejoin at ``first`` is the first of them):
+    each leave comes `SWIM_SAMPLE_GAP_S` after the join before it, so no sample's
+    measurement window holds the next one's leave."""
+    out: list[list[Any]] = []
+    join = first if sampled else None
+    for _ in range(SWIM_GOSSIP_SAMPLES - int(sampled)):
+        leave = first if join is None else join + SWIM_SAMPLE_GAP_S - SWIM_REJOIN_AFTER_HEAL_S
+        join = leave + SWIM_REJOIN_AFTER_HEAL_S
+        out += [[round(leave, 3), "leave", node], [round(join, 3), "join", node]]
+    return out
 
 
 def verdict_line(result: Any, witness: list[dict[str, Any]]) -> str:
@@ -525,7 +608,9 @@ def spec_for(rec: dict[str, Any], proto: Any, *, scale: float = 1.0, seed: int |
     if mapped.late:  # fresh servers, started by their "join" op (harness/suites/garlicfarm.py)
         options["late_nodes"] = list(mapped.late)
     if mapped.swim_plan:
+        # the plan on the nemesis's axis: both count from the workload's start
         options["swim_plan"] = mapped.swim_plan
+        options["swim_plan_origin"] = "workload"
     if mapped.rates:
         options["clock_rate"] = True
     if rec["protocol"] == "swim" and not {s[0] for s in rec["schedule"]} & CORRECT_SUSPECTS:
@@ -534,9 +619,10 @@ def spec_for(rec: dict[str, Any], proto: Any, *, scale: float = 1.0, seed: int |
         options["swim_max_false_suspicions_per_member_hour"] = 0
     if rec["protocol"] == "swim" and any(w.get("kind") == "gossip-too-slow"
                                          for w in rec.get("witness") or []):
-        # the sim's dissemination bound, judged by the real checker's dissemination leaf
+        # the sim's dissemination bound, under the real nodes' own-probe floor, judged by
+        # the real checker's dissemination leaf on every join (each sampled rejoin)
         from harness.sim.swim_search import GOSSIP_PERIODS
-        options["swim_max_dissemination_periods"] = round(GOSSIP_PERIODS, 2)
+        options["swim_max_dissemination_periods"] = swim_gossip_bound(p.nodes, GOSSIP_PERIODS)
     edges = p.edges
     if edges is not None and mapped.added:  # an added node peers with every member then
         first = [f"n{i}" for i in range(1, p.nodes + 1)]

@@ -7,7 +7,11 @@ SWIM has no client operations in the KV sense. The ``membership`` workload's cli
   journal events (stamped with the node's ``mono``, the same system-wide CLOCK_MONOTONIC) on
   the history's time axis, immune to clock-skew faults (docs/swim.md, "Time alignment");
 * ``leave`` / ``join`` on one node, planned by ``test.options["swim_plan"]`` as
-  ``[[at_s, "leave"|"join", "n3"], ...]``: the op goes to the node's own ``/swim/*`` route;
+  ``[[at_s, "leave"|"join", "n3"], ...]``: the op goes to the node's own ``/swim/*`` route.
+  ``at_s`` counts from the cluster's start (the history's zero), or with
+  ``options.swim_plan_origin = "workload"`` from the workload's first op, the origin the
+  nemesis's schedule counts from (a sim replay's plan and faults must share one axis: the
+  workload starts seconds after the cluster, more on a loaded machine);
 * ``key-install`` / ``key-use`` / ``key-remove`` (key rotation, encryption on), planned as
   ``[at_s, "key-use", "n3", "<hex key>"]``: ``POST /swim/keys`` on that node.
 
@@ -77,18 +81,23 @@ class MembershipGen:
 
     nodes: list[str]
     plan: list[tuple[float, str, str, str | None]]
+    #: plan times count from the workload's first op, not the cluster's start
+    from_workload: bool = False
     _synced: bool = False
+    _origin: float = 0.0
     _done: set[int] = field(default_factory=set)
 
     def op(self, ctx: Context) -> Op | Pending | None:
         if not self._synced:
             self._synced = True
+            self._origin = ctx.time if self.from_workload else 0.0
             return {"f": "clock-sync", "value": None}
         thread = int(ctx.thread)
         node = self.nodes[thread % len(self.nodes)] if self.nodes else None
-        for i, (at, f, n, key) in enumerate(self.plan):
+        for i, (due, f, n, key) in enumerate(self.plan):
             if i in self._done or n != node:
                 continue
+            at = due + self._origin
             if ctx.time >= at:
                 self._done.add(i)
                 return {"f": f, "value": {"node": n, "key": key} if f in KEY_OPS else n}
@@ -103,7 +112,10 @@ def membership_generator(spec: TestSpec) -> MembershipGen:
     for _, f, n, key in plan:
         if f in KEY_OPS and key is None:
             raise ValueError(f"swim_plan: {f} on {n} needs a key: [at_s, {f!r}, {n!r}, hex]")
-    return MembershipGen(spec.node_ids, plan)
+    origin = spec.options.get("swim_plan_origin", "cluster")
+    if origin not in ("cluster", "workload"):
+        raise ValueError(f"swim_plan_origin must be 'cluster' or 'workload', got {origin!r}")
+    return MembershipGen(spec.node_ids, plan, from_workload=origin == "workload")
 
 
 def node_extra(spec: TestSpec, index: int, _run_path: Any) -> dict[str, Any]:

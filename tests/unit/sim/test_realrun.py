@@ -10,6 +10,7 @@ import pytest
 from checkers.result import Result
 from harness.cli import main
 from harness.protocols import get_protocol
+from harness.sim import realrun
 from harness.sim.realrun import is_replay, nemesis_steps, spec_for, verdict_line
 
 
@@ -251,25 +252,90 @@ def test_swim_leave_and_rejoin_are_the_workloads_ops_and_the_last_heal_rejoins()
     r = rec("swim", [["leave", 0, 0, 1], ["leave", 0, 0, 1], ["rejoin", 500, 0, 1],
                      ["leave", 0, 0, 2], ["crash", 0, 0, 3], ["leave", 0, 0, 3]])
     m = nemesis_steps(r)
+    # n3, still out at the end, joins 1 s after the last heal (the nemesis's own heal-all op,
+    # as the sim's last heal comes before its settle's rejoins), and the run goes on for
+    # 7 periods of the sim's 1 s, twice the sim's gossip bound
     assert m.swim_plan == [[10.0, "leave", "n2"], [10.5, "join", "n2"], [10.5, "leave", "n3"],
-                           [10.5, "join", "n3"]]
+                           [11.5, "join", "n3"]]
+    assert [(t, o["f"]) for t, o in m.steps] == [(10.5, "kill"), (0.0, "heal-all")]
+    assert m.duration_s == 18.5
     spec, _ = spec_for(r, get_protocol("swim"))
     assert spec.options["swim_plan"] == m.swim_plan
+    assert spec.options["swim_plan_origin"] == "workload"  # the nemesis's origin too
     # nothing here lets a correct member suspect unexcused: none is allowed, as in the sim
     assert spec.options["swim_max_false_suspicions_per_member_hour"] == 0
     spec, _ = spec_for(rec("swim", [["cut", 0, 0, 0], ["loss", 0, 3, 0]]), get_protocol("swim"))
     assert "swim_max_false_suspicions_per_member_hour" not in spec.options
 
 
+def test_a_swim_replay_runs_the_sims_timers_so_its_periods_are_the_sims() -> None:
+    """The sim's SWIM runs 1 s periods (`swim_search.OPTS`), the suite 0.5 s by default: a
+    replay's times and the sim's bounds (in periods) hold only at the sim's timers."""
+    from harness.sim.swim_search import OPTS
+
+    spec, _ = spec_for(rec("swim", [["crash", 0, 0, 1]]), get_protocol("swim"))
+    node = spec.describe()["node_options"]
+    assert (node["period_s"], node["probe_timeout_s"], node["suspicion_mult"],
+            node["indirect_k"]) == (OPTS.period_s, OPTS.probe_timeout_s, OPTS.suspicion_mult,
+                                    OPTS.indirect_k) == (1.0, 0.5, 4, 3)
+    assert "swim_plan_origin" not in spec.options  # no plan: nothing to place
+    spec, _ = spec_for(rec("sds", [["crash", 0, 0, 1]]), get_protocol("sds"))
+    assert "period_s" not in spec.options
+
+
 def test_a_swim_gossip_too_slow_finding_sets_the_real_dissemination_bound() -> None:
     """The sim's dissemination witness is judged on real nodes by the membership checker's
-    dissemination leaf at the sim's bound; other SWIM replays leave it unset (report only)."""
+    dissemination leaf (at 5 members under the sim's bound: `swim_gossip_bound`); other SWIM
+    replays leave it unset (report only)."""
     r = rec("swim", [["leave", 0, 0, 1], ["rejoin", 500, 0, 1]])
     spec, _ = spec_for(r, get_protocol("swim"))
     assert "swim_max_dissemination_periods" not in spec.options
-    r["witness"] = [{"checker": "dissemination", "kind": "gossip-too-slow", "message": "m"}]
+    r["witness"] = [{"checker": "dissemination", "kind": "gossip-too-slow", "message": "m",
+                     "witness": {"joiner": "n2", "gen": 2}}]
     spec, _ = spec_for(r, get_protocol("swim"))
-    assert spec.options["swim_max_dissemination_periods"] == 3.48
+    assert spec.options["swim_max_dissemination_periods"] == 2.5
+
+
+def test_the_real_gossip_bound_stays_under_the_joiners_own_probe_floor() -> None:
+    """A joiner's own probes reach the n - 2 members besides its seed in n - 2 periods with no
+    gossip at all (one new member a period, stalest first): at 5 members the sim's 3.48 is
+    past that floor of 3, so the real run judges at 2.5; at 10 the sim's 4.98 is under 7.5."""
+    from harness.sim.swim_search import GOSSIP_PERIODS
+
+    assert realrun.swim_gossip_bound(5, GOSSIP_PERIODS) == 2.5
+    assert realrun.swim_gossip_bound(10, 1.5 * 3.321928) == 4.98
+    assert realrun.swim_gossip_bound(5, 2.0) == 2.0  # the sim's when it is the lower
+
+
+def test_a_slow_rejoin_is_sampled_three_times_in_quiet_stretches() -> None:
+    """The seed-4 shape (`harness sim run swim --bug no-gossip-retransmit --seed 4`): n2
+    leaves, n1 is isolated, the last heal, n2's settle rejoin too slow. The real run heals,
+    n2 rejoins 1 s later, and leaves and rejoins twice more 16 s apart (past the checker's
+    14 s window of each), then 7 periods; a slow rejoin in mid-schedule gets three at the
+    end. No other SWIM replay gets any."""
+    slow = [{"checker": "dissemination", "kind": "gossip-too-slow", "message": "m",
+             "witness": {"joiner": "n2", "gen": 1, "bound_periods": 3.48}}]
+    r = {**rec("swim", [["loss", 322, 0, 0], ["leave", 0, 0, 1], ["partition", 73, 0, 0]]),
+         "witness": slow}
+    m = nemesis_steps(r)
+    assert m.steps == [(10.395, {"f": "start-partition",
+                                 "value": {"shape": "isolate", "node": "n1"}}),
+                       (0.0, {"f": "heal-all", "value": None})]
+    assert m.swim_plan == [[10.322, "leave", "n2"], [11.395, "join", "n2"],
+                           [26.395, "leave", "n2"], [27.395, "join", "n2"],
+                           [42.395, "leave", "n2"], [43.395, "join", "n2"]]
+    assert m.duration_s == 50.395
+    assert any(n.startswith("gossip-too-slow: n2 rejoins") for n in m.notes)
+    # the checker's join window at the sim's timers, which a sample's next leave must clear
+    assert realrun.SWIM_SAMPLE_GAP_S - realrun.SWIM_REJOIN_AFTER_HEAL_S > (4 * 1 + 10) * 1.0
+    m = nemesis_steps({**rec("swim", [["leave", 0, 0, 1], ["rejoin", 500, 0, 1],
+                                      ["delay", 100, 1, 0]]), "witness": slow})
+    assert m.swim_plan == [[10.0, "leave", "n2"], [10.5, "join", "n2"],
+                           [11.6, "leave", "n2"], [12.6, "join", "n2"],
+                           [27.6, "leave", "n2"], [28.6, "join", "n2"],
+                           [43.6, "leave", "n2"], [44.6, "join", "n2"]]
+    m = nemesis_steps(rec("swim", [["loss", 322, 0, 0], ["leave", 0, 0, 1]]))
+    assert [p[1] for p in m.swim_plan] == ["leave", "join"]
 
 
 def test_a_drip_add_is_the_clusters_add_member_of_a_fresh_node_on_the_sims_mesh() -> None:
@@ -380,3 +446,15 @@ def test_a_garlicfarm_hostile_step_is_a_real_burst_at_the_sims_pick_with_its_kin
     assert m.steps[1][0] == 0.1 and m.steps[5][0] == 2.0  # stopped by the next, or 2 s later
     assert "without credentials" in m.notes[0] and "not matched" in m.notes[0]
     assert "drawn from the run's seed" in m.notes[2] and "not matched" not in m.notes[2]
+
+
+def test_a_swim_replay_waits_out_its_liveness_bound_at_the_sims_period() -> None:
+    """The pause after the final heal covers SWIM's liveness bound at the replay's 1 s period
+    ((4 + 1) x 1 s, + 0.5 s), not the suite's 0.5 s one (which gave 3 s: liveness
+    'too soon to judge' and a correct replay 'unknown')."""
+    from harness.cli import quiesce_for
+    from harness.sim.realrun import profile
+
+    swim = get_protocol("swim")
+    assert quiesce_for(swim, 5) == 3.0
+    assert quiesce_for(swim, 5, profile("swim").options) == 5.5
