@@ -207,6 +207,20 @@ def test_heal_all_undoes_everything() -> None:
                                    "clocks-reset": []}
 
 
+def test_heal_all_is_also_an_op_a_schedule_can_play() -> None:
+    """A sim replay's last heal comes at its time in the schedule, not at the run's end: the
+    ``heal-all`` op does what `heal_all` does and completes with what it undid."""
+    nem, nodes, links = make()
+    for op in [{"f": "start-partition", "value": {"shape": "isolate", "node": "n1"}},
+               {"f": "pause", "value": {"node": "n3"}}]:
+        assert "error" not in run(nem.invoke(op)), op
+    done = run(nem.invoke({"f": "heal-all", "value": None}))
+    assert done["type"] == "info" and "error" not in done, done
+    assert done["value"]["resumed"] == ["n3"] and done["value"]["links"]
+    assert links.active == {} and not (nem.paused or nem.partition)
+    assert "heal-all" in nem.supported
+
+
 def test_a_clock_rate_is_set_put_back_by_the_heal_and_refused_when_not_positive() -> None:
     nem, nodes, _ = make()
     done = run(nem.invoke({"f": "clock-rate", "value": {"node": "n2", "rate": 2}}))
