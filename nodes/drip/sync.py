@@ -238,6 +238,8 @@ class Serve:
     batches: int = 0
     keys: int = 0
     skipped: int = 0  # summary ranges skipped
+    #: the peer's previous serve start, given back if this serve's first batch is not taken
+    prev_start: float | None = None
 
 
 #: reads the page after a key, up to a key (inclusive; None: no bound): a store's
@@ -247,7 +249,8 @@ Pager = Callable[[str | None, str | None], tuple[tuple[Item, ...], bool]]
 
 @dataclass
 class Feeder:
-    """Source side: one serve per peer, started at most once per ``min_interval_s``."""
+    """Source side: one serve per peer, started at most once per ``min_interval_s`` (a serve
+    whose first batch the peer did not take does not count)."""
 
     lim: SyncLimits = field(default_factory=SyncLimits)
     serves: dict[str, Serve] = field(default_factory=dict)
@@ -270,10 +273,21 @@ class Feeder:
                           f"{now - last:.3f} s ago; ask again after {self.lim.min_interval_s} s")
         if after is None:
             self.full_gen[hop] = gen
-        s = Serve(sid, self.full_gen.get(hop, -1), after, list(skip or ()))
+        s = Serve(sid, self.full_gen.get(hop, -1), after, list(skip or ()), prev_start=last)
         self.serves[hop] = s
         self.last_start[hop] = now
         return s
+
+    def _give_back(self, hop: str, prev: float | None) -> None:
+        """A serve whose first batch failed or was refused (its peer asked for another sync,
+        or none: a request in its name from a holder of its key) does not count against the
+        rate limit. Else such requests, while the peer is owed a sync, kept the slot and got
+        the real peer's own requests refused 429 until the attacker let go (a healed node
+        synced 2 s late under `hostile`, session 42)."""
+        if prev is None:
+            self.last_start.pop(hop, None)
+        else:
+            self.last_start[hop] = prev
 
     def next_batch(self, hop: str, page: Pager) -> tuple[tuple[Item, ...], bool]:
         """The next batch's items and whether it is the last: pages from the cursor, never
@@ -311,6 +325,8 @@ class Feeder:
             return None
         if not ok:
             del self.serves[hop]
+            if s.batches == 0:  # the peer took nothing: the serve does not hold its slot
+                self._give_back(hop, s.prev_start)
             return None
         s.batches += 1
         s.keys += len(b.items)

@@ -155,6 +155,24 @@ def test_a_flood_of_sync_requests_starts_one_serve() -> None:
     assert c.refusals.counts == {"sync-coalesced": 99}
 
 
+def test_a_serve_its_peer_refused_does_not_hold_the_rate_limit_slot() -> None:
+    """Chaos seed 5 of the hostile run (session 42): a request in n2's name from a holder of
+    its key, while n2 was owed a sync, started a serve whose batch the real n2 refused; the
+    serve kept the 1 s slot, so n2's own request got 429 (and the attacker took the slot
+    again at its next burst). A serve that delivered nothing gives the slot back; one that
+    delivered a batch keeps it (a flood is still one serve a second)."""
+    c = _core()
+    c.d.kv.update(kv(5))
+    c.peer_state["n2"] = "sync"
+    [forged] = _serves(c.on_message(Inbound("n2", 1), SyncRequest("n2", None, "forged"), 1.0))
+    c.on_message("n2", Outcome(forged.msg, 409, {"reason": "sync-stale"}), 1.05)
+    [real] = _serves(c.on_message(Inbound("n2", 2), SyncRequest("n2", None, "real"), 1.1))
+    assert real.msg.sync_id == "real" and real.msg.complete
+    c.on_message("n2", Outcome(real.msg, 200, {}), 1.15)  # taken: this one holds the slot
+    out = c.on_message(Inbound("n2", 3), SyncRequest("n2", None, "again"), 1.2)
+    assert not _serves(out) and c.refusals.counts == {"sync-rate-limited": 1}
+
+
 def _serves(out: list) -> list:
     return [e for e in out if isinstance(e, Send) and isinstance(e.msg, SyncBatch)]
 
