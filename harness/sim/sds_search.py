@@ -1,7 +1,8 @@
 """SDS as a search target: what each schedule step does to a five-participant channel
 (`SdsSim`), and how a run is judged (`checkers.ordering`, as a real run is, after the last
-heal and a settle of `SETTLE_S`: its ``convergence``, ``same-set`` and ``buffers-drain``
-leaves are the liveness check, a message some node never gets or a buffer that never drains).
+heal and a settle of `SETTLE_S`, longer while repair still delivers (`settle`): its
+``convergence``, ``same-set`` and ``buffers-drain`` leaves are the liveness check, a message
+some node never gets or a buffer that never drains).
 
 Kinds (node ``b`` of ``n0..n4``): ``partition`` (shape ``a``: even, isolate node ``b``; odd,
 split ``n0 n1 | n2 n3 n4``), ``heal``, ``crash``, ``restart``, ``pause``/``resume``, ``loss``
@@ -55,6 +56,14 @@ ANSWER_MS = 5
 OPTS = SdsOptions(resend_unacked_ms=500, resend_possibly_ms=1500, sync_interval_ms=500,
                   t_min_ms=200, t_max_ms=2000, peer_bloom_stale_ms=5000)
 SETTLE_S = 20.0  # after the last heal: many resend, sync and repair rounds
+#: the settle goes on past ``SETTLE_S`` while some node still delivers within a window this
+#: long (a repair or relay hop: request backoff up to ``t_max_ms``, answer backoff up to
+#: ``t_max_ms``, relay grace ``resend_possibly_ms``), at most ``SETTLE_MORE_S`` more: SDS-R
+#: walks a chain of missed messages from a gone sender one hop at a time (each held message
+#: names two predecessors, and only a delivered one is served), so its length, not a bug, sets
+#: how long repair takes; the liveness check judges progress stopping, not a speed
+PROGRESS_WINDOW_S = (2 * OPTS.t_max_ms + OPTS.resend_possibly_ms) / 1000
+SETTLE_MORE_S = 3 * SETTLE_S
 
 
 #: the hostile peer's address: not a participant, as the real fault's own socket is not
@@ -149,12 +158,30 @@ class _Run:
             sim.fault_step(kind, n, a, b, delay=(0.001, 0.02, 0.005))
 
 
+def settle(sim: SdsSim) -> None:
+    """``SETTLE_S`` after the last heal, then longer while repair still delivers (see
+    `PROGRESS_WINDOW_S`): a message that stops moving is judged, one still moving is not."""
+    sim.run_for(SETTLE_S)
+    end = sim.now + SETTLE_MORE_S
+    while sim.now < end and _delivered_since(sim, sim.now - PROGRESS_WINDOW_S):
+        sim.run_for(min(PROGRESS_WINDOW_S, end - sim.now))
+
+
+def _delivered_since(sim: SdsSim, t: float) -> bool:
+    """Some node delivered a message after ``t`` (the journal is in time order)."""
+    for e in reversed(sim.events):
+        if e.t <= t:
+            return False
+        if e.type == "deliver":
+            return True
+    return False
+
+
 def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     """Run ``schedule`` on a fresh five-node channel, heal, settle, and judge it."""
     r = _Run(seed, bugs)
     sim = r.sim
-    stuck = play(sim, schedule, r.step, ids=NAMES, latency=0.001,
-                 settle=lambda: sim.run_for(SETTLE_S))
+    stuck = play(sim, schedule, r.step, ids=NAMES, latency=0.001, settle=lambda: settle(sim))
     witness: list[dict[str, Any]] = [] if stuck is None else [stuck]
     if not witness:
         witness += witness_of(ordering.check({}, r.history, sim.observations()))

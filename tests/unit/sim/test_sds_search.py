@@ -3,9 +3,14 @@ and shrunk, judged by the same ordering checker as a real run."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from checkers import ordering
+from harness.cli import main
+from harness.sim import sds_search
 from harness.sim.sds_search import NAMES, SETTLE_S, TARGET, _Run, run
 from harness.sim.search import search
 
@@ -183,3 +188,27 @@ def test_a_repair_only_a_gone_sender_could_answer_is_judged_as_in_a_real_run() -
     lost = {e.get("where") for o in obs["nodes"].values() for e in o.get("events") or []
             if e.get("type") == "lost"}
     assert lost == {"incoming", "repair"}
+
+
+LONG_CHAIN = Path(__file__).parent / "data" / "sds_long_repair_chain.json"
+
+
+def test_a_long_repair_chain_from_a_gone_sender_is_judged_when_it_stops_moving(
+        monkeypatch, capsys) -> None:
+    """Found by `harness sim run sds --hostile --skew --gone --seed 32` on the correct core
+    (shrunk: 30 % loss, n0 sends 30 messages, n0 gone): every message of n0's chain is held
+    by some live node, most only in incoming buffers waiting on a predecessor, and SDS-R
+    serves only delivered messages, so repair walks the chain one hop (about 0.6 s) at a
+    time: n1 and n3 delivered the last four at 18.7 s, n2 and n4 were still one hop short
+    when the 20 s settle ended. Nothing is stuck: the settle now goes on while deliveries
+    continue, and the channel converges; cut off at 20 s it gives the old witness exactly."""
+    rec = json.loads(LONG_CHAIN.read_text())
+    assert rec["bug"] == [] and {w["kind"] for w in rec["witness"]} == {
+        "acked-send-lost", "buffer-not-drained", "silently-absent"}
+    out = run(rec["schedule"], rec["seed"], ())
+    assert out.ok, out.witness
+    assert SETTLE_S < out.sim_seconds - 0.9 < SETTLE_S + sds_search.SETTLE_MORE_S
+    assert main(["sim", "replay", str(LONG_CHAIN)]) == 2  # the file holds the failing trace
+    assert "witness (0 anomalies)" in capsys.readouterr().out
+    monkeypatch.setattr(sds_search, "SETTLE_MORE_S", 0.0)
+    assert run(rec["schedule"], rec["seed"], ()).witness == rec["witness"]
