@@ -85,6 +85,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     print(f"searching {t.name} schedules, seed {a.seed}, bug {','.join(bugs) or '(none)'}, "
           f"budget {a.budget:g} s{', with hostile peers' if a.hostile else ''}"
           f"{', with clock skew' if a.skew else ''}"
+          f"{', with gone nodes' if a.gone else ''}"
           f"{', with membership changes' if a.members else ''}"
           f"{f', {a.zones} zones' if a.zones != 1 else ''}", file=sys.stderr)
     if t.per_node:
@@ -159,7 +160,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     r.add_argument("--hostile", action="store_true",
                    help="draw the hostile kind too: an adversarial peer's burst of the "
                         "protocol's own messages (extreme fields, forged senders, replays, "
-                        "truncation) at one node (garlicfarm, swim, sds)")
+                        "truncation) at one node (every protocol)")
     r.add_argument("--skew", action="store_true",
                    help="draw the skew kind too: one node's monotonic clock runs at half or "
                         "twice true speed, or its calendar clock steps 60 s back or forward "

@@ -190,6 +190,15 @@ def test_a_repair_only_a_gone_sender_could_answer_is_judged_as_in_a_real_run() -
     assert lost == {"incoming", "repair"}
 
 
+def test_the_cli_says_when_it_draws_gone(tmp_path, capsys) -> None:
+    """A search's first line names every widening switch it draws (``--gone`` was drawn but
+    not said, so a log could not tell a ``--gone`` search from a plain one)."""
+    f = tmp_path / "s.json"
+    assert main(["sim", "run", "sds", "--gone", "--seed", "1", "--runs", "3",
+                 "--out", str(f)]) == 0
+    assert "with gone nodes" in capsys.readouterr().err and not f.exists()
+
+
 LONG_CHAIN = Path(__file__).parent / "data" / "sds_long_repair_chain.json"
 
 
