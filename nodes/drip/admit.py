@@ -156,8 +156,9 @@ class Gate:
             return Refusal(400, "malformed", f"undecodable request: {type(e).__name__}: {e}")
         try:
             claims = self.verifier.verify(h.auth, h.sender, now)
-            self.verifier.bind(claims, codec.signed_digest(msg),
-                               once=not isinstance(msg, codec.FLOODED), now=now)
+            digest = codec.batch_digest(msg.sender, body) if isinstance(msg, codec.Batch) \
+                else codec.signed_digest(msg)  # a batch binds the bytes read, not a re-encoding
+            self.verifier.bind(claims, digest, once=not isinstance(msg, codec.FLOODED), now=now)
         except AuthError as e:
             return Refusal(401, e.reason, str(e))
         if isinstance(msg, OWN_BEHALF) and h.sender != h.ident:

@@ -594,13 +594,27 @@ def signed_digest(msg: Message) -> str:
     """SHA-256 (hex) of what a request's JWT vouches for: method, path, the propagation headers
     (node id, counter, reset, transaction type) and the body, in a canonical form computed from the
     decoded message, so that forwarders that re-encode it (or encode JSON another way) keep
-    the digest. The vote budget header is left out: forwarders lower it on purpose."""
+    the digest. The vote budget header is left out: forwarders lower it on purpose.
+    A Batch is the exception (`batch_digest`): no one forwards it, so its token binds the
+    bytes of the body the hop sent."""
     req = encode(msg)
+    if isinstance(msg, Batch):
+        return batch_digest(msg.sender, req.body_bytes())
     headers = sorted((k.lower(), v) for k, v in req.headers.items()
                      if k not in (H_BUDGET, H_AUTH))
     view = [req.method, req.path, headers, req.body]
     raw = json.dumps(view, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def batch_digest(sender: str, body: bytes) -> str:
+    """What a `Batch`'s token binds: ``POST /batch``, the hop's ``DRiP-Node-ID`` and the
+    SHA-256 of the exact body bytes. A batch is per link (a relay unpacks it and sends each
+    item on in a batch of its own), so nothing re-encodes it on the way and no canonical form
+    is needed; the receiver hashes what it read instead of encoding the decoded batch again,
+    and the sender what it sends. The items' own tokens (flooded ones) keep `signed_digest`."""
+    view = ["POST", "/batch", [[H_NODE.lower(), sender]], hashlib.sha256(body).hexdigest()]
+    return hashlib.sha256(json.dumps(view, separators=(",", ":")).encode()).hexdigest()
 
 
 def _path_id(path_id: str, sender: str) -> None:
@@ -609,16 +623,26 @@ def _path_id(path_id: str, sender: str) -> None:
         raise CodecError(f"path names node {path_id!r} but {H_NODE} is {sender!r}")
 
 
+#: `decode`'s ``doc`` when the body is still bytes
+_UNREAD: Any = object()
+
+
+def _doc(body: bytes, doc: Any) -> Any:
+    return decode_json(body) if doc is _UNREAD else doc
+
+
 def decode(method: str, path: str, headers: Any, body: bytes,
-           auth: str | None = None, limits: Limits = DEFAULT_LIMITS) -> Message:
+           auth: str | None = None, limits: Limits = DEFAULT_LIMITS, *,
+           doc: Any = _UNREAD) -> Message:
     """Parse one request.
 
-    ``headers`` is any case-insensitive mapping (aiohttp's CIMultiDict).
+    ``headers`` is any case-insensitive mapping (aiohttp's CIMultiDict). ``doc``: the body
+    already parsed and checked (a batch item's, part of the batch's JSON), instead of ``body``.
     """
     parts = [p for p in path.split("/") if p]
     sender = parse_node_id(headers.get(H_NODE))
     if method == "POST" and parts == ["batch"]:
-        return _decode_batch(sender, decode_json(body), limits)
+        return _decode_batch(sender, _doc(body, doc), limits)
     if method == "GET" and parts == ["state"]:
         return StateQuery(sender)
     if method == "POST" and parts == ["voting"]:
@@ -628,14 +652,14 @@ def decode(method: str, path: str, headers: Any, body: bytes,
         budget = parse_budget(headers.get(H_BUDGET), limits)
         counter = parse_counter(headers.get(H_COUNTER))
         return Voting(sender, counter, parse_reset(headers.get(H_RESET), counter),
-                      Update.from_json(decode_json(body), limits), auth, budget)
+                      Update.from_json(_doc(body, doc), limits), auth, budget)
     if method == "POST" and parts[-2:-1] == ["response"] and (
             (len(parts) == 5 and parts[:2] == ["voting", "peernode"])
             or (len(parts) == 4 and parts[0] == "node")):
         _path_id(parts[-3], sender)
         if parts[-1] not in ("yes", "no"):
             raise CodecError(f"vote response must be yes or no, got {parts[-1]!r}")
-        d = decode_json(body)
+        d = _doc(body, doc)
         if d is None:  # the spec's example: the vote alone
             return VoteResponse(sender, parts[-1] == "yes", None, None, None)
         if not isinstance(d, dict):
@@ -651,7 +675,7 @@ def decode(method: str, path: str, headers: Any, body: bytes,
                             _ids(d, "no_voters"), _int(d, "version") if "version" in d else 0,
                             dup, _statements(d))
     if method == "POST" and parts == ["outcome"]:
-        d = decode_json(body)
+        d = _doc(body, doc)
         uid = d.get("id") if isinstance(d, dict) else None
         if not isinstance(uid, str) or not uid or len(uid) > MAX_KEY:
             raise CodecError(f"outcome body: expected {{id, initiator}} (an update id of 1 to "
@@ -659,7 +683,7 @@ def decode(method: str, path: str, headers: Any, body: bytes,
         return OutcomeQuery(sender, uid, parse_node_id(d.get("initiator"), "body.initiator"),
                             _int(d, "counter", top=U64_MAX) if "counter" in d else None)
     if method == "POST" and parts == ["abort"]:
-        d = decode_json(body)
+        d = _doc(body, doc)
         if not isinstance(d, dict):
             raise CodecError("abort body: expected a JSON object {id, key}")
         uid, key = d.get("id"), d.get("key")
@@ -671,7 +695,7 @@ def decode(method: str, path: str, headers: Any, body: bytes,
         ttype = parse_ttype(headers.get(H_TTYPE))
         counter = parse_counter(headers.get(H_COUNTER))
         reset = parse_reset(headers.get(H_RESET), counter)
-        d = decode_json(body)
+        d = _doc(body, doc)
         if ttype == "update":
             if not isinstance(d, dict):
                 raise CodecError("commit body: expected a JSON object")
@@ -687,7 +711,7 @@ def decode(method: str, path: str, headers: Any, body: bytes,
                          tuple(Item.from_json(i, limits) for i in d["items"]))
     if method == "POST" and len(parts) == 3 and parts[:2] == ["heartbeat", "node"]:
         _path_id(parts[2], sender)
-        d = decode_json(body) or {}
+        d = _doc(body, doc) or {}
         if not isinstance(d, dict):
             raise CodecError("heartbeat body: expected a JSON object")
         st = d.get("state", "active")
@@ -743,12 +767,11 @@ def _decode_batch(sender: str, d: Any, limits: Limits) -> Batch:
         auth = it.get("auth")
         if auth is not None and not isinstance(auth, str):
             raise CodecError(f"batch item {i}.auth: expected a JWT string")
-        body = b"" if it.get("body") is None else json.dumps(it["body"]).encode()
         if [p for p in it["path"].split("/") if p] == ["batch"]:  # no nesting, no recursion
             raise CodecError(f"batch item {i}: Batch cannot be batched; send it alone")
         h = _Headers({k.lower(): v for k, v in it["headers"].items()})
         try:
-            m = decode(it["method"], it["path"], h, body, auth, limits)
+            m = decode(it["method"], it["path"], h, b"", auth, limits, doc=it.get("body"))
         except CodecError as e:
             raise CodecError(f"batch item {i}: {e}", e.status) from e
         if not isinstance(m, BATCHED):

@@ -392,6 +392,11 @@ class DripNode(JournalingHost):
         return forwarded if forwarded else self.signer.header(
             self.clock.wall(), codec.signed_digest(msg), once=not isinstance(msg, codec.FLOODED))
 
+    def _batch_auth(self, data: bytes) -> str:
+        """A batch's own token: it binds the body bytes we send (`codec.batch_digest`)."""
+        return self.signer.header(self.clock.wall(), codec.batch_digest(self.me, data),
+                                  once=True)
+
     async def _request(self, to: str, msg: Message, auth: str | None = None) -> int:
         """One HTTPS request to a peer; how it ended goes back to the core. ``auth``: the
         Authorization made for it already (a flooded message's, shared by all peers)."""
@@ -510,10 +515,11 @@ class DripNode(JournalingHost):
             self.batch_stats["sent"] += 1
             self.batch_stats["sent_items"] += len(items)
             req = codec.encode(batch)
-            headers = {**req.headers, codec.H_AUTH: self._auth_for(batch),
-                       "Content-Type": "application/json"}
+            data = req.body_bytes()  # encoded once: its token binds these very bytes
+            headers = {**req.headers, "Content-Type": "application/json",
+                       codec.H_AUTH: self._batch_auth(data)}
             async with self.session.post(
-                    _url(self.peer_urls, to) + req.path, headers=headers, data=req.body_bytes(),
+                    _url(self.peer_urls, to) + req.path, headers=headers, data=data,
                     server_hostname=to,
                     timeout=aiohttp.ClientTimeout(total=self.opts.peer_timeout_s)) as r:
                 raw = await r.read()

@@ -4,6 +4,8 @@ the gate alone, with real ES256 tokens: what it refuses, and what it hands on.""
 
 from __future__ import annotations
 
+import json
+
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from multidict import CIMultiDict
@@ -144,3 +146,22 @@ def test_the_read_only_window_check_is_what_before_would_raise() -> None:
             raised = True
         assert (told is not None) == raised, (counter, reset)
     assert raised is False and s.out_of_window("n1", 301, False) is not None
+
+
+def test_a_batch_token_binds_the_exact_body_bytes_it_was_signed_over() -> None:
+    yes = VoteResponse(responder="n2", yes=True, initiator="n1", counter=5, uid="u1",
+                       voters=("n2",), version=0)
+    batch = codec.Batch("n2", (yes, VoteResponse("n2", False, None, None, None)))
+    m, p, h, b = request(batch, "n2")
+    assert codec.signed_digest(batch) == codec.batch_digest("n2", b)
+    g, _ = gate()
+    got = g.admit("n2", None, m, p, h, b, NOW)
+    assert isinstance(got, codec.Batch) and got.items == batch.items
+    assert g.admit("n2", None, m, p, h, b, NOW).reason == "replayed"  # type: ignore[union-attr]
+    # the same items in other bytes (JSON spaced out): a fresh token over the original bytes
+    # does not cover them, though they decode to the very same batch
+    m, p, h, b = request(batch, "n2")
+    spaced = json.dumps(json.loads(b)).encode()
+    assert spaced != b and codec.decode(m, p, h, spaced).items == batch.items  # type: ignore[union-attr]
+    r = g.admit("n2", None, m, p, h, spaced, NOW)
+    assert isinstance(r, Refusal) and r.status == 401 and r.reason == "retargeted"

@@ -35,7 +35,8 @@ def _node(exc: BaseException) -> tuple[SimpleNamespace, list[Any]]:
         me="n1", session=SimpleNamespace(post=_Post(exc)), peer_urls={"n2": "https://x"},
         opts=SimpleNamespace(peer_timeout_s=0.5), _no_batch=set(),
         batch_stats={"sent": 0, "sent_items": 0}, _with_statements=lambda ms: list(ms),
-        _auth_for=lambda m: "token", _note_refusal=lambda *a, **k: None,
+        _auth_for=lambda m: "token", _batch_auth=lambda data: "token",
+        _note_refusal=lambda *a, **k: None,
         background=SimpleNamespace(spawn=lambda c: c.close()), _queue=queued.append)
     n._batch_outcomes = lambda *a: DripNode._batch_outcomes(n, *a)  # type: ignore[arg-type]
     return n, queued
