@@ -210,5 +210,7 @@ class Gate:
                 proven.append(voter)
             except AuthError as e:
                 self.note("unproven-vote", peer=hop, voter=voter, uid=msg.uid, error=str(e))
+        if len(proven) == len(msg.voters) and all(v in proven for v, _ in msg.statements):
+            return msg  # every voter proven, no statement to drop: the same message
         return replace(msg, voters=tuple(proven), statements=tuple(
             (v, t) for v, t in msg.statements if v in proven))

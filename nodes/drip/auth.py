@@ -77,8 +77,23 @@ def covers(claims: dict[str, Any], digest: str) -> bool:
     if claims["req"] == digest:
         return True
     reqs = claims.get("reqs")
-    return (isinstance(reqs, list) and len(reqs) <= MAX_GROUP and digest in reqs
-            and group_digest(reqs) == claims["req"])
+    if not (isinstance(reqs, list) and len(reqs) <= MAX_GROUP and digest in reqs):
+        return False
+    if _GROUPS.get(claims["req"]) == reqs:  # this very list was hashed to this req before
+        return True
+    if group_digest(reqs) != claims["req"]:
+        return False
+    if len(_GROUPS) >= _MAX_GROUPS:
+        _GROUPS.clear()
+    _GROUPS[claims["req"]] = list(reqs)
+    return True
+
+
+#: group ``req`` -> the ``reqs`` list it was found to hash, so `covers` hashes a group once,
+#: not once per request it covers (a group token covers up to MAX_GROUP requests, each
+#: arriving once per path): a pure function of the list, remembered only after it matched
+_GROUPS: dict[str, list[str]] = {}
+_MAX_GROUPS = 4096
 
 
 @dataclass

@@ -248,6 +248,22 @@ def test_a_group_token_whose_list_does_not_hash_to_req_binds_nothing(pair) -> No
         v.bind(v.verify(tok, "n1", NOW), D, once=False, now=NOW)
 
 
+def test_a_group_checked_once_does_not_vouch_for_another_list_under_its_req(pair) -> None:
+    """`covers` remembers a group's list once it hashed to its req: a token signing that req
+    beside another list (one more digest) still binds nothing, the listed ones included."""
+    s, v, _ = pair
+    listed = [D, *_other_votes(2)]
+    good = s.group_token(NOW, listed)
+    v.bind(v.verify(good, "n1", NOW), D, once=False, now=NOW)  # checked, and remembered
+    req = v.verify(good, "n1", NOW)["req"]
+    stranger = _other_votes(4)[3]
+    bad = s.token(NOW, req, reqs=[*listed, stranger])
+    for d in (stranger, D):
+        with pytest.raises(AuthError, match="signs another request"):
+            v.bind(v.verify(bad, "n1", NOW), d, once=False, now=NOW)
+    v.bind(v.verify(good, "n1", NOW), listed[2], once=False, now=NOW)
+
+
 def test_a_group_token_is_bounded(pair) -> None:
     s, v, _ = pair
     with pytest.raises(ValueError, match="group token"):
