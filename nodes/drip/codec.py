@@ -573,32 +573,16 @@ def encode(msg: Message) -> HttpRequest:
             ask["counter"] = msg.counter
         return HttpRequest("POST", "/outcome", {H_NODE: msg.sender}, ask)
     if isinstance(msg, Batch):
-        return HttpRequest("POST", "/batch", {H_NODE: msg.sender}, {"items": [
-            batch_item(m, m.auth if isinstance(m, FLOODED) else None) for m in msg.items]})
+        items = []
+        for m in msg.items:
+            r = encode(m)
+            it: dict[str, Any] = {"method": r.method, "path": r.path, "headers": r.headers,
+                                  "body": r.body}
+            if isinstance(m, FLOODED) and m.auth:
+                it["auth"] = m.auth
+            items.append(it)
+        return HttpRequest("POST", "/batch", {H_NODE: msg.sender}, {"items": items})
     raise TypeError(f"not a DRiP message: {msg!r}")
-
-
-def batch_item(m: Message, auth: str | None) -> dict[str, Any]:
-    """One item of a `Batch`'s body: the single request ``m`` stands for, with ``auth`` (a
-    flooded message's initiator token)."""
-    r = encode(m)
-    it: dict[str, Any] = {"method": r.method, "path": r.path, "headers": r.headers,
-                          "body": r.body}
-    if auth:
-        it["auth"] = auth
-    return it
-
-
-def item_bytes(m: Message, auth: str | None) -> bytes:
-    """`batch_item` as the compact JSON `batch_body` joins: a flooded message goes to each of
-    a node's peers, so a sender encodes it once and reuses the bytes in every peer's batch."""
-    return json.dumps(batch_item(m, auth), separators=(",", ":")).encode()
-
-
-def batch_body(items: list[bytes]) -> bytes:
-    """A `Batch`'s body from its items' `item_bytes`: the very bytes
-    ``encode(batch).body_bytes()`` gives."""
-    return b'{"items":[' + b",".join(items) + b"]}"
 
 
 #: messages whose initiator's token travels unchanged through forwarders (spec 4.4): a node

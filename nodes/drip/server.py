@@ -78,9 +78,6 @@ log = logging.getLogger("drip.server")
 
 #: delivery marks carried at most, waiting for a durable group (then written on their own)
 _MAX_CARRIED = 4096
-#: flooded batch items remembered as encoded (DripNode._flooded_bytes): a few groups' worth
-_MAX_ENCODED = 1024
-
 
 def _cert_sha256(req: web.Request) -> str | None:
     """The SHA-256 of the TLS client certificate (DER) of ``req``'s connection."""
@@ -247,8 +244,6 @@ class DripNode(JournalingHost):
         #: outbox delivery marks of groups that held nothing else, for the next durable group
         self._carried: list[Delivered] = []
         self._no_batch: set[str] = set()  # peers that answered 404 to /batch
-        #: flooded messages' batch items as sent, by id (`_flooded_bytes`)
-        self._encoded: dict[int, tuple[Message, str, bytes]] = {}
         #: vote-path messages waiting for a free pipeline slot to each peer, with the
         #: initiator token made for a flooded one; and the requests on their way to each peer
         self._outq: dict[str, list[tuple[Message, str | None]]] = {}
@@ -397,18 +392,6 @@ class DripNode(JournalingHost):
         return forwarded if forwarded else self.signer.header(
             self.clock.wall(), codec.signed_digest(msg), once=not isinstance(msg, codec.FLOODED))
 
-    def _flooded_bytes(self, m: Message, auth: str) -> bytes:
-        """``m``'s batch item (`codec.item_bytes`), encoded once for all the peers it goes to
-        (the core sends the same object to each); at most _MAX_ENCODED remembered."""
-        hit = self._encoded.get(id(m))
-        if hit is not None and hit[0] is m and hit[1] == auth:
-            return hit[2]
-        raw = codec.item_bytes(m, auth)
-        if len(self._encoded) >= _MAX_ENCODED:
-            self._encoded.clear()
-        self._encoded[id(m)] = (m, auth, raw)  # holds m: its id cannot be reused meanwhile
-        return raw
-
     def _batch_auth(self, data: bytes) -> str:
         """A batch's own token: it binds the body bytes we send (`codec.batch_digest`)."""
         return self.signer.header(self.clock.wall(), codec.batch_digest(self.me, data),
@@ -521,21 +504,22 @@ class DripNode(JournalingHost):
         assert self.session is not None
         status, body = 0, None
         try:
-            parts: list[bytes] = []
+            items: list[Message] = []
             for m in self._with_statements(msgs):
-                if isinstance(m, codec.FLOODED):
-                    if not m.auth and id(m) not in tokens:
+                if isinstance(m, codec.FLOODED) and not m.auth:
+                    if id(m) not in tokens:
                         tokens[id(m)] = self._auth_for(m)
-                    parts.append(self._flooded_bytes(m, m.auth or tokens[id(m)]))
-                else:
-                    parts.append(codec.item_bytes(m, None))
+                    m = replace(m, auth=tokens[id(m)])
+                items.append(m)
+            batch = codec.Batch(self.me, tuple(items))
             self.batch_stats["sent"] += 1
-            self.batch_stats["sent_items"] += len(parts)
-            data = codec.batch_body(parts)  # encoded once: its token binds these very bytes
-            headers = {codec.H_NODE: self.me, "Content-Type": "application/json",
+            self.batch_stats["sent_items"] += len(items)
+            req = codec.encode(batch)
+            data = req.body_bytes()  # encoded once: its token binds these very bytes
+            headers = {**req.headers, "Content-Type": "application/json",
                        codec.H_AUTH: self._batch_auth(data)}
             async with self.session.post(
-                    _url(self.peer_urls, to) + "/batch", headers=headers, data=data,
+                    _url(self.peer_urls, to) + req.path, headers=headers, data=data,
                     server_hostname=to,
                     timeout=aiohttp.ClientTimeout(total=self.opts.peer_timeout_s)) as r:
                 raw = await r.read()

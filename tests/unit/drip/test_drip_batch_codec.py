@@ -64,14 +64,3 @@ def test_only_vote_path_messages_batch_and_size_is_capped() -> None:
     with pytest.raises(CodecError, match="at most"):
         codec.decode("POST", "/batch", {codec.H_NODE: "n1"},
                      codec.HttpRequest("POST", "/batch", {}, {"items": many}).body_bytes())
-
-
-def test_a_batch_body_joined_from_its_items_bytes_is_the_encoded_body() -> None:
-    up = Update("u1", "k", {"v": [1, "é", None]})
-    items = (Voting("n2", 3, False, up, auth="Bearer t"),
-             VoteResponse("n1", True, "n2", 3, "u1", ("n1",), (), 0),
-             Commit("n2", 3, False, up, 1, auth="Bearer t"))
-    whole = codec.encode(Batch("n1", items)).body_bytes()
-    parts = [codec.item_bytes(m, getattr(m, "auth", None)) for m in items]
-    assert codec.batch_body(parts) == whole
-    assert codec.decode("POST", "/batch", {codec.H_NODE: "n1"}, whole).items == items  # type: ignore[union-attr]
