@@ -11,7 +11,8 @@ Claims: ``iss`` (the node that initiated the request), ``iat``, ``exp`` (``iat +
 two of ours that make the token sign one request rather than vouch for an issuer:
 
 * ``req``: :func:`nodes.drip.codec.signed_digest` of the request (method, path, propagation
-  headers, body): the same token on another path, with another body or other counters fails;
+  headers, body): the same token on another path, with another body or other counters fails
+  (a ``/batch``, never forwarded, binds its exact body bytes instead: ``codec.batch_digest``);
 * ``reqs`` (optional): a *group token* signs several requests at once: ``reqs`` lists their
   digests (at most ``MAX_GROUP``) and ``req`` is the SHA-256 of that list. An initiator signs
   the flooded requests it releases together with one token, and a voter its yes statements
