@@ -486,7 +486,7 @@ class Simulation:
         if targets:
             raw = self.wire.encode(e.msg) if self.wire is not None else e.msg
             net = self.net
-            if net.cut or net.loss or net.dup or net.jitter:
+            if net.cut or net.loss or net.dup or net.jitter or net.slow:
                 for dst, seen_as in targets:
                     self._transmit(src, dst, seen_as, raw)
                 return
@@ -550,7 +550,7 @@ class Simulation:
         self.sent += 1
         net, now = self.net, self.now
         size = len(raw) if isinstance(raw, bytes) else None
-        if net.cut or net.loss or net.dup or net.jitter:
+        if net.cut or net.loss or net.dup or net.jitter or net.slow:
             delays = net.plan(src, dst)
             self.trace.append((now, "send", src, dst, size, len(delays)))
             for d in delays:

@@ -22,6 +22,9 @@ class Network:
     loss: float = 0.0
     dup: float = 0.0
     cut: set[tuple[Any, Any]] = field(default_factory=set)
+    #: extra delay (seconds) of every send on one directed link: a slow hop, so one path
+    #: of a mesh can be overtaken by another
+    slow: dict[tuple[Any, Any], float] = field(default_factory=dict)
 
     def plan(self, src: Any, dst: Any) -> list[float]:
         """Delays (seconds) of the copies of one datagram src -> dst; [] when it is lost."""
@@ -30,7 +33,8 @@ class Network:
         if self.loss and self.rng.random() < self.loss:
             return []
         copies = 2 if self.dup and self.rng.random() < self.dup else 1
-        return [self.latency + (self.rng.uniform(0, self.jitter) if self.jitter else 0.0)
+        return [self.latency + self.slow.get((src, dst), 0.0)
+                + (self.rng.uniform(0, self.jitter) if self.jitter else 0.0)
                 for _ in range(copies)]
 
     def partition(self, *groups: Iterable[Any]) -> None:

@@ -326,6 +326,10 @@ class DripCore:
         #: uid -> initiator of updates we know were aborted (its Abort, or its own answer):
         #: a voter's `OutcomeQuery` may ask us rather than a far initiator
         self.aborted: dict[str, str] = {}
+        #: uid -> (initiator, counter) of the `Abort` we took for it: a `/voting` of that
+        #: update with an earlier counter is a round it already aborted, overtaken by its abort
+        #: (`_aborted_round`); a retry of the id has a later counter and is voted on as usual
+        self.abort_rounds: dict[str, tuple[str, int]] = {}
         #: uid -> the initiator's own signed evidence of the abort (its `/abort` token, or its
         #: signed answer to an `OutcomeQuery`), passed on in our answers: an unproven
         #: "aborted" is taken as "undecided" by the asker's runtime (`nodes.drip.abort_proof`)
@@ -765,6 +769,8 @@ class DripCore:
         self._learn(msg.initiator)
         rows = Counters((self._row(msg.initiator),))
         reason = self._own_vote(up, msg.initiator)
+        if reason is None and self.state != "sync":  # spec 4.6: a syncing node votes yes
+            reason = self._aborted_round(msg)
         out: list[Effect] = [Emit("vote", {"uid": up.uid, "key": up.key,
                                            "initiator": msg.initiator,
                                            "vote": "no" if reason else "yes", "reason": reason,
@@ -798,6 +804,19 @@ class DripCore:
         out += [Send(p, fwd) for p in sorted(downstream)]
         out.append(SetTimer(("relay", up.uid), now + wait))
         return out
+
+    def _aborted_round(self, msg: Voting) -> str | None:
+        """Why ``msg`` is a round its initiator already aborted, else None. On a ring the
+        abort can overtake the vote: the update's no came from one side, the abort went round
+        that side, and the vote reached us later the other way; locked, the key stayed held
+        for a whole TTL (then asked) though nobody would ever commit it (4 of 6 expired locks
+        in a ring5 hot-key run with no commit, chaos seed 4). The initiator decides one round
+        of an id at a time and sends its abort with a later counter than that round's, so an
+        earlier counter is a decided round; voting no is always safe."""
+        r = self.abort_rounds.get(msg.update.uid)
+        if r is None or r[0] != msg.initiator or msg.reset or msg.counter >= r[1]:
+            return None
+        return f"aborted already: {msg.initiator}'s abort (counter {r[1]}) came first"
 
     def _respond(self, t: Tally) -> Send[str, VoteResponse]:
         assert t.upstream is not None
@@ -1053,6 +1072,7 @@ class DripCore:
             return []
         out: list[Effect] = []
         self._remember_abort(msg.uid, msg.initiator)
+        _remember(self.abort_rounds, msg.uid, (msg.initiator, msg.counter), ENDED_MAX)
         if msg.auth:  # its token, checked on arrival, is the initiator's proof of the abort
             _remember(self.abort_proofs, msg.uid, {"token": msg.auth, "abort": {
                 "counter": msg.counter, "reset": msg.reset, "key": msg.key}}, PROOFS_MAX)

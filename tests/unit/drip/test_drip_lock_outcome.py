@@ -218,3 +218,40 @@ def test_the_search_target_shows_the_old_release_and_passes_the_correct_node() -
     assert drip_search.run(schedule, 1, ()).ok
     bad = drip_search.run(schedule, 1, ("release-expired-locks",))
     assert not bad.ok and "conflicting-commits" in {w.get("kind") for w in bad.witness}
+
+
+RING5 = [("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n4", "n5"), ("n5", "n1")]
+
+
+def test_a_vote_overtaken_by_its_abort_takes_no_lock() -> None:
+    """The ring5 hot-key chaos run with no commit (seed 4): n4's update got a no from n5,
+    so n4 aborted at once and the abort went round by n5 to n1 while the vote still crept
+    the other way (n3, n2); n1 then locked the key for an update already aborted, and every
+    update of the key was voted no until its TTL ran out. Here the link n2 -> n1 is slow;
+    n1 must vote no on the stale round and hold nothing."""
+    sim = DripSim(RING5)
+    sim.core("n5").policy = lambda _cur, _up, _ini: "n5 refuses"
+    sim.net.slow[("n2", "n1")] = 0.02
+    sim.update("n4", "k", "x", "u1")
+    sim.run_for(0.1)
+    assert sim.outcome("u1") is not None and not sim.committed("u1")
+    (vote,) = [e for e in sim.events_of("n1", "vote") if e["uid"] == "u1"]
+    assert vote["vote"] == "no" and vote["reason"].startswith("aborted already: n4's abort")
+    assert all(not sim.core(n).d.locks for n in sim.ids)
+    sim.core("n5").policy = lambda _cur, _up, _ini: None
+    sim.update("n1", "k", "y", "u2")  # the key is free at once, not a TTL later
+    sim.run_for(0.2)
+    assert sim.committed("u2") and all(sim.value(n, "k") == "y" for n in sim.ids)
+
+
+def test_a_retry_of_an_aborted_id_is_voted_on() -> None:
+    """Only a round older than the abort is stale: a retry of the same id comes with a
+    later counter than its abort and takes the lock as usual."""
+    c = DripCore("n1", ["n2", "n5"], cfg=CoreConfig(), mesh_members=["n3", "n4"])
+    c.start(0)
+    c.on_message(Inbound("n5", 1), codec.Abort("n4", 8, False, "u1", "k"), 0)
+    out = c.on_message(Inbound("n2", 2), codec.Voting("n4", 7, False, Update("u1", "k", 1)), 0)
+    (v,) = [e.fields for e in out if getattr(e, "type", None) == "vote"]
+    assert v["vote"] == "no" and not c.d.locks
+    c.on_message(Inbound("n2", 3), codec.Voting("n4", 9, False, Update("u1", "k", 2)), 0)
+    assert c.d.locks == {"k": ("u1", "n4")}
