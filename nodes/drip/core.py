@@ -984,21 +984,19 @@ class DripCore:
         return out
 
     def _reask(self, peer: str) -> list[Effect]:
-        """``peer`` is reachable again: ask it at once about every expired lock we still hold,
-        rather than a TTL later. The initiator's abort (or our last question) may have been
-        lost in the cut that just healed, and the lock blocks every update of its key
-        meanwhile: a partition timed to each re-ask held a hot key for three TTLs, a whole
-        ring5 run with no commit (chaos seed 4). Asking is safe at any time (`_outcome_of`)."""
-        out: list[Effect] = []
+        """``peer`` is reachable again: ask it at once about every lock we hold for another
+        initiator, expired or not, rather than at its TTL or next retry. The initiator's abort
+        (or our last question) may have been lost in the cut that just healed, and the lock
+        blocks every update of its key meanwhile: a partition timed to each re-ask held a hot
+        key for three TTLs, a whole ring5 run with no commit (chaos seed 4); an abort cut off
+        1.5 s after the vote held the key to its TTL, 1.4 s into the next open window (seed 4,
+        session 42). Asking is safe at any time (`_outcome_of`): an open vote is "undecided"."""
         for key, uid in list(self.expired.items()):
             if self._lock_uid(key) != uid:  # released, or a new vote's lock: nothing to ask
                 del self.expired[key]
-                continue
-            initiator = self.d.locks[key][1]
-            if initiator != self.me:
-                out.append(Send(peer, OutcomeQuery(self.me, uid, initiator,
-                                                   self._lock_round(key))))
-        return out
+        return [Send(peer, OutcomeQuery(self.me, uid, initiator, self._lock_round(key)))
+                for key, (uid, initiator) in sorted(self.d.locks.items())
+                if initiator != self.me]
 
     def _lock_round(self, key: str) -> int | None:
         """The voting round of the lock on ``key`` when we know it (`lock_rounds`)."""

@@ -255,3 +255,31 @@ def test_a_retry_of_an_aborted_id_is_voted_on() -> None:
     assert v["vote"] == "no" and not c.d.locks
     c.on_message(Inbound("n2", 3), codec.Voting("n4", 9, False, Update("u1", "k", 2)), 0)
     assert c.d.locks == {"k": ("u1", "n4")}
+
+
+
+def test_a_peer_back_is_asked_about_a_lock_before_its_ttl() -> None:
+    """Seed 4 of the ring5 hot-key chaos run (session 42): the abort was cut off 0.04 s
+    after n2 voted, the cut healed 1.6 s later, and n2 held the key to its TTL (1.4 s into
+    the next open window). A peer that comes back is asked at once about every lock held for
+    another initiator, whatever its age: an open vote is answered "undecided" and keeps the
+    key, a proven abort frees it before the TTL."""
+    c = DripCore("n2", ["n1", "n3"], cfg=CoreConfig())
+    c.start(0)
+    c.on_message(Inbound("n1", 1), codec.Voting("n1", 6, False, Update("u1", "k", 1)), 0)
+
+    def back(now: float) -> codec.OutcomeQuery:
+        c.on_message(Inbound("n3", 2), codec.NodeNotice("n3", False), now - 0.1)
+        out = c.on_message(Inbound("n3", 3), codec.NodeNotice("n3", True), now)
+        (q,) = [e.msg for e in out if getattr(e, "to", None) == "n3"
+                and isinstance(e.msg, codec.OutcomeQuery)]
+        return q
+
+    q = back(0.5)
+    assert (q.uid, q.initiator, q.counter) == ("u1", "n1", 6)
+    c.on_message("n3", Outcome(q, 200, {"outcome": "undecided"}), 0.5)
+    assert c.d.locks == {"k": ("u1", "n1")}
+    q = back(1.6)
+    assert 1.6 < c.cfg.lock_ttl_s
+    c.on_message("n3", Outcome(q, 200, {"outcome": "aborted"}), 1.6)
+    assert not c.d.locks
