@@ -9,14 +9,28 @@ Each connection's protocol is a `_Guarded` that forwards everything to aiohttp's
 On a TLS port ``connection_made`` comes after the handshake, so the count covers
 established connections; a handshake that never ends is the ``ssl_handshake_timeout`` of
 ``create_server`` (60 s by default; the DRiP server sets its own).
+
+`Listener` accepts on its own socket instead of ``create_server``, so that a new connection
+can be refused by its source address *before* its TLS handshake (`SourceBuckets`: a token
+bucket of new connections per source address and port). Peers keep pooled keep-alive
+connections and rarely open new ones; a sender opening one connection per request (issue 26's
+hostile flood) pays for, and makes the node pay for, a whole handshake each time. A refused
+connection is reset at once: no handshake on either side.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import socket
+import ssl
+import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+log = logging.getLogger("conns")
 
 #: a request head is cut off by aiohttp long before this (max_field_size 8190 per line)
 _HEAD_SCAN = 64 * 1024
@@ -89,3 +103,107 @@ class _Guarded(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.inner.resume_writing()
+
+
+@dataclass
+class SourceBuckets:
+    """New connections one port admits per source address: a token bucket each, ``rate`` a
+    second up to ``burst`` at once. At most ``max_sources`` addresses are remembered: past
+    that, those whose bucket has refilled are forgotten first (a forgotten one starts full,
+    as it would have been), then the longest unseen."""
+
+    rate: float
+    burst: float
+    max_sources: int = 4096
+    _b: dict[str, tuple[float, float]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.rate <= 0 or self.burst < 1:
+            raise ValueError(f"a connection bucket needs rate > 0 and burst >= 1, got "
+                             f"{self.rate} and {self.burst}")
+
+    def take(self, source: str, now: float) -> bool:
+        """One new connection from ``source`` at ``now`` (monotonic s): admitted or not."""
+        tokens, t = self._b.get(source, (self.burst, now))
+        tokens = min(self.burst, tokens + max(0.0, now - t) * self.rate)
+        ok = tokens >= 1.0
+        if source not in self._b and len(self._b) >= self.max_sources:
+            self._forget(now)
+        self._b[source] = (tokens - 1.0 if ok else tokens, now)
+        return ok
+
+    def _forget(self, now: float) -> None:
+        full = [a for a, (k, t) in self._b.items() if k + (now - t) * self.rate >= self.burst]
+        for a in full:
+            del self._b[a]
+        if len(self._b) >= self.max_sources:
+            for a, _ in sorted(self._b.items(), key=lambda kv: kv[1][1])[:len(self._b) // 2]:
+                del self._b[a]
+
+
+@dataclass
+class Listener:
+    """Serves ``guard`` on ``host:port``: accepts each connection itself, resets one whose
+    source is over its `SourceBuckets` (``on_refuse("connection-rate")``) before any TLS,
+    and hands the rest to asyncio (``connect_accepted_socket``: the handshake, bounded by
+    ``handshake_timeout_s``, then the guard's protocol). `close` stops accepting and drops
+    handshakes under way; open connections belong to the server behind the guard."""
+
+    guard: ConnGuard
+    host: str
+    port: int
+    ssl_ctx: ssl.SSLContext | None
+    handshake_timeout_s: float
+    buckets: SourceBuckets | None = None
+    _sock: socket.socket | None = field(default=None, init=False, repr=False)
+    _task: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
+    _pending: set[asyncio.Task[Any]] = field(default_factory=set, init=False, repr=False)
+
+    def start(self) -> None:
+        """Listen now (a port in use raises OSError here, as ``create_server`` would)."""
+        self._sock = socket.create_server((self.host, self.port), backlog=128)
+        self._sock.setblocking(False)
+        self._task = asyncio.get_running_loop().create_task(self._accept(),
+                                                            name=f"accept-{self.port}")
+
+    async def _accept(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._sock is not None
+        while True:
+            try:
+                conn, addr = await loop.sock_accept(self._sock)
+            except OSError as e:  # out of descriptors: wait for some to close, go on
+                log.warning("port %d: accept failed: %s", self.port, e)
+                await asyncio.sleep(0.1)
+                continue
+            if self.buckets is not None and not self.buckets.take(addr[0], loop.time()):
+                self.guard.on_refuse("connection-rate")
+                # reset, not a FIN: nothing more is read or sent on it
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                conn.close()
+                continue
+            conn.setblocking(False)
+            t = loop.create_task(self._connect(conn))
+            self._pending.add(t)
+            t.add_done_callback(self._pending.discard)
+
+    async def _connect(self, conn: socket.socket) -> None:
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                self.guard, conn, ssl=self.ssl_ctx,
+                ssl_handshake_timeout=self.handshake_timeout_s if self.ssl_ctx else None)
+        except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as e:
+            log.debug("port %d: connection not set up: %s", self.port, e)
+            conn.close()
+        except asyncio.CancelledError:  # closing: a handshake under way leaves no socket
+            conn.close()
+            raise
+
+    def close(self) -> None:
+        for t in [*([self._task] if self._task else []), *self._pending]:
+            t.cancel()
+        self._task = None
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+            self._sock = None

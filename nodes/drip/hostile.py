@@ -80,6 +80,9 @@ MAX_U64 = 2**64 - 1
 DEEP = 100_000
 MANY_MEMBERS = 5_000
 ONE_MIB = 1 << 20
+#: the loopback address the harness's attacker connects from: the nodes' peers connect from
+#: 127.0.0.1 (directly or through their proxies), and an attacker is another host
+SOURCE = "127.0.0.2"
 #: Arabic-Indic "١٠٠" (100): str.isdigit() says yes, the spec's ASCII digits say no
 ARABIC_100 = "\u0661\u0660\u0660"
 
@@ -337,6 +340,10 @@ class HostileDrip:
     key_holder_lies: bool = True
     #: ``second[node]``: another compromised peer of ``node`` (commit-other-initiator)
     second: Mapping[str, Creds] = field(default_factory=dict)
+    #: the local address every connection is opened from (None: the system's choice): a
+    #: real attacker is another host than the members it holds keys of, and a node admits
+    #: new connections per source address (``conn_rate``, nodes/common/conns.py)
+    source: str | None = None
     sent: dict[str, Counter[str]] = field(default_factory=dict)
     status: dict[str, dict[str, Counter[str]]] = field(default_factory=dict)
     failed: Counter[str] = field(default_factory=Counter)
@@ -445,7 +452,9 @@ class HostileDrip:
         creds = self.creds[t.node]
         ctx = {"cert": creds.with_cert, "bare": creds.without_cert, None: None}[a.tls]
         try:
-            r, w = await asyncio.wait_for(asyncio.open_connection(t.host, port, ssl=ctx), 3.0)
+            r, w = await asyncio.wait_for(asyncio.open_connection(
+                t.host, port, ssl=ctx, local_addr=(self.source, 0) if self.source else None),
+                3.0)
         except (TimeoutError, OSError, ssl.SSLError):
             self.failed[a.node] += 1
             return
@@ -499,7 +508,8 @@ def driver(targets: Sequence[Any], rng: random.Random,
     config (``tls``, ``jwt``, and its admin port for `Known`), and its second peer's for
     commit-other-initiator; ``options.hostile_rate`` (requests/s, default 50) and
     ``options.hostile_flood`` (requests per flood kind per burst, default 20) bound it;
-    ``options.hostile_key_holder_lies: false`` leaves out the forged own yes (`HostileDrip`)."""
+    ``options.hostile_key_holder_lies: false`` leaves out the forged own yes (`HostileDrip`);
+    it connects from ``options.hostile_source`` (default `SOURCE`: not the members' address)."""
     creds: dict[str, Creds] = {}
     second: dict[str, Creds] = {}
     by_peer: dict[str, Creds] = {}
@@ -524,7 +534,8 @@ def driver(targets: Sequence[Any], rng: random.Random,
         creds, [DripTarget(t.node, t.host, t.port, int(configs[t.node]["ports"]["client"]))
                 for t in targets], rng, rate=float(opts.get("hostile_rate", 50.0)),
         flood=int(opts.get("hostile_flood", 20)), second=second,
-        key_holder_lies=bool(opts.get("hostile_key_holder_lies", True)))
+        key_holder_lies=bool(opts.get("hostile_key_holder_lies", True)),
+        source=str(opts.get("hostile_source", SOURCE)) or None)
 
 
 def no_messages(rng: random.Random, targets: Sequence[Any]) -> list[Any]:

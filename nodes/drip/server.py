@@ -49,7 +49,7 @@ from aiohttp import web
 from nodes.common.admin import AdminServer
 from nodes.common.clock import Clock
 from nodes.common.config import ConfigError, NodeConfig
-from nodes.common.conns import ConnGuard
+from nodes.common.conns import ConnGuard, Listener, SourceBuckets
 from nodes.common.journal import Journal
 from nodes.common.loop import Answers, CoreLoop, JournalingHost
 from nodes.common.tasks import Background
@@ -132,6 +132,11 @@ class Options:
     head_timeout_s: float = 5.0
     #: an idle keep-alive connection is closed after this (aiohttp keepalive_timeout)
     keepalive_s: float = 30.0
+    #: new peer-port connections admitted per source address: conn_rate a second, up to
+    #: conn_burst at once; more are reset before their TLS handshake (`connection-rate`).
+    #: Peers reuse keep-alive connections, so they open few; conn_rate 0: no limit
+    conn_rate: float = 2.0
+    conn_burst: float = 32.0
     #: a fresh data directory joining a running mesh: sync before going active (docs/drip.md)
     join: bool = False
     #: client updates this node has in 2PC at once; more wait for a slot. Without a cap an
@@ -258,7 +263,7 @@ class DripNode(JournalingHost):
         #: every background task (peer requests, the committer), guarded (nodes.common.tasks)
         self.background = Background(self)
         self.runners: list[web.AppRunner] = []
-        self.servers: list[asyncio.base_events.Server] = []
+        self.servers: list[Listener] = []
         self.session: aiohttp.ClientSession | None = None
 
     # ---- life cycle -------------------------------------------------------------------------
@@ -277,7 +282,9 @@ class DripNode(JournalingHost):
         client_app = web.Application(client_max_size=self.opts.max_value_bytes + 64 * 1024)
         client_app.router.add_post("/client/update", self.handle_update)
         client_app.router.add_get("/client/read", self.handle_read)
-        await self._serve(peer_app, self.cfg.ports.peer, self.server_ssl)
+        o = self.opts
+        await self._serve(peer_app, self.cfg.ports.peer, self.server_ssl,
+                          SourceBuckets(o.conn_rate, o.conn_burst) if o.conn_rate > 0 else None)
         await self._serve(client_app, self.cfg.ports.client, None)
         await self.admin.start()
         self.loop.start()
@@ -291,9 +298,11 @@ class DripNode(JournalingHost):
     async def _request_started(self, *_: Any) -> None:
         self.conn_stats["requests"] += 1
 
-    async def _serve(self, app: web.Application, port: int, ssl_ctx: Any) -> None:
-        """Serve ``app`` through a `ConnGuard` (connection limit, head-read timeout): aiohttp
-        has no knob for either, so not a ``TCPSite``."""
+    async def _serve(self, app: web.Application, port: int, ssl_ctx: Any,
+                     buckets: SourceBuckets | None = None) -> None:
+        """Serve ``app`` through a `ConnGuard` (connection limit, head-read timeout) and a
+        `Listener` (new connections per source, before TLS): aiohttp has no knob for any of
+        them, so not a ``TCPSite``."""
         o = self.opts
         runner = web.AppRunner(app, access_log=None, keepalive_timeout=o.keepalive_s)
         await runner.setup()
@@ -301,9 +310,9 @@ class DripNode(JournalingHost):
         assert runner.server is not None
         guard = ConnGuard(runner.server, o.max_conns, o.head_timeout_s,
                           lambda reason: self._note_refusal(reason, port=port))
-        self.servers.append(await asyncio.get_running_loop().create_server(
-            guard, self.cfg.host, port, ssl=ssl_ctx, reuse_address=True,
-            ssl_handshake_timeout=o.head_timeout_s if ssl_ctx is not None else None))
+        listener = Listener(guard, self.cfg.host, port, ssl_ctx, o.head_timeout_s, buckets)
+        listener.start()
+        self.servers.append(listener)
 
     async def stop(self) -> None:
         self.loop.close()

@@ -19,7 +19,7 @@ from pathlib import Path
 import aiohttp
 from drip_mesh import Mesh
 
-from nodes.drip.hostile import INTENT, Creds, DripTarget, HostileDrip
+from nodes.drip.hostile import INTENT, SOURCE, Creds, DripTarget, HostileDrip
 
 
 def _open_sockets() -> int:
@@ -49,7 +49,10 @@ def test_hostile_traffic_reaches_a_real_mesh_and_is_cleaned_up(tmp_path: Path) -
             status, body = await m.update(s, "n1", "k", 1, "applied-before")  # revote-applied
             assert status == 200, body
             before = _open_sockets()
-            h = HostileDrip({"n2": creds, "n3": creds}, targets, random.Random(1), rate=60.0, interval_s=0.5, flood=5)
+            # from the harness's attacker address: one burst stays within the nodes'
+            # conn_burst, so every kind reaches their protocol checks
+            h = HostileDrip({"n2": creds, "n3": creds}, targets, random.Random(1), rate=60.0,
+                            interval_s=0.5, flood=5, source=SOURCE)
             h.start()
             # until every kind reached both nodes (a fixed 4 s missed a slow kind under load)
             deadline = time.monotonic() + 30.0
