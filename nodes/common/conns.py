@@ -107,10 +107,14 @@ class _Guarded(asyncio.Protocol):
 
 @dataclass
 class SourceBuckets:
-    """New connections one port admits per source address: a token bucket each, ``rate`` a
-    second up to ``burst`` at once. At most ``max_sources`` addresses are remembered: past
-    that, those whose bucket has refilled are forgotten first (a forgotten one starts full,
-    as it would have been), then the longest unseen."""
+    """What one port holds against each source address: a token bucket that refills at
+    ``rate`` a second up to ``burst``, spent by `charge` (a refused request, a failed TLS
+    handshake), not by connecting. A new connection is admitted while its source holds a
+    token (`admits`), so a correct peer, refused nothing, always is, however often it
+    reconnects (a partition, a restart), while a source whose requests keep being refused
+    gets ``rate`` connections a second. At most ``max_sources`` addresses are remembered:
+    past that, those whose bucket has refilled are forgotten first (a forgotten one starts
+    full, as it would have been), then the longest unseen."""
 
     rate: float
     burst: float
@@ -122,15 +126,20 @@ class SourceBuckets:
             raise ValueError(f"a connection bucket needs rate > 0 and burst >= 1, got "
                              f"{self.rate} and {self.burst}")
 
-    def take(self, source: str, now: float) -> bool:
-        """One new connection from ``source`` at ``now`` (monotonic s): admitted or not."""
+    def _tokens(self, source: str, now: float) -> float:
         tokens, t = self._b.get(source, (self.burst, now))
-        tokens = min(self.burst, tokens + max(0.0, now - t) * self.rate)
-        ok = tokens >= 1.0
+        return min(self.burst, tokens + max(0.0, now - t) * self.rate)
+
+    def admits(self, source: str, now: float) -> bool:
+        """Whether a new connection from ``source`` is admitted at ``now`` (monotonic s)."""
+        return source not in self._b or self._tokens(source, now) >= 1.0
+
+    def charge(self, source: str, now: float) -> None:
+        """One refusal of ``source`` at ``now``: a token less (none below zero)."""
+        tokens = self._tokens(source, now)
         if source not in self._b and len(self._b) >= self.max_sources:
             self._forget(now)
-        self._b[source] = (tokens - 1.0 if ok else tokens, now)
-        return ok
+        self._b[source] = (max(0.0, tokens - 1.0), now)
 
     def _forget(self, now: float) -> None:
         full = [a for a, (k, t) in self._b.items() if k + (now - t) * self.rate >= self.burst]
@@ -144,10 +153,12 @@ class SourceBuckets:
 @dataclass
 class Listener:
     """Serves ``guard`` on ``host:port``: accepts each connection itself, resets one whose
-    source is over its `SourceBuckets` (``on_refuse("connection-rate")``) before any TLS,
-    and hands the rest to asyncio (``connect_accepted_socket``: the handshake, bounded by
-    ``handshake_timeout_s``, then the guard's protocol). `close` stops accepting and drops
-    handshakes under way; open connections belong to the server behind the guard."""
+    source has no token left in its `SourceBuckets` (``on_refuse("connection-rate")``)
+    before any TLS, and hands the rest to asyncio (``connect_accepted_socket``: the
+    handshake, bounded by ``handshake_timeout_s``, then the guard's protocol); a failed
+    handshake is charged to its source. The server charges the refusals it makes
+    (`charge`). `close` stops accepting and drops handshakes under way; open connections
+    belong to the server behind the guard."""
 
     guard: ConnGuard
     host: str
@@ -176,24 +187,30 @@ class Listener:
                 log.warning("port %d: accept failed: %s", self.port, e)
                 await asyncio.sleep(0.1)
                 continue
-            if self.buckets is not None and not self.buckets.take(addr[0], loop.time()):
+            if self.buckets is not None and not self.buckets.admits(addr[0], loop.time()):
                 self.guard.on_refuse("connection-rate")
                 # reset, not a FIN: nothing more is read or sent on it
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 conn.close()
                 continue
             conn.setblocking(False)
-            t = loop.create_task(self._connect(conn))
+            t = loop.create_task(self._connect(conn, addr[0]))
             self._pending.add(t)
             t.add_done_callback(self._pending.discard)
 
-    async def _connect(self, conn: socket.socket) -> None:
+    def charge(self, source: str | None) -> None:
+        """A refusal of a request (or handshake) from ``source``: its bucket pays."""
+        if self.buckets is not None and source:
+            self.buckets.charge(source, asyncio.get_running_loop().time())
+
+    async def _connect(self, conn: socket.socket, source: str) -> None:
         try:
             await asyncio.get_running_loop().connect_accepted_socket(
                 self.guard, conn, ssl=self.ssl_ctx,
                 ssl_handshake_timeout=self.handshake_timeout_s if self.ssl_ctx else None)
         except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as e:
             log.debug("port %d: connection not set up: %s", self.port, e)
+            self.charge(source)
             conn.close()
         except asyncio.CancelledError:  # closing: a handshake under way leaves no socket
             conn.close()

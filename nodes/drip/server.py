@@ -132,9 +132,10 @@ class Options:
     head_timeout_s: float = 5.0
     #: an idle keep-alive connection is closed after this (aiohttp keepalive_timeout)
     keepalive_s: float = 30.0
-    #: new peer-port connections admitted per source address: conn_rate a second, up to
-    #: conn_burst at once; more are reset before their TLS handshake (`connection-rate`).
-    #: Peers reuse keep-alive connections, so they open few; conn_rate 0: no limit
+    #: per source address of the peer port, a bucket of conn_burst tokens refilled at
+    #: conn_rate a second, spent by each request the gate refuses and each failed TLS
+    #: handshake; with none left a new connection is reset before its handshake
+    #: (`connection-rate`). A correct peer is refused nothing; conn_rate 0: no limit
     conn_rate: float = 2.0
     conn_burst: float = 32.0
     #: a fresh data directory joining a running mesh: sync before going active (docs/drip.md)
@@ -264,6 +265,8 @@ class DripNode(JournalingHost):
         self.background = Background(self)
         self.runners: list[web.AppRunner] = []
         self.servers: list[Listener] = []
+        #: the peer port's: what its gate refuses is charged to the request's source address
+        self._peer_listener: Listener | None = None
         self.session: aiohttp.ClientSession | None = None
 
     # ---- life cycle -------------------------------------------------------------------------
@@ -313,6 +316,8 @@ class DripNode(JournalingHost):
         listener = Listener(guard, self.cfg.host, port, ssl_ctx, o.head_timeout_s, buckets)
         listener.start()
         self.servers.append(listener)
+        if ssl_ctx is not None:
+            self._peer_listener = listener
 
     async def stop(self) -> None:
         self.loop.close()
@@ -675,11 +680,11 @@ class DripNode(JournalingHost):
         head = self.gate.head(ident, _cert_sha256(req) if ident in self._wired else None,
                               req.headers, now, req.method, req.path)
         if isinstance(head, Refusal):
-            return self._refused(head, ident)
+            return self._refused(head, ident, req.remote)
         body = await req.read()
         msg = self.gate.body(head, req.method, req.path, req.headers, body, now)
         if isinstance(msg, Refusal):
-            return self._refused(msg, ident)
+            return self._refused(msg, ident, req.remote)
         if isinstance(msg, codec.Batch):
             return await self._handle_batch(ident, msg, now)
         key, fut = self._waiter()
@@ -694,9 +699,12 @@ class DripNode(JournalingHost):
                                                       self.clock.wall()), status=answer.status)
         return web.json_response(answer.body, status=answer.status)
 
-    def _refused(self, r: Refusal, ident: str | None) -> web.Response:
-        """A request the gate refused: counted, journaled, answered."""
+    def _refused(self, r: Refusal, ident: str | None, remote: str | None) -> web.Response:
+        """A request the gate refused: counted, journaled, charged to the source address's
+        connection bucket (``conn_rate``), answered."""
         self._note_refusal(r.reason, peer=ident, status=r.status, error=r.error)
+        if self._peer_listener is not None:
+            self._peer_listener.charge(remote)
         return web.json_response(r.body(), status=r.status)
 
     async def _handle_batch(self, ident: str, batch: codec.Batch, now: float) -> web.Response:

@@ -380,7 +380,9 @@ def test_bug_trust_relayed_voters_is_caught(chaos_run) -> None:
     (issue 26 item 4): the bug takes a forged yes naming the cut-off n3 and commits."""
     chaos_run(partial(spec, "drip-bug-relayed-voters", 3, line, time_limit=9.0,
                       bugs=["trust-relayed-voters"], schedule=attack_while_cut_off("n3"),
-                      options={"hostile_rate": 400, "hostile_flood": 2}),
+                      # conn_rate 0: every burst's first answers must land, not only
+                      # the first conn_burst connections (the admission has its own tests)
+                      options={"hostile_rate": 400, "hostile_flood": 2, "conn_rate": 0}),
               expect="2pc", anomaly="forged-voters", min_ok=MIN_OK_PER_S * 4)
 
 

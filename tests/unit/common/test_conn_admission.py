@@ -6,6 +6,7 @@ opened a new TLS connection, and the handshake was most of what it cost a node).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 
 import pytest
@@ -14,23 +15,30 @@ from nodes.common.conns import ConnGuard, Listener, SourceBuckets
 from osutil.ports import free_port
 
 
-def test_bucket_admits_burst_then_rate_per_source() -> None:
+def test_refusals_spend_the_bucket_of_their_source_only() -> None:
     b = SourceBuckets(rate=2.0, burst=3)
-    assert [b.take("10.0.0.1", 0.0) for _ in range(4)] == [True, True, True, False]
-    assert b.take("10.0.0.2", 0.0)  # another source has its own bucket
-    assert not b.take("10.0.0.1", 0.2)  # 0.4 token: not yet
-    assert b.take("10.0.0.1", 0.5) and not b.take("10.0.0.1", 0.5)  # one per 0.5 s
-    assert [b.take("10.0.0.1", 100.0) for _ in range(4)] == [True, True, True, False]
+    assert all(b.admits("10.0.0.1", 0.0) for _ in range(100))  # connecting costs nothing
+    for _ in range(3):
+        b.charge("10.0.0.1", 0.0)
+    assert not b.admits("10.0.0.1", 0.0)
+    assert b.admits("10.0.0.2", 0.0)  # another source has its own bucket
+    assert not b.admits("10.0.0.1", 0.4)  # 0.8 token: not yet
+    assert b.admits("10.0.0.1", 0.5)
+    b.charge("10.0.0.1", 0.5)
+    assert not b.admits("10.0.0.1", 0.5)  # one refusal per 0.5 s keeps it out
+    for _ in range(10):
+        b.charge("10.0.0.1", 0.5)  # never below zero: refills as fast after a flood
+    assert b.admits("10.0.0.1", 1.0)
 
 
 def test_bucket_remembers_a_bounded_number_of_sources() -> None:
     b = SourceBuckets(rate=1.0, burst=2, max_sources=8)
     for i in range(100):
-        b.take(f"s{i}", 0.0)
+        b.charge(f"s{i}", 0.0)
         assert len(b._b) <= 8
-    b.take("hot", 0.0)
-    b.take("hot", 0.0)
-    assert not b.take("hot", 0.0)  # still remembered as empty: a new one does not refill it
+    b.charge("hot", 0.0)
+    b.charge("hot", 0.0)
+    assert not b.admits("hot", 0.0)  # still remembered as empty
 
 
 @pytest.mark.parametrize("rate,burst", [(0.0, 1), (1.0, 0.5)])
@@ -57,7 +65,9 @@ def test_listener_resets_a_source_over_its_bucket_before_tls() -> None:
         lst.start()
         try:
             kept = [await asyncio.open_connection("127.0.0.1", port, local_addr=("127.0.0.3", 0))
-                    for _ in range(2)]
+                    for _ in range(3)]  # admitted: nothing was refused yet
+            lst.charge("127.0.0.3")
+            lst.charge("127.0.0.3")  # two refusals: its bucket is empty
             r, w = await asyncio.open_connection("127.0.0.1", port,
                                                  local_addr=("127.0.0.3", 0))
             with pytest.raises((ConnectionError, asyncio.IncompleteReadError)):
@@ -84,5 +94,36 @@ def test_listener_resets_a_source_over_its_bucket_before_tls() -> None:
             lst.close()
         with pytest.raises(OSError):  # closed: nothing listens any more
             await asyncio.open_connection("127.0.0.1", port)
+
+    asyncio.run(go())
+
+
+def test_a_failed_tls_handshake_is_charged_to_its_source(tmp_path) -> None:
+    """A client without the certificate the port requires spends its source's bucket."""
+    from nodes.drip.material import ensure_ca, issue_node_cert, server_context
+
+    ctx = server_context(issue_node_cert(tmp_path, "n1", ensure_ca(tmp_path)))
+    refused: list[str] = []
+
+    async def go() -> None:
+        port = free_port()
+        lst = Listener(ConnGuard(_Echo, 16, 5.0, refused.append), "127.0.0.1", port, ctx, 5.0,
+                       SourceBuckets(0.01, 1))
+        lst.start()
+        try:
+            bare = ssl.create_default_context()
+            bare.check_hostname = False
+            bare.verify_mode = ssl.CERT_NONE
+            for _ in range(2):
+                with contextlib.suppress(ConnectionError, ssl.SSLError, OSError,
+                                         asyncio.IncompleteReadError):
+                    r, w = await asyncio.open_connection("127.0.0.1", port, ssl=bare,
+                                                         local_addr=("127.0.0.5", 0))
+                    await asyncio.wait_for(r.read(1), 2.0)  # TLS 1.3: refused after it
+                    w.close()
+                await asyncio.sleep(0.2)
+            assert refused == ["connection-rate"]  # the first failed, the second was reset
+        finally:
+            lst.close()
 
     asyncio.run(go())
