@@ -680,11 +680,11 @@ class DripNode(JournalingHost):
         head = self.gate.head(ident, _cert_sha256(req) if ident in self._wired else None,
                               req.headers, now, req.method, req.path)
         if isinstance(head, Refusal):
-            return self._refused(head, ident, req.remote)
+            return self._refused(head, ident, req)
         body = await req.read()
         msg = self.gate.body(head, req.method, req.path, req.headers, body, now)
         if isinstance(msg, Refusal):
-            return self._refused(msg, ident, req.remote)
+            return self._refused(msg, ident, req)
         if isinstance(msg, codec.Batch):
             return await self._handle_batch(ident, msg, now)
         key, fut = self._waiter()
@@ -699,13 +699,23 @@ class DripNode(JournalingHost):
                                                       self.clock.wall()), status=answer.status)
         return web.json_response(answer.body, status=answer.status)
 
-    def _refused(self, r: Refusal, ident: str | None, remote: str | None) -> web.Response:
-        """A request the gate refused: counted, journaled, charged to the source address's
-        connection bucket (``conn_rate``), answered."""
+    def _refused(self, r: Refusal, ident: str | None, req: web.Request) -> web.Response:
+        """A request the gate refused: counted, journaled, answered; charged to its source
+        address's connection bucket (``conn_rate``) unless a peer relayed it in another
+        member's name (a correct relay passes on what its own checks let through)."""
         self._note_refusal(r.reason, peer=ident, status=r.status, error=r.error)
-        if self._peer_listener is not None:
-            self._peer_listener.charge(remote)
+        if self._peer_listener is not None and not self._relayed(req, ident):
+            self._peer_listener.charge(req.remote)
         return web.json_response(r.body(), status=r.status)
+
+    @staticmethod
+    def _relayed(req: web.Request, ident: str | None) -> bool:
+        """Whether ``req`` carries another member's message (a well-formed DRiP-Node-ID
+        other than the TLS peer's)."""
+        try:
+            return codec.parse_node_id(req.headers.get(codec.H_NODE)) != ident
+        except CodecError:
+            return False
 
     async def _handle_batch(self, ident: str, batch: codec.Batch, now: float) -> web.Response:
         """Each item judged on its own; all go to the core in one pass (one fsync)."""

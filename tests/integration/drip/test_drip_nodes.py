@@ -238,6 +238,40 @@ def test_slow_heads_and_excess_connections_are_closed_on_both_ports(mesh_factory
     run(go())
 
 
+def test_a_source_whose_requests_are_refused_is_reset_before_tls(mesh_factory) -> None:
+    """Issue 26: each hostile request opened a new TLS connection, and the handshake was most
+    of what it cost. A source whose requests the gate refuses spends its connection bucket;
+    with none left its connections are reset before any handshake, while the peers (another
+    source, refused nothing) keep committing."""
+    m = mesh_factory(2, [("n1", "n2")], options={"conn_rate": 0.2, "conn_burst": 3})
+    bad = (b"POST /voting HTTP/1.1\r\nHost: x\r\nDRiP-Node-ID: not an id\r\n"
+           b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+
+    async def one(ctx: ssl.SSLContext) -> bytes:
+        r, w = await asyncio.open_connection("127.0.0.1", m.ports["n1"]["peer"], ssl=ctx,
+                                             local_addr=("127.0.0.2", 0))
+        try:
+            w.write(bad)
+            return await asyncio.wait_for(r.readline(), 5.0)
+        finally:
+            w.close()
+
+    async def go() -> None:
+        await m.start()
+        async with aiohttp.ClientSession() as s:
+            await m.wait_all_active(s)
+            ctx = _ssl_for(m, "n2")  # a member's certificate: the gate refuses, not TLS
+            for _ in range(3):
+                assert b" 400 " in await one(ctx)
+            with pytest.raises((ConnectionError, ssl.SSLError, OSError)):
+                await one(ctx)
+            status, got = await m.update(s, "n1", "k", 1, "u1")  # the peers: unaffected
+            assert status == 200, got
+            refused = (await m.state(s, "n1"))["refused"]
+            assert refused.get("connection-rate") == 1 and refused["malformed"] == 3, refused
+    run(go())
+
+
 def test_kill_9_keeps_committed_data_and_the_node_syncs_back(mesh_factory) -> None:
     m = mesh_factory(3, [("n1", "n2"), ("n2", "n3"), ("n1", "n3")])
 
