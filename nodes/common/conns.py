@@ -210,7 +210,11 @@ class Listener:
                 ssl_handshake_timeout=self.handshake_timeout_s if self.ssl_ctx else None)
         except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as e:
             log.debug("port %d: connection not set up: %s", self.port, e)
-            self.charge(source)
+            # a handshake TLS refused (no or a bad certificate), not a client that gave up
+            # or a connection that waited in the backlog while the node was stalled
+            if isinstance(e, ssl.SSLError) and not isinstance(
+                    e, (ssl.SSLEOFError, ssl.SSLZeroReturnError)):
+                self.charge(source)
             conn.close()
         except asyncio.CancelledError:  # closing: a handshake under way leaves no socket
             conn.close()
