@@ -11,11 +11,12 @@ established connections; a handshake that never ends is the ``ssl_handshake_time
 ``create_server`` (60 s by default; the DRiP server sets its own).
 
 `Listener` accepts on its own socket instead of ``create_server``, so that a new connection
-can be refused by its source address *before* its TLS handshake (`SourceBuckets`: a token
-bucket of new connections per source address and port). Peers keep pooled keep-alive
-connections and rarely open new ones; a sender opening one connection per request (issue 26's
-hostile flood) pays for, and makes the node pay for, a whole handshake each time. A refused
-connection is reset at once: no handshake on either side.
+can be refused by its source address *before* its TLS handshake (`SourceBuckets`: per source
+address and port, a token bucket spent by the refusals the server makes to that source). A
+sender whose requests keep being refused while it opens one connection per request (issue
+26's hostile flood) made the node pay a whole handshake each time; a correct peer is refused
+nothing and is admitted however often it reconnects. A refused connection is reset at once:
+no handshake on either side.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ Request checks on the peer port, in order (each failure changes nothing; 1-6 are
 `nodes.drip.admit.Gate`'s, which the simulator's DRiP transport runs too):
 
 0. Connections: at most ``max_conns`` per port, the first head within ``head_timeout_s``
-   (`nodes.common.conns`); the TLS handshake requires a client certificate.
+   (`nodes.common.conns`); the TLS handshake requires a client certificate. Before the
+   handshake, a source address whose refusals spent its bucket (``conn_rate``,
+   ``conn_burst``: each refusal below and each certificate the handshake refused) is reset.
 1. TLS client certificate naming a configured peer, else 403 (spec 4.1: requests from nodes
    that are not peers are ignored).
 2. ``DRiP-Node-ID`` well formed, else 400.
