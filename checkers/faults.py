@@ -11,7 +11,9 @@ and from every start op the nemesis invoked (custom schedules carry labels, not 
 A membership op the nemesis completed without error (a late node's ``join``, a ``leave``, an
 ``add-member`` or ``decommission``) counts as kind ``membership`` applied, so a schedule of
 membership changes alone (a sim replay's Garlic Farm ``add``) is judged; a failed one asks
-for nothing (the membership reports say what became of each change).
+for nothing (the membership reports say what became of each change). A ``last-send`` (a node's
+last words before it is gone, harness/last_send.py) is kind ``last-send``: one that failed
+(its peers never held the message) leaves the run unproven.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ def check(test: dict[str, Any], history: list[dict[str, Any]],
     failed: dict[str, list[str]] = {}
     for inv, done in nemesis_pairs(history):
         kind = KIND_OF_START.get(str(inv.get("f")))
+        if kind is None and inv.get("f") == "last-send":
+            kind = "last-send"
         if kind is None:
             if inv.get("f") in MEMBERSHIP_OPS and done is not None and not done.get("error"):
                 applied["membership"] = applied.get("membership", 0) + 1

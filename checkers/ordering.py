@@ -431,9 +431,18 @@ def check_common_order(logs: dict[str, list[dict[str, Any]]]) -> tuple[list[Anom
 
 
 def _ok_sends(history: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """Each acknowledged send's payload and op: the clients' ok sends, and the one a nemesis
+    ``last-send`` made at its node (harness/last_send.py: a node's last words before it is
+    killed for good), as a send op of that node."""
     out = []
     for op in history:
-        if op.get("f") == "send" and op.get("type") == "ok":
+        sent = op.get("value", {}).get("sent") if op.get("f") == "last-send" and \
+            op.get("type") == "info" and isinstance(op.get("value"), dict) else None
+        if isinstance(sent, dict) and sent.get("v") is not None:
+            out.append((str(sent["v"]), {"f": "send", "type": "ok", "process": op.get("process"),
+                                         "node": op["value"].get("node"), "value": sent,
+                                         "index": op.get("index"), "via": "last-send"}))
+        elif op.get("f") == "send" and op.get("type") == "ok":
             v = op.get("value")
             payload = v.get("v") if isinstance(v, dict) else v
             if payload is not None:

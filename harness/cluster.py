@@ -231,7 +231,9 @@ class Cluster:
 
     # ---- what clients and the runner use -----------------------------------------------
     def client_addr(self, thread: int) -> NodeAddr:
-        n = self.nodes[thread % len(self.nodes)]
+        return self._addr(self.nodes[thread % len(self.nodes)])
+
+    def _addr(self, n: str) -> NodeAddr:
         host, port = self.links[link_name("client", n)].rsplit(":", 1)
         every = {m: self.links[link_name("client", m)] for m in self.nodes}
         return NodeAddr(node=n, host=host, port=int(port), admin_url=self.admin_url(n), all=every,
@@ -242,7 +244,9 @@ class Cluster:
         its protocol's voluntary leave via ``POST /admin/leave``, "decommission": another
         running node removes it via ``POST /admin/members``, as DRiP offers, "add-member":
         another running node adds it there with its address entry, ``proto.member_entry``)
-        are the cluster's own."""
+        are the cluster's own, and so is "last-send" (harness/last_send.py)."""
+        if op["f"] == "last-send":
+            return await self._last_send(op)
         if op["f"] not in ("join", "leave", "decommission", "add-member"):
             return await self._faults.invoke(op)
         node = (op.get("value") or {}).get("node")
@@ -259,6 +263,31 @@ class Cluster:
                 await self.admin(node, "POST", "/admin/leave", {}, timeout=10.0)
         except Exception as e:
             done["error"] = f"{type(e).__name__}: {e}"
+        return done
+
+    async def _last_send(self, op: dict[str, Any]) -> dict[str, Any]:
+        """One send at the op's node through the workload's client, held by its ``reach``."""
+        from harness.last_send import LAST_SEND_PROCESS, last_send
+
+        v = dict(op.get("value") or {})
+        node, reach = str(v.get("node")), [str(n) for n in v.get("reach") or []]
+        done: dict[str, Any] = {**op, "type": "info", "value": v}
+        unknown = [n for n in [node, *reach] if n not in self.node_specs]
+        if unknown:
+            done["error"] = f"last-send: no node(s) {unknown} in this cluster"
+            return done
+        client = self.spec.resolved_workload().client(self._addr(node), LAST_SEND_PROCESS)
+        if asyncio.iscoroutine(client):
+            client = await client
+        try:
+            out = await last_send(client, node, reach, f"last:{node}:{self.rng.getrandbits(32):08x}",
+                                  self.states)
+        finally:
+            with contextlib.suppress(Exception):
+                await client.close()
+        if "error" in out:
+            done["error"] = out.pop("error")
+        done["value"] = {**v, **out}
         return done
 
     # ---- membership changes, retried as an operator would (harness/member_change.py) ----
@@ -374,15 +403,18 @@ class Cluster:
                                "nodes started under libfaketime (test option clock_rate: true)")
         set_rate(self.run_dir.node_dir(node) / RATE_FILE, rate)
 
-    async def states(self) -> dict[str, dict[str, Any] | None]:
+    async def states(self, names: list[str] | None = None
+                     ) -> dict[str, dict[str, Any] | None]:
+        """Each node's ``/admin/state`` (of ``names`` only, when given; None: no answer)."""
         async def one(n: str) -> dict[str, Any] | None:
             try:
                 return await self.admin(n, "GET", "/admin/state", timeout=2.0)
             except Exception:
                 return None
 
-        got = await asyncio.gather(*(one(n) for n in self.nodes))
-        return dict(zip(self.nodes, got, strict=True))
+        which = self.nodes if names is None else names
+        got = await asyncio.gather(*(one(n) for n in which))
+        return dict(zip(which, got, strict=True))
 
     async def leader(self) -> str | None:
         if self.proto.leader_of is None:

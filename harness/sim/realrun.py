@@ -8,6 +8,12 @@ with each step (``Mapped.notes``), never silently:
 - ``partition``: the target's shape as a nemesis partition (isolate, a 2/3 split as explicit
   groups, the bridge shape, a one-way isolation). The simulator's partitions add up until a
   heal; the real nemesis holds one partition at a time, so a later one replaces an earlier one.
+- SDS ``gone`` with ``a % 5`` from 1 to 4 (a node that dies broadcasting its last send,
+  which reached only the next ``a`` peers): its links to the others cut one way (an explicit
+  ``start-partition``, over a partition that is on), a ``last-send`` op (harness/last_send.py:
+  one send through the workload's client, waited for until those ``a`` peers hold it), the
+  ``kill`` for good, and the cut healed (the partition before it put back); other ``gone``
+  steps are the plain ``kill`` for good.
 - ``crash`` -> ``kill``, ``restart`` -> ``restart`` of every killed node (a restart of a node that
   is up is a kill then a restart), ``pause``/``resume`` -> ``pause``/``resume``.
 - ``delay`` -> ``start-latency`` (Toxiproxy on TCP, the relay on UDP) with the target's latency
@@ -208,6 +214,24 @@ def _partition(p: Profile, protocol: str, a: int, b: int) -> dict[str, Any]:
     return {"shape": "explicit", "groups": [names[:2], names[2:]]}
 
 
+def last_words(p: Profile, node: str, reach: int) -> tuple[list[str], list[str]]:
+    """The peers a gone node's last send reached and missed: the ``reach`` after it in name
+    order, round from it, as the sim's `harness.sim.sds_search._Run.last_words` picks them."""
+    names = [f"n{j}" for j in range(1, p.nodes + 1)]
+    i = names.index(node)
+    peers = names[i + 1:] + names[:i]
+    return peers[:reach], peers[reach:]
+
+
+def _flows(p: Profile, shape: dict[str, Any] | None) -> set[tuple[str, str]]:
+    """The directed flows a `_partition` shape (isolate, or explicit groups) cuts."""
+    if shape is None:
+        return set()
+    names = [f"n{j}" for j in range(1, p.nodes + 1)]
+    groups = shape.get("groups") or [[shape["node"]], [m for m in names if m != shape["node"]]]
+    return {(x, y) for g in groups for h in groups if g is not h for x in g for y in h}
+
+
 def hostile_kinds(protocol: str, a: int) -> tuple[list[str], str | None]:
     """The message kinds the real burst leaves out to send what the sim's ``hostile`` step
     with choice ``a`` sent, and what of that choice the real generator cannot match (None:
@@ -256,6 +280,7 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
     down: set[str] = set()  # named profiles: nodes killed and not restarted
     cut: set[tuple[str, str]] = set()  # DRiP: the links cut so far (the sim's cuts add up)
     gone: set[str] = set()  # killed for good: no later step touches them
+    part_on: list[dict[str, Any]] = []  # the partition shape on (a gone's cut keeps it)
     clocks: dict[str, tuple[float, float]] = {}  # node -> (rate, calendar offset) skewed
     flows: set[tuple[str, str]] = set()  # SWIM: directed flows cut (partitions and cuts)
     one_way: list[tuple[float, tuple[str, str]]] = []  # SWIM: (end, flow) of each cut on
@@ -314,11 +339,23 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
             notes.append(f"step {i} {kind}: skipped, {node} is gone for good")
             continue
         if kind == "gone":  # the sim's kill_for_good: the nemesis's own kill for good
-            emit(op("kill", {"node": node, "for_good": True}))
-            if protocol == "sds" and a % p.nodes:
-                notes.append(f"step {i} gone: the sim's last send, broadcast to {a % p.nodes} "
-                             f"of the peers only, is left to the workload (a real kill -9 "
-                             f"lands in the middle of a broadcast only by chance)")
+            if protocol == "sds" and a % p.nodes and node not in down:
+                reach, missed = last_words(p, node, a % p.nodes)
+                held = part_on[0] if part_on else None  # a partition on stays on after
+                cuts = _flows(p, held)
+                emit(op("start-partition", {"shape": "explicit", "cut": sorted(
+                    map(list, cuts | {(node, m) for m in missed}))}))
+                # what the partition cuts off does not get it, in the sim either
+                reach = [m for m in reach if (node, m) not in cuts]
+                emit(op("last-send", {"node": node, "reach": reach}))
+                emit(op("kill", {"node": node, "for_good": True}))
+                emit(op("start-partition", held) if held else op("stop-partition"))
+                notes.append(f"step {i} gone: {node} dies broadcasting its last send: its "
+                             f"links to {missed} cut, one send there through the workload's "
+                             f"client, held by {reach}, then killed for good and the cut "
+                             f"healed")
+            else:
+                emit(op("kill", {"node": node, "for_good": True}))
             if not p.leader_relative:
                 gone.add(node)
                 down.discard(node)
@@ -382,8 +419,10 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
                 notes.append(f"step {i} isolate: {node}'s links cut for {(a + 1) * scale:g} s; "
                              "the update the sim starts then is left to the workload")
         elif kind == "partition":
-            emit(op("start-partition", _partition(p, protocol, a, b)))
+            part_on[:] = [_partition(p, protocol, a, b)]
+            emit(op("start-partition", part_on[0]))
         elif kind == "heal":
+            part_on.clear()
             emit(op("stop-partition"))
         elif kind == "crash":
             if p.leader_relative:

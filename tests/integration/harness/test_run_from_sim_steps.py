@@ -1,5 +1,6 @@
 """``harness run --from FILE``: the sim steps mapped onto real faults beyond the first ones
-(harness/sim/realrun.py): ``gone`` (SDS ``no-repair``, the search's own finding, confirmed;
+(harness/sim/realrun.py): ``gone`` (SDS ``no-repair``, the search's own findings confirmed,
+seed 2's a node dying mid-broadcast, its last send held by the peers the sim says got it;
 correct nodes pass the same files, a repair only the gone node could answer waiting, within
 the node's give-up bound, excused),
 ``skew`` (libfaketime's clock rate and the node's calendar offset), SWIM's one-way ``cut``
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.harness.test_run_from_sim import real
+from tests.integration.harness.test_run_from_sim import found, real
 
 pytestmark = pytest.mark.chaos
 
@@ -85,6 +86,53 @@ def test_sds_no_repair_replay_passes_on_correct_nodes_and_is_confirmed_with_the_
     said, run, test = real(replay(tmp_path, "sds", sched, ["no-repair"]), tmp_path / "bug")
     assert "CONFIRMED on real processes" in said and "ordering.acked-not-lost" in said, \
         said[-3000:]
+
+
+def test_the_no_repair_seed_2_finding_dies_mid_broadcast_on_real_processes(tmp_path):
+    # the search's own file: one `gone` with last words (a node dies broadcasting a send that
+    # reached only the next a peers). The real run cuts its links to the rest, sends through
+    # the workload's client until those a peers hold it, kills it for good and heals the cut
+    out = found(tmp_path, "sds", "no-repair", 2)
+    sim = json.loads(out.read_text())
+    gone = [s for s in sim["schedule"] if s[0] == "gone" and s[2] % 5]
+    assert gone, sim["schedule"]
+    names = [f"n{i}" for i in range(1, 6)]
+    a, b = gone[-1][2] % 5, gone[-1][3] % 5
+    node, peers = names[b], names[b + 1:] + names[:b]
+    witness = {f"{w['checker']}/{w['kind']}" for w in sim["witness"]}
+    assert "acked-not-lost/acked-send-lost" in witness, witness
+
+    def last(run: Path) -> dict:
+        done = [o for o in nemesis(run) if o["f"] == "last-send"]
+        assert len(done) == 1 and not done[0].get("error"), done
+        v = done[0]["value"]
+        assert (v["node"], v["held_by"]) == (node, sorted(peers[:a])), v
+        kills = [o["value"] for o in nemesis(run) if o["f"] == "kill"]
+        assert {"node": node, "for_good": True, "nodes": [node]} in kills, kills
+        return v
+
+    said, run, _ = real(out, tmp_path / "bug")
+    assert "CONFIRMED on real processes" in said and "ordering.acked-not-lost" in said, \
+        said[-3000:]
+    v = last(run)
+    assert f"send '{v['sent']['v']}' was acknowledged" in said  # the last words are the loss
+
+    ok = tmp_path / "ok.json"
+    ok.write_text(json.dumps({**sim, "bug": []}))
+    said, run, _ = real(ok, tmp_path / "ok")
+    assert "NOT confirmed: the real run passed every checker" in said, said[-3000:]
+    mid = last(run)["sent"]["id"]
+    for n in peers[a:]:  # the peers it missed hold it at the end: repaired by those it reached
+        log = json.loads((run / "nodes" / n / "state.json").read_text())["log"]
+        assert mid in {e["id"] for e in log}, n
+    # and only a peer it reached could repair it: a relay re-arm or a repair response of it
+    sent = [json.loads(line) for m in peers[:a]
+            for line in (run / "nodes" / m / "events.jsonl").read_text().splitlines()]
+    assert any(e.get("id") == mid and (e.get("type") == "repair-response" or (
+        e.get("type") == "rearm" and e.get("relay"))) for e in sent), "never repaired"
+    r = json.loads((run / "results.json").read_text())["result"]
+    (f,) = [c for c in r["children"] if c["checker"] == "faults"]
+    assert f["valid"] is True and f["stats"]["applied"]["last-send"] == 1, f
 
 
 def test_a_skew_runs_a_nodes_clock_at_its_rate_and_steps_its_calendar(tmp_path):

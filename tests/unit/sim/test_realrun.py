@@ -201,10 +201,44 @@ def test_a_node_gone_for_good_is_the_nemesis_kill_for_good_and_nothing_touches_i
     assert all("gone for good" in n for n in m.notes)
 
 
-def test_an_sds_gone_with_last_words_is_a_kill_for_good_and_says_the_send_is_the_workloads() -> None:
-    m = nemesis_steps(rec("sds", [["gone", 0, 2, 0]], bug=["no-repair"]))
-    assert [o for _, o in m.steps] == [{"f": "kill", "value": {"node": "n1", "for_good": True}}]
-    assert len(m.notes) == 1 and m.notes[0].startswith("step 0 gone: the sim's last send")
+def test_an_sds_gone_with_last_words_cuts_the_peers_it_missed_sends_once_and_dies() -> None:
+    # `harness sim run sds --bug no-repair --seed 2` shrinks to this: n1 (b=0) dies while
+    # broadcasting; the send reached n2 (a=1, the next peer) only
+    m = nemesis_steps(rec("sds", [["gone", 0, 1, 0]], bug=["no-repair"]))
+    assert m.steps == [
+        (1.0, {"f": "start-partition", "value": {"shape": "explicit", "cut": [
+            ["n1", "n3"], ["n1", "n4"], ["n1", "n5"]]}}),
+        (0.0, {"f": "last-send", "value": {"node": "n1", "reach": ["n2"]}}),
+        (0.0, {"f": "kill", "value": {"node": "n1", "for_good": True}}),
+        (0.0, {"f": "stop-partition", "value": None}),
+    ]
+    assert len(m.notes) == 1 and m.notes[0].startswith("step 0 gone: n1 dies broadcasting")
+    # round from the node, as the sim's last_words: n4 (b=3) with a=2 reaches n5 and n1
+    m = nemesis_steps(rec("sds", [["gone", 0, 2, 3]]))
+    assert m.steps[1][1]["value"] == {"node": "n4", "reach": ["n5", "n1"]}
+    assert m.steps[0][1]["value"]["cut"] == [["n4", "n2"], ["n4", "n3"]]
+
+
+def test_a_last_words_gone_keeps_the_partition_on_and_waits_only_for_peers_it_can_reach() -> None:
+    # n1 n2 | n3 n4 n5 is on; n4 (a=2) would reach n5 and n1, but the split cuts n1 off
+    m = nemesis_steps(rec("sds", [["partition", 0, 1, 0], ["gone", 10, 2, 3], ["heal", 5, 0, 0]]))
+    split = {"shape": "explicit", "groups": [["n1", "n2"], ["n3", "n4", "n5"]]}
+    cross = {(x, y) for g, h in ((["n1", "n2"], ["n3", "n4", "n5"]),
+                                 (["n3", "n4", "n5"], ["n1", "n2"])) for x in g for y in h}
+    assert [o["f"] for _, o in m.steps] == ["start-partition", "start-partition", "last-send",
+                                            "kill", "start-partition", "stop-partition"]
+    assert {tuple(f) for f in m.steps[1][1]["value"]["cut"]} == cross | {("n4", "n2"),
+                                                                        ("n4", "n3")}
+    assert m.steps[2][1]["value"] == {"node": "n4", "reach": ["n5"]}
+    assert m.steps[4][1]["value"] == split  # put back as it was, until the heal
+
+
+def test_a_gone_of_a_crashed_node_or_without_last_words_is_the_plain_kill_for_good() -> None:
+    for sched in ([["gone", 0, 0, 0]], [["gone", 0, 5, 0]],
+                  [["crash", 0, 0, 0], ["gone", 10, 2, 0]]):
+        m = nemesis_steps(rec("sds", sched, bug=["no-repair"]))
+        assert m.steps[-1][1] == {"f": "kill", "value": {"node": "n1", "for_good": True}}
+        assert "last-send" not in [o["f"] for _, o in m.steps] and m.notes == []
 
 
 def test_a_skew_is_a_clock_rate_under_libfaketime_and_a_calendar_step_on_the_node() -> None:
