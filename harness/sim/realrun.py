@@ -12,8 +12,9 @@ with each step (``Mapped.notes``), never silently:
   which reached only the next ``a`` peers): its links to the others cut one way (an explicit
   ``start-partition``, over a partition that is on), a ``last-send`` op (harness/last_send.py:
   one send through the workload's client, waited for until those ``a`` peers hold it), the
-  ``kill`` for good, and the cut healed (the partition before it put back); other ``gone``
-  steps are the plain ``kill`` for good.
+  ``kill`` for good, and the cut healed (the partition before it put back); the run's length
+  then includes the op's longest wait (`HOLD_TIMEOUT_S`), so the kill is never past the time
+  limit; other ``gone`` steps are the plain ``kill`` for good.
 - ``crash`` -> ``kill``, ``restart`` -> ``restart`` of every killed node (a restart of a node that
   is up is a kill then a restart), ``pause``/``resume`` -> ``pause``/``resume``.
 - ``delay`` -> ``start-latency`` (Toxiproxy on TCP, the relay on UDP) with the target's latency
@@ -79,6 +80,7 @@ from typing import Any
 
 from faults.schedules import Step as NemesisStep
 from faults.schedules import op
+from harness.last_send import HOLD_TIMEOUT_S
 
 #: the replay file fields that tell it apart from a run's test.json
 MARKS = ("schedule", "trace_sha256")
@@ -556,7 +558,9 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
     if floods:  # one flood size per run: the largest the sim's steps used
         options = {"hostile_flood": max(floods), "hostile_rate": DRIP_HOSTILE_RATE,
                    "hostile_key_holder_lies": lies}
-    return Mapped(out, now, notes, plan, added, rates=any(
+    # a last-send may wait for its peers: the run lasts long enough for the kill after it
+    hold = HOLD_TIMEOUT_S if any(o["f"] == "last-send" for _, o in out) else 0.0
+    return Mapped(out, now + hold, notes, plan, added, rates=any(
         o["f"] == "clock-rate" for _, _, o in timed), late=late, options=options)
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from checkers.result import Result
 from harness.cli import main
+from harness.last_send import HOLD_TIMEOUT_S
 from harness.protocols import get_protocol
 from harness.sim import realrun
 from harness.sim.realrun import is_replay, nemesis_steps, spec_for, verdict_line
@@ -213,6 +214,7 @@ def test_an_sds_gone_with_last_words_cuts_the_peers_it_missed_sends_once_and_die
         (0.0, {"f": "stop-partition", "value": None}),
     ]
     assert len(m.notes) == 1 and m.notes[0].startswith("step 0 gone: n1 dies broadcasting")
+    assert m.duration_s == 1.0 + HOLD_TIMEOUT_S  # the kill comes after the longest wait
     # round from the node, as the sim's last_words: n4 (b=3) with a=2 reaches n5 and n1
     m = nemesis_steps(rec("sds", [["gone", 0, 2, 3]]))
     assert m.steps[1][1]["value"] == {"node": "n4", "reach": ["n5", "n1"]}
