@@ -344,6 +344,10 @@ class DripCore:
         #: key -> uid of each peer's lock whose TTL ran out and that we asked about
         #: (`_ask_outcome`): a peer that comes back is asked at once (`_reask`)
         self.expired: dict[str, str] = {}
+        #: peers not yet heard alive since this process started: the first live answer of each
+        #: is a return too (`_met`), so a lock read back from the store is asked about at once,
+        #: not a whole TTL after the restart (ring5 hot keys, seed 7, session 42)
+        self.unmet: set[str] = set(self.peers)
         self.puller = Puller()
         #: the id of each sync we ask for (`SyncRequest.sync_id`): the runtime sets a random
         #: one (a forged batch must not guess it); this default is for the simulator
@@ -998,6 +1002,17 @@ class DripCore:
                 for key, (uid, initiator) in sorted(self.d.locks.items())
                 if initiator != self.me]
 
+    def _met(self, peer: str) -> list[Effect]:
+        """``peer`` answered alive, and was thought up already: if this is the first time since
+        this process started, it is a return all the same (`_reask`). Every peer starts "up",
+        so without this a restarted voter asked about a lock read back from its store only at
+        the TTL, set anew at `start`: the initiator's abort, sent while we were down, held the
+        key a whole TTL after the restart (ring5 hot keys, seed 7, session 42)."""
+        if peer not in self.unmet:
+            return []
+        self.unmet.discard(peer)
+        return self._reask(peer)
+
     def _lock_round(self, key: str) -> int | None:
         """The voting round of the lock on ``key`` when we know it (`lock_rounds`)."""
         uid, counter = self.lock_rounds.get(key, (None, None))
@@ -1329,6 +1344,10 @@ class DripCore:
                 else:
                     out += self._drop_for(p, "heartbeat failed" if reply is None else "inactive",
                                           missed=False)
+            elif up:
+                out += self._met(p)
+            if up:
+                self.unmet.discard(p)
         any_ok = any(results.get(p) is not None for p in self.peers)
         if self.peers and not any_ok and self.state != "inactive":
             self.puller.stop()
@@ -1369,7 +1388,8 @@ class DripCore:
     def _on_node_notice(self, hop: str, n: NodeNotice) -> list[Effect]:
         self.peer_state[hop] = "active" if n.active else "inactive"
         if self.peer_up.get(hop) == n.active:
-            return []
+            return self._met(hop) if n.active else []
+        self.unmet.discard(hop)
         self.peer_up[hop] = n.active
         out: list[Effect] = [Emit("peer", {"peer": hop, "up": n.active, "state": "notice"})]
         return out + (self._pump(hop) + self._reask(hop) if n.active

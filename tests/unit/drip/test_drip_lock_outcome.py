@@ -7,7 +7,8 @@ from __future__ import annotations
 from harness.sim.drip import DripSim
 from nodes.drip import codec
 from nodes.drip.codec import Update
-from nodes.drip.core import CoreConfig, DripCore, Inbound, Outcome
+from nodes.drip.core import HEARTBEAT, CoreConfig, DripCore, Inbound, Outcome
+from nodes.drip.records import Durable, Init, Lock
 
 MESH3 = [("n1", "n2"), ("n1", "n3"), ("n2", "n3")]
 LINE3 = [("n1", "n2"), ("n2", "n3")]
@@ -283,3 +284,77 @@ def test_a_peer_back_is_asked_about_a_lock_before_its_ttl() -> None:
     assert 1.6 < c.cfg.lock_ttl_s
     c.on_message("n3", Outcome(q, 200, {"outcome": "aborted"}), 1.6)
     assert not c.d.locks
+
+
+def _restarted_voter() -> tuple[DripCore, list[tuple[str, codec.Heartbeat]]]:
+    """n2 read back from its store a lock it voted for n1 (round 6), and started again: its
+    first heartbeat round is out."""
+    c = DripCore("n2", ["n1", "n3"], durable=Durable.of([Init(), Lock("k", "u1", "n1", 6)]),
+                 cfg=CoreConfig())
+    c.start(0)
+    hbs = _heartbeats(c, 0)
+    assert c.d.locks == {"k": ("u1", "n1")} and len(hbs) == 2
+    return c, hbs
+
+
+def _heartbeats(c: DripCore, now: float) -> list[tuple[str, codec.Heartbeat]]:
+    return [(e.to, e.msg) for e in c.on_timer(HEARTBEAT, now)
+            if isinstance(getattr(e, "msg", None), codec.Heartbeat)]
+
+
+def _asked(out: list) -> list[tuple[str, codec.OutcomeQuery]]:
+    return [(e.to, e.msg) for e in out if isinstance(getattr(e, "msg", None), codec.OutcomeQuery)]
+
+
+def test_a_restarted_voter_asks_about_its_stored_locks_at_first_contact() -> None:
+    """Seed 7 of the 10-seed ring5 run (session 42): n5 was killed holding a lock for an
+    update n1 had already aborted, and after its restart kept the key a whole TTL before
+    asking. Every peer starts "up", so the first live heartbeat answer was no return and
+    `_reask` never ran. The first contact with each peer after a start now is one: the
+    stored lock is asked about at once and the initiator's proven abort frees it, long
+    before the TTL; later rounds do not ask again (the TTL and its retries do)."""
+    c, hbs = _restarted_voter()
+    out: list = []
+    for to, hb in hbs:
+        out += c.on_message(to, Outcome(hb, 200, {"state": "active"}), 0.05)
+    asked = _asked(out)
+    assert sorted(to for to, _ in asked) == ["n1", "n3"]
+    again = [e for to, hb in _heartbeats(c, 0.4)
+             for e in c.on_message(to, Outcome(hb, 200, {"state": "active"}), 0.45)]
+    assert not _asked(again)  # met once: the next question is the TTL's
+    assert all((q.uid, q.initiator, q.counter) == ("u1", "n1", 6) for _, q in asked)
+    c.on_message("n1", Outcome(asked[0][1], 200, {"outcome": "aborted"}), 0.1)
+    assert not c.d.locks and 0.1 < c.cfg.lock_ttl_s
+
+
+def test_a_voter_killed_before_the_abort_frees_the_key_soon_after_its_restart() -> None:
+    """The same in the simulator: n2 votes for n1's u1 and is killed; n1 aborts (its abort to
+    n2 is lost with the process); n2 restarts with the lock from its store. Its first
+    heartbeat round finds n1 and n3 alive, it asks, and the key is free within that round,
+    not a lock TTL after the restart."""
+    sim = DripSim(MESH3)
+    sim.update("n1", "k", "x", "u1")
+    while not sim.core("n2").d.locks:  # n2 has voted and holds k
+        sim.run_for(0.0005)
+    sim.crash("n2")
+    sim.run_for(sim.cfg.vote_timeout_s + 0.5)
+    assert not sim.committed("u1") and sim.outcome("u1") is not None
+    assert sim.stored("n2").locks == {"k": ("u1", "n1")}
+    start = sim.now
+    sim.restart("n2")
+    sim.run_for(sim.cfg.lock_ttl_s - 0.5)
+    (rel,) = [e for e in sim.events if e.node == "n2" and e.type == "release"]
+    assert rel.fields["why"].startswith("aborted (asked n")
+    assert rel.t - start < sim.cfg.heartbeat_s + 0.1 < sim.cfg.lock_ttl_s
+    assert not sim.events_of("n2", "lock-expired")
+
+
+def test_a_restarted_voter_asks_a_peer_whose_notice_comes_first() -> None:
+    """A peer's "active" notice shows it alive as well as a heartbeat answer does: it is asked
+    at once, and once only (its heartbeat answer after that asks nothing)."""
+    c, hbs = _restarted_voter()
+    (asked,) = _asked(c.on_message(Inbound("n3", 1), codec.NodeNotice("n3", True), 0.01))
+    assert asked[0] == "n3" and asked[1].counter == 6
+    out = [e for to, hb in hbs for e in c.on_message(to, Outcome(hb, 200, {"state": "active"}),
+                                                      0.05)]
+    assert [to for to, _ in _asked(out)] == ["n1"]
