@@ -576,6 +576,7 @@ class SdsCore:
         bloom filter, so its sender sees we lack it and a later copy is taken afresh."""
         limit = self.lost_after_ms
         dropped = []
+        reask: list[Message] = []
         for mid, b in list(self.incoming.items()):
             if now_ms - b.since_ms > limit:
                 self._unhold(mid)
@@ -583,6 +584,7 @@ class SdsCore:
                 fx.append(Emit("lost", {"id": mid, "sender": b.msg.sender_id,
                                         "lamport": b.msg.lamport_timestamp, "where": "incoming",
                                         "missing": self._missing(b.msg)}))
+                reask.append(b.msg)
         for mid, since in list(self.repair_since.items()):
             if mid not in self.repair_out:
                 del self.repair_since[mid]
@@ -596,6 +598,25 @@ class SdsCore:
         if dropped:
             keep = [k[1] for k in self.log_keys[-max(1, self.bloom.count):]]
             self.bloom = self.bloom.rebuilt([*keep, *self.incoming])
+        for msg in reask:  # after the repair sweep above: these start a fresh age
+            self._reask(msg, now_ms)
+
+    def _reask(self, msg: Message, now_ms: int) -> None:
+        """Ask once by repair for a held message we gave up. Our filter showed it while we
+        held it, so peers that logged it ended their relay tracks (`_review_relays`) and
+        only its sender would send it again, from our filter alone; if the sender is gone,
+        a live holder answering this request is the only way back. If nobody logged it, the
+        request is given up ``lost_after_ms`` later like any other; a copy that comes back
+        and is held again is re-asked again only when given up again (one request per
+        ``lost_after_ms``, and only while some node still serves it)."""
+        if not self.opt.repair or "no-repair" in self.bugs:
+            return
+        mid = msg.message_id
+        if mid in self.log or mid in self.incoming:
+            return
+        entry = HistoryEntry(mid, msg.sender_id)
+        self.repair_out[mid] = (self._t_req(now_ms, mid), entry)
+        self.repair_since[mid] = now_ms
 
     def _missing(self, msg: Message) -> list[str]:
         return [d for d in msg.deps if d not in self.log]

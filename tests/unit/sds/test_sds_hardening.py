@@ -62,9 +62,39 @@ def test_held_and_repair_entries_expire_as_lost_and_a_later_copy_heals() -> None
     fx = c.tick(2_200, EPOCH_MS)
     lost = {(e["id"], e["where"]) for e in events(fx, "lost")}
     assert lost == {(held.message_id, "incoming"), ("never-comes", "repair")}
-    assert not c.incoming and not c.repair_out and held.message_id not in c.bloom
-    fx = c.receive_message(msg("b", "x", EPOCH_MS + 5), 2_300)  # a later, deliverable copy
+    assert not c.incoming and held.message_id not in c.bloom
+    # the given-up message is asked for once by repair (a live holder may have logged it
+    # after its filter showed ours), with a fresh age; nobody answers, so it goes too
+    assert list(c.repair_out) == [held.message_id] and c.repair_since[held.message_id] == 2_200
+    assert c.repair_out[held.message_id][1].sender_id == "b"
+    fx = c.tick(4_100, EPOCH_MS)
+    assert held.message_id in c.repair_out and not events(fx, "lost")
+    fx = c.tick(4_300, EPOCH_MS)
+    assert [(e["id"], e["where"]) for e in events(fx, "lost")] == [(held.message_id, "repair")]
+    assert not c.repair_out and not c.incoming
+    fx = c.receive_message(msg("b", "x", EPOCH_MS + 5), 4_400)  # a later, deliverable copy
     assert [e["id"] for e in events(fx, "deliver")] == [held.message_id]
+
+
+def test_a_given_up_held_message_is_asked_for_and_a_holder_serves_it() -> None:
+    """A held message given up after its dependencies never came is asked for by repair;
+    a peer that logged it answers (SDS-R from its local history), and the copy is held again
+    with its dependencies asked afresh: the holder's relay track had ended on our filter."""
+    c = core()
+    dep = msg("b", "dep", EPOCH_MS + 1)
+    held = msg("b", "x", EPOCH_MS + 5, (dep.message_id,))
+    c.receive_message(held, 0)
+    c.tick(2_200, EPOCH_MS)
+    assert held.message_id in c.repair_out
+    ask = c.repair_out[held.message_id][0]
+    fx = c.tick(ask, EPOCH_MS)  # due: the next broadcast carries the request
+    assert any(held.message_id in {r.message_id for r in m.repair_request or ()}
+               for m in sent(fx))
+    c.receive_message(msg("b", "x", EPOCH_MS + 5, (dep.message_id,)), ask + 10)  # a holder's answer
+    assert held.message_id in c.incoming and held.message_id not in c.repair_out
+    assert c.repair_since[dep.message_id] == ask + 10  # asked afresh
+    fx = c.receive_message(dep, ask + 20)
+    assert [e["id"] for e in events(fx, "deliver")] == [dep.message_id, held.message_id]
 
 
 def test_a_lamport_time_far_ahead_is_refused_and_sends_keep_working() -> None:
