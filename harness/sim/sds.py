@@ -77,7 +77,11 @@ class SdsSim(Simulation):
                    for k, e in enumerate(e for e in self.events if e.node == n)]
             core = self.cores.get(n) if self.nodes[n].up else None
             nodes[n] = {"events": evs, "missing": [],
-                        "state": core.snapshot(int(self.now * 1000)) if core else None,
+                        # the node's own clock: ages in its state are differences of
+                        # its own readings (a skewed node's, read on true time, looked
+                        # older or younger than they were)
+                        "state": core.snapshot(int(self.nodes[n].local(self.now) * 1000))
+                        if core else None,
                         **({"gone": True} if n in self.gone else {})}
         return {"nodes": nodes, "run_dir": "sim"}
 

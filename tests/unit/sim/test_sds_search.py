@@ -244,3 +244,23 @@ def test_a_message_a_peer_gave_up_after_its_filter_showed_it_is_relayed_again(
     assert out.ok, out.witness
     monkeypatch.setattr(SdsCore, "_reask", lambda self, msg, now_ms: None)  # the old core
     assert run(rec["schedule"], rec["seed"], ()).witness == rec["witness"]
+
+
+SKEWED_AGES = Path(__file__).parent / "data" / "sds_skewed_node_ages_on_its_own_clock.json"
+
+
+def test_a_skewed_nodes_buffer_ages_are_read_on_its_own_clock(capsys) -> None:
+    """Found by `harness sim run sds --hostile --skew --gone --seed 33` on the correct core
+    (shrunk to 6 steps: n1's clock at half rate, n0 sends while cut off, heals, sends again
+    and is gone). n1 holds n0's second message and asks for the first, which only n0 had:
+    both wait, rightly, until n1's own clock says ``lost_after_ms`` passed. The sim read n1's
+    state on true time, so the entries looked 20,051 ms old (past the 20,050 ms the
+    buffers-drain check allows) when n1's clock had counted half that: a sim artefact, not a
+    node's. The state is now read on the node's own clock, as a real node reads it."""
+    rec = json.loads(SKEWED_AGES.read_text())
+    assert rec["bug"] == [] and {w["kind"] for w in rec["witness"]} == {"buffer-not-drained"}
+    assert any(s[0] == "skew" for s in rec["schedule"])
+    out = run(rec["schedule"], rec["seed"], ())
+    assert out.ok, out.witness
+    assert main(["sim", "replay", str(SKEWED_AGES)]) == 2  # the file holds the failing trace
+    assert "witness (0 anomalies)" in capsys.readouterr().out
