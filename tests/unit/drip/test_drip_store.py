@@ -197,17 +197,24 @@ def test_a_lean_start_and_a_sync_merge_read_no_stored_value(tmp_path: Path) -> N
     s.close()
 
 
+def _older_store(tmp_path: Path, *sql: str) -> Path:
+    """A store file as an older node left it: one table made and filled by ``sql``."""
+    path = tmp_path / "drip.sqlite3"
+    db = sqlite3.connect(path)
+    for stmt in sql:
+        db.execute(stmt)
+    db.commit()
+    db.close()
+    return path
+
+
 def test_a_store_from_before_saved_windows_loads_its_counters_as_the_spec_floor(
         tmp_path: Path) -> None:
     """An older store's counters table has no ``seen`` column: it is added (NULL: every
     counter up to the saved one counts as seen), and windows are saved from then on."""
-    path = tmp_path / "drip.sqlite3"
-    db = sqlite3.connect(path)
-    db.execute("CREATE TABLE counters (node TEXT PRIMARY KEY, counter TEXT NOT NULL, "
-               "reset_at TEXT)")
-    db.execute("INSERT INTO counters VALUES ('n2', '7', NULL)")
-    db.commit()
-    db.close()
+    path = _older_store(tmp_path, "CREATE TABLE counters (node TEXT PRIMARY KEY, "
+                        "counter TEXT NOT NULL, reset_at TEXT)",
+                        "INSERT INTO counters VALUES ('n2', '7', NULL)")
     s = Store(path)
     assert s.load().counters == {"n2": (7, None, None)}
     s.write(Counters((("n2", 9, None, "[7,8,9,[]]"),)))
@@ -223,13 +230,8 @@ def test_a_lock_keeps_its_round_and_a_store_from_before_rounds_still_opens(
     """A lock is saved with its voting round (u64 as TEXT) and read back with it; an older
     store's locks table has no ``counter`` column: it is added, and its rows load without a
     round (the lock asks as before) while new locks save theirs."""
-    path = tmp_path / "drip.sqlite3"
-    db = sqlite3.connect(path)
-    db.execute("CREATE TABLE locks (key TEXT PRIMARY KEY, uid TEXT NOT NULL, "
-               "initiator TEXT NOT NULL)")
-    db.execute("INSERT INTO locks VALUES ('a', 'u1', 'n1')")
-    db.commit()
-    db.close()
+    path = _older_store(tmp_path, "CREATE TABLE locks (key TEXT PRIMARY KEY, uid TEXT NOT NULL, "
+                        "initiator TEXT NOT NULL)", "INSERT INTO locks VALUES ('a', 'u1', 'n1')")
     s = Store(path)
     d = s.load()
     assert (d.locks, d.lock_rounds) == ({"a": ("u1", "n1")}, {})
