@@ -609,14 +609,9 @@ class SdsCore:
         request is given up ``lost_after_ms`` later like any other; a copy that comes back
         and is held again is re-asked again only when given up again (one request per
         ``lost_after_ms``, and only while some node still serves it)."""
-        if not self.opt.repair or "no-repair" in self.bugs:
-            return
-        mid = msg.message_id
-        if mid in self.log or mid in self.incoming:
-            return
-        entry = HistoryEntry(mid, msg.sender_id)
-        self.repair_out[mid] = (self._t_req(now_ms, mid), entry)
-        self.repair_since[mid] = now_ms
+        # a held id is never in repair_out (a content message's arrival pops it), and the
+        # give-up sweep just dropped repair_since entries outside repair_out: a fresh age
+        self._want_repairs((HistoryEntry(msg.message_id, msg.sender_id),), now_ms)
 
     def _missing(self, msg: Message) -> list[str]:
         return [d for d in msg.deps if d not in self.log]
