@@ -907,11 +907,11 @@ def main(argv: list[str] | None = None) -> int:
         console.print("[yellow]interrupted: nodes and proxies were torn down; the partial run is "
                       "in the store with status: interrupted[/]")
         return INTERRUPTED
-    except UsageError as e:
-        console.print(f"[red]error:[/] {escape(str(e))}")
+    except UsageError as e:  # soft-wrapped: a path or command in it stays one copyable line
+        console.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)
         return USAGE
     except Exception as e:  # a set-up failure or a bug of ours: say so, never "unknown"
-        console.print(f"[red]error:[/] {type(e).__name__}: {escape(str(e))}")
+        console.print(f"[red]error:[/] {type(e).__name__}: {escape(str(e))}", soft_wrap=True)
         console.print("rerun with -v for the log; if it is no set-up problem, it is a harness bug")
         if a.verbose:
             logging.getLogger("harness").exception("internal error")

@@ -168,6 +168,14 @@ def test_check_of_no_run_is_a_usage_error_that_writes_nothing(store, tmp_path, c
     assert sorted(p for p in store.rglob("*")) == snapshot
 
 
+def test_a_usage_error_keeps_a_long_path_on_one_line(store, capsys):
+    # CI's checkout path is longer than ours: rich had broken "see 'harness ls'" across lines
+    far = "gf-kv/" + "x" * 120
+    code, _, err = run_cli(capsys, "check", far, "--store", str(store))
+    assert code == cli.USAGE
+    assert len(err.strip().splitlines()) == 1 and far in err and "see 'harness ls'" in err, err
+
+
 def test_a_torn_results_json_is_listed_and_replaced_as_unreadable(tmp_path, capsys):
     s = tmp_path / "store"
     run = write_run(s, "gf-kv", "20261121T010000-000001")
