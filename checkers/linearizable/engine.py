@@ -21,7 +21,10 @@ Why this shape:
 - Open-ended (``info``) ops have no return entry. The search succeeds as soon as no return
   entry is left in the list, i.e. every completed op is linearized: an ``info`` op is never
   forced to take effect, which is exactly "at any later time, or never". An ``info`` op
-  whose step would not change the state is never tried (taking effect or not is the same).
+  whose step would not change the state is never tried (taking effect or not is the same),
+  and one whose effect nothing observed (the model says which: a register's write of a value
+  no read returned and no cas compared) is left out before the search: otherwise k such ops
+  are 2**k subsets to try at every dead end (a crash leaves dozens).
 - P-compositionality: the model may split the history into parts. Parts are searched
   interleaved in slices (round-robin), smallest first, so that one hard part cannot starve
   an easy failing one; the check stops at the first part that fails. This is Porcupine's
@@ -86,6 +89,8 @@ class PartResult:
     #: the deepest partial linearization found: [(op, state after)], for drawing
     best: list[tuple[Operation, Any]] = field(default_factory=list)
     part_ops: list[Operation] = field(default_factory=list)
+    #: open-ended ops left out of the search: nothing observed their effect
+    unobserved: int = 0
 
 
 @dataclass
@@ -119,6 +124,7 @@ class LinResult:
             "memo": sum(p.memo for p in self.parts), "parts": len(self.parts),
             "parts_checked": sum(1 for p in self.parts if p.valid is not None),
             "parts_unknown": sum(1 for p in self.parts if p.valid == "unknown"),
+            "open_unobserved": sum(p.unobserved for p in self.parts),
         }
 
 
@@ -127,9 +133,15 @@ class Search:
 
     def __init__(self, ops: list[Operation], model: Model, key: Hashable = None,
                  timed: bool = False) -> None:
+        norm = [model.normalize(op) for op in ops]
+        gone = model.unobserved(norm, [op.ret is None for op in ops])
+        if gone:  # open-ended ops no linearization needs: never searched
+            ops = [op for i, op in enumerate(ops) if i not in gone]
+            norm = [x for i, x in enumerate(norm) if i not in gone]
+        #: open-ended ops left out because nothing observed their effect
+        self.unobserved = len(gone)
         self.key, self.model, self.ops, self.timed = key, model, ops, timed
         n = len(ops)
-        norm = [model.normalize(op) for op in ops]
         self.inp = [x[0] for x in norm]
         self.out = [x[1] for x in norm]
         self.info = [op.ret is None for op in ops]
@@ -407,4 +419,4 @@ def check(history: LinHistory | list[Operation] | list[dict[str, Any]], model: M
 def _part(s: Search, valid: Validity | None, note: str = "") -> PartResult:
     return PartResult(key=s.key, valid=valid, ops=len(s.ops), explored=s.steps,  # type: ignore[arg-type]
                       memo=len(s.memo), elapsed_s=s.elapsed, note=note,
-                      best=s.best_linearization(), part_ops=s.ops)
+                      best=s.best_linearization(), part_ops=s.ops, unobserved=s.unobserved)

@@ -66,6 +66,18 @@ class Model:
         """
         return False
 
+    def unobserved(self, norm: list[tuple[Any, Any]], open_: list[bool]) -> set[int]:
+        """Open-ended ops that no linearization needs: dropped before the search.
+
+        ``norm`` holds each op's ``normalize``d (input, output), ``open_`` whether it is
+        open-ended.
+
+        Optional (default: none). Each such op must be one whose taking effect could never be
+        what makes a history linearizable, so leaving it out changes no verdict; the search
+        then never tries the 2**k subsets of k such ops taking effect or not.
+        """
+        return set()
+
     def describe_op(self, input: Any, output: Any) -> str:
         f, *args = input if isinstance(input, tuple) else (input,)
         arg = " ".join(repr(a) for a in args)
@@ -124,6 +136,28 @@ class CasRegister(Model):
     def read_only(self, input: Any, output: Any) -> bool:
         k = input[0]
         return k == "r" or (k == "c" and (output is False or input[1] == input[2]))
+
+    def unobserved(self, norm: list[tuple[Any, Any]], open_: list[bool]) -> set[int]:
+        """Open-ended writes and cas ops whose new value nothing observes.
+
+        Observed are the values completed reads returned and every cas's compare value. If a
+        linearization has an open-ended op put such a value, the ops after it until the next
+        state change observe nothing (a read would return the value, a cas would compare to
+        it), and that change is a write (a cas would compare to it): without the op the same
+        order is still valid. A completed cas that answered False observes "not this value",
+        and an append builds on the value: with either in the part nothing is dropped.
+        """
+        seen: set[Any] = set()
+        for (inp, out), is_open in zip(norm, open_, strict=True):
+            k = inp[0]
+            if k == "a" or (k == "c" and out is False):
+                return set()
+            if k == "r" and not is_open:
+                seen.add(out)
+            elif k == "c":
+                seen.add(inp[1])
+        return {i for i, ((inp, _), is_open) in enumerate(zip(norm, open_, strict=True))
+                if is_open and inp[0] in ("w", "c") and inp[-1] not in seen}
 
     def step(self, state: State, input: Any, output: Any) -> tuple[bool, State]:
         k = input[0]
