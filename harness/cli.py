@@ -237,7 +237,8 @@ def _finish(result: Result, run_dir: Path) -> int:
     console.print(verdict_table(result))
     if result.valid is not True:
         console.print(result.explain())
-    console.print(f"run dir: [bold]{run_dir}[/]  (results.json, history.jsonl, nodes/)")
+    console.print(f"run dir: [bold]{run_dir}[/]  (results.json, history.jsonl, nodes/)",
+                  soft_wrap=True)
     return EXIT[result.valid]
 
 
@@ -260,7 +261,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         from harness.sim.realrun import verdict_line
 
         console.print(verdict_line(res.result, sim_rec.get("witness") or []),
-                      markup=False, highlight=False)
+                      markup=False, highlight=False, soft_wrap=True)
         _say(f"replay: harness run --from {a.from_}")
         return code
     _say(f"replay: harness run --from {res.run_dir.test_json}")
