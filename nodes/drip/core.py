@@ -1441,7 +1441,8 @@ class DripCore:
         self._check_sync_needed(hop)
         sv = self.feeder.request(hop, msg.after, msg.sync_id or f"{self.me}-{self.counter + 1}",
                                  self.owed_gen.get(hop, 0), now,
-                                 matched(self.d.kv, msg.after, msg.summary))
+                                 matched(self.d.kv, msg.after, msg.summary),
+                                 named=msg.sync_id is not None)
         return [Emit("sync-serve", {"to": hop, "keys": len(self.d.kv), "after": sv.after,
                                     "ranges": len(msg.summary), "skip": len(sv.skip)}),
                 *self._serve_next(hop)]

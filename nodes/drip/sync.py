@@ -24,8 +24,9 @@ started by anyone who was not asked. Our rules (the spec leaves them open):
   Keys after the last range are always sent. A commit the source takes after the request is
   delivered by the outbox or dropped and owed, as for any part of a sync already sent.
 * **Coalesced and rate-limited per peer.** A sync request from a peer being served is
-  answered 200 and starts nothing; a new serve to one peer starts at most once per
-  ``min_interval_s`` (else 429).
+  answered 200 and starts nothing (409 if it names another sync id than the serve's: the
+  peer would refuse that serve's batches, so it asks again); a new serve to one peer starts
+  at most once per ``min_interval_s`` (else 429).
 * **Only what we asked for.** A receiver takes a batch only from the source it asked (after
   that source said it is active), with the sync id of that serve; anything else is refused
   and applies nothing.
@@ -259,12 +260,21 @@ class Feeder:
     full_gen: dict[str, int] = field(default_factory=dict)
 
     def request(self, hop: str, after: str | None, sid: str, gen: int, now: float,
-                skip: list[tuple[str | None, str]] | None = None) -> Serve:
-        """A sync request: a new serve, or `Refused` (coalesced 200, rate-limited 429). A
-        resumed one (``after``) goes on from the cursor even if commits for the peer were
-        dropped since its first part; then it pays no debt (`Serve.gen`), so the peer stays
-        owed what it missed."""
-        if hop in self.serves:
+                skip: list[tuple[str | None, str]] | None = None, *, named: bool = True
+                ) -> Serve:
+        """A sync request: a new serve, or `Refused` (coalesced 200, busy 409, rate-limited
+        429). A resumed one (``after``) goes on from the cursor even if commits for the peer
+        were dropped since its first part; then it pays no debt (`Serve.gen`), so the peer
+        stays owed what it missed. ``named``: the requester chose ``sid`` and takes only
+        batches carrying it (`Puller.check`)."""
+        cur = self.serves.get(hop)
+        if cur is not None and named and cur.sid != sid:
+            # joined to a serve under another id, the requester would refuse its batches
+            # and wait out its whole sync timeout (a healed n1 stayed in `sync` 5 s under
+            # `hostile`, chaos seed 2, session 43: the serve was a request in its name)
+            raise Refused(409, "sync-busy", f"a sync to {hop} under another id ({cur.sid!r}) "
+                          "is under way; ask again once it ends")
+        if cur is not None:
             raise Refused(200, "sync-coalesced", f"a sync to {hop} is under way; request "
                           "joined to it")
         last = self.last_start.get(hop)

@@ -88,9 +88,13 @@ def test_feeder_coalesces_repeats_rate_limits_and_resumes_even_after_a_drop() ->
     f = Feeder(SyncLimits(batch_items=2, min_interval_s=1.0))
     store = kv(5)
     s = f.request("n2", None, "s1", gen=0, now=0.0)
-    with pytest.raises(Refused) as e:
+    for sid, named in (("s1", True), ("s9", False)):  # a repeat, or a request naming no id
+        with pytest.raises(Refused) as e:
+            f.request("n2", None, sid, gen=0, now=0.1, named=named)
+        assert (e.value.status, e.value.reason) == (200, "sync-coalesced")
+    with pytest.raises(Refused) as e:  # it would refuse s1's batches: it must ask again
         f.request("n2", None, "s2", gen=0, now=0.1)
-    assert (e.value.status, e.value.reason) == (200, "sync-coalesced")
+    assert (e.value.status, e.value.reason) == (409, "sync-busy")
     items, done = f.next_items("n2", store)
     b = batch("n1", "s1", items, done, c=1)
     f.sent("n2", b)
@@ -171,6 +175,25 @@ def test_a_serve_its_peer_refused_does_not_hold_the_rate_limit_slot() -> None:
     c.on_message("n2", Outcome(real.msg, 200, {}), 1.15)  # taken: this one holds the slot
     out = c.on_message(Inbound("n2", 3), SyncRequest("n2", None, "again"), 1.2)
     assert not _serves(out) and c.refusals.counts == {"sync-rate-limited": 1}
+
+
+def test_a_request_naming_its_own_sync_id_is_not_joined_to_a_serve_under_another() -> None:
+    """Chaos seed 2 of the hostile run (session 43): a request in n2's name with no sync id
+    (from a holder of its key) was being served when the real n2, just healed, asked with its
+    own id; it was answered 200 "joined", its puller refused the serve's batches as stale,
+    and it waited out its 5 s sync timeout in `sync` while every update needed its vote. Now
+    it is refused 409 (it asks again at its next heartbeat round) and, once the other serve
+    is gone, served under its own id."""
+    c = _core()
+    c.d.kv.update(kv(5))
+    c.peer_state["n2"] = "sync"
+    [forged] = _serves(c.on_message(Inbound("n2", 1), SyncRequest("n2"), 1.0))
+    out = c.on_message(Inbound("n2", 2), SyncRequest("n2", None, "real"), 1.01)
+    assert not _serves(out) and out[-1].msg.status == 409
+    assert c.refusals.counts == {"sync-busy": 1}
+    c.on_message("n2", Outcome(forged.msg, 409, {"reason": "sync-stale"}), 1.05)
+    [real] = _serves(c.on_message(Inbound("n2", 3), SyncRequest("n2", None, "real"), 1.3))
+    assert real.msg.sync_id == "real" and real.msg.complete
 
 
 def _serves(out: list) -> list:
