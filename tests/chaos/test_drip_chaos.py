@@ -170,12 +170,15 @@ def test_bug_syncing_votes_no_is_caught(chaos_run, request: pytest.FixtureReques
     are free when its peers take it for up (updates started while it was down hold theirs
     for a vote timeout), and both runs must show n5 voting while syncing, from its journal:
     no in the buggy run, yes in the control (docs/drip.md, "syncing-votes-no made
-    deterministic")."""
+    deterministic").
+    22 s, not 15: the schedule is 12.6 s plus two restarts, and a restart took 3.2-4.1 s at
+    load 30 (session 43, seed 2), so the run ended 0.8 s into the second hold and that round
+    never synced under latency; the ok-op floor keeps its share of the run (2/3 of 2 per s)."""
     five = [f"n{i}" for i in range(1, 6)]
-    chaos_run(partial(spec, "drip-bug-syncing-no", 5, full, time_limit=15.0,
+    chaos_run(partial(spec, "drip-bug-syncing-no", 5, full, time_limit=22.0,
                       bugs=["syncing-votes-no"], schedule=restart_with_slow_sends("n5", five),
                       options={"rate": 20}, concurrency=15),
-              expect="2pc", anomaly="syncing-voted-no", min_ok=MIN_OK_PER_S * 10)
+              expect="2pc", anomaly="syncing-voted-no", min_ok=MIN_OK_PER_S * 15)
     bug_dir, control_dir = (Path(v) for k, v in request.node.user_properties if k == "run_dir")
     bug_votes, control_votes = (votes_while_syncing(d, "n5") for d in (bug_dir, control_dir))
     assert bug_votes and all(e["vote"] == "no" for e in bug_votes), bug_votes[:5]
