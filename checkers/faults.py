@@ -9,7 +9,7 @@ naming the kind. Composed worst-wins with the protocol's checkers, the run is th
 Requested kinds come from the test's nemesis description (``"partition,kill-leader,pause"``)
 and from every start op the nemesis invoked (custom schedules carry labels, not kind names).
 A membership op the nemesis completed without error (a late node's ``join``, a ``leave``, an
-``add-member`` or ``decommission``) counts as kind ``membership`` applied, so a schedule of
+``add-member``, a ``decommission`` or Garlic Farm's ``remove-server``) counts as kind ``membership`` applied, so a schedule of
 membership changes alone (a sim replay's Garlic Farm ``add``) is judged; a failed one asks
 for nothing (the membership reports say what became of each change). A ``last-send`` (a node's
 last words before it is gone, harness/last_send.py) is kind ``last-send``: one that failed
@@ -25,7 +25,7 @@ from vocabulary.faults import KIND_OF_START, nemesis_pairs, requested_kinds
 
 NAME = "faults"
 #: nemesis ops that change the membership (harness/cluster.py's own ops)
-MEMBERSHIP_OPS = frozenset({"join", "leave", "add-member", "decommission"})
+MEMBERSHIP_OPS = frozenset({"join", "leave", "add-member", "decommission", "remove-server"})
 
 
 def check(test: dict[str, Any], history: list[dict[str, Any]],

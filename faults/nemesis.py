@@ -284,6 +284,19 @@ class Nemesis:
             out["replaced"] = replaced
         return out
 
+    async def hold_cut(self, flows: Iterable[Flow]) -> list[Flow]:
+        """Cut ``flows`` on top of the partition in force, which stays as it is (a cluster
+        op's brief hold: Garlic Farm's ``remove-server``, harness/gf_remove.py); the flows it
+        cut, for `release_cut`."""
+        async with self._lock:
+            return await self._apply(Kind.CUT, frozenset(flows) - (self.partition or frozenset()))
+
+    async def release_cut(self, flows: Iterable[Flow]) -> list[Flow]:
+        """Give back the flows a `hold_cut` cut, save those the partition in force cuts."""
+        async with self._lock:
+            back = [f for f in flows if f not in (self.partition or frozenset())]
+            return await self._heal(Kind.CUT, back) if back else []
+
     # ---- nodes -------------------------------------------------------------------------
 
     def _control(self) -> NodeControl:

@@ -244,9 +244,12 @@ class Cluster:
         its protocol's voluntary leave via ``POST /admin/leave``, "decommission": another
         running node removes it via ``POST /admin/members``, as DRiP offers, "add-member":
         another running node adds it there with its address entry, ``proto.member_entry``)
-        are the cluster's own, and so is "last-send" (harness/last_send.py)."""
+        are the cluster's own, and so are "last-send" (harness/last_send.py) and Garlic Farm's
+        "remove-server" (harness/gf_remove.py)."""
         if op["f"] == "last-send":
             return await self._last_send(op)
+        if op["f"] == "remove-server":
+            return await self._remove_server(op)
         if op["f"] not in ("join", "leave", "decommission", "add-member"):
             return await self._faults.invoke(op)
         node = (op.get("value") or {}).get("node")
@@ -289,6 +292,69 @@ class Cluster:
             done["error"] = out.pop("error")
         done["value"] = {**v, **out}
         return done
+
+    async def _remove_server(self, op: dict[str, Any]) -> dict[str, Any]:
+        """An administrator's RemoveServer for the op's node, straight to the (next) leader."""
+        from harness.gf_remove import connections, remove_server
+        from nodes.garlicfarm.hostile_driver import member
+
+        v = dict(op.get("value") or {})
+        node = str(v.get("node"))
+        done: dict[str, Any] = {**op, "type": "info", "value": v}
+        if self.proto.name != "garlicfarm" or node not in self.node_specs:
+            done["error"] = (f"remove-server: a Garlic Farm op, of a node of this cluster "
+                             f"({self.proto.name}, {node!r})")
+            return done
+        up = [n for n in self.nodes if self.backend.is_running(n)]
+        configs = {n: json.loads(self.node_specs[n].config_path.read_text()) for n in up}
+        conns = await connections(
+            {n: (HOST, self.ports[n][self.proto.peer_port]) for n in up},
+            {n: member(n, configs[n]) for n in up})
+        ids = {n: int(json.loads(self.node_specs[n].config_path.read_text())["num_id"])
+               for n in self.nodes}
+
+        def pick(lead: str) -> str:
+            """The op's node; with ``next_leader``, when the real run made it the leader
+            asked or cut it off from that leader, the first running member that is neither
+            (the sim's was a follower the new leader reached)."""
+            cut = self._faults.partition or frozenset()
+            ok = [m for m in up if m != lead and (lead, m) not in cut]
+            return node if node in ok or not v.get("next_leader") or not ok else ok[0]
+
+        try:
+            out = await remove_server(
+                conns, ids, pick, next_leader=bool(v.get("next_leader")),
+                wait_s=float(v.get("wait_s", 5.0)), fresh=self._fresh_leader,
+                hold=self._hold(up) if v.get("hold") else None)
+        finally:
+            for c in conns.values():
+                c.close()
+        if "error" in out:
+            done["error"] = out.pop("error")
+        done["value"] = {**v, **out}
+        return done
+
+    def _hold(self, up: list[str]) -> Any:
+        """A `gf_remove.Hold` over the nemesis: a leader's links to every running member but
+        the one it removes, both ways, cut over the partition in force."""
+        from harness.gf_remove import Hold
+
+        async def cut(lead: str, removed: str) -> list[Any]:
+            others = [m for m in up if m not in (lead, removed)]
+            return await self._faults.hold_cut([(lead, m) for m in others]
+                                               + [(m, lead) for m in others])
+
+        async def gone(lead: str, num: int) -> bool:
+            s = (await self.states([lead])).get(lead) or {}
+            return "servers" in s and int(num) not in s["servers"]
+
+        return Hold(cut, gone, self._faults.release_cut)
+
+    async def _fresh_leader(self, n: str) -> bool:
+        """Whether node ``n`` leads a term none of whose entries it has committed yet."""
+        from harness.gf_remove import fresh_leader
+
+        return fresh_leader((await self.states([n])).get(n))
 
     # ---- membership changes, retried as an operator would (harness/member_change.py) ----
     async def _member_change(self, f: str, node: str, done: dict[str, Any]) -> dict[str, Any]:

@@ -202,6 +202,31 @@ class _Run:
                 op["accepted"] = getattr(r, "accepted", None)
 
 
+def fresh_leader_steps(schedule: list[Step], seed: int, bugs: tuple[str, ...]
+                       ) -> dict[int, bool]:
+    """The ``add``/``remove`` steps (by index) whose request, as this schedule plays, met no
+    leader or one that had committed no entry of its own term yet: what a real run must
+    reproduce (harness/sim/realrun.py); each with whether that leader (or none) came after
+    the step before (the real request must then be watching from that step's time on, real
+    elections not coming when the simulated ones did). Played up to the last such step."""
+    r = _Run(seed, bugs)
+    r.sim.wait_leader()
+    last = max((i for i, s in enumerate(schedule) if s[0] in ("add", "remove")), default=-1)
+    out: dict[int, bool] = {}
+    before: set[int] = set(r.sim.leaders())
+    for i, (kind, dt, a, b) in enumerate(schedule[:last + 1]):
+        r.sim.run_for(dt / 1000)
+        now = set(r.sim.leaders())
+        if kind in ("add", "remove"):
+            lead = r._leader()
+            raft = None if lead is None else r.sim.nodes[lead].core.raft  # type: ignore[union-attr]
+            if raft is None or raft.term_at(raft.commit) != raft.term:
+                out[i] = lead is None or bool(now - before)
+        r.step((kind, 0, a, b))
+        before = set(r.sim.leaders())
+    return out
+
+
 def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     """Run ``schedule`` on a fresh 5-server cluster and judge it."""
     r = _Run(seed, bugs)

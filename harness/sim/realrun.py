@@ -22,8 +22,16 @@ with each step (``Mapped.notes``), never silently:
   (Toxiproxy has no loss of a stream's bytes) they are skipped and said so.
 - Client steps (``write``, ``send``, ``update``, ``race``, ``read``...) are left to the
   workload, which issues its own.
-- Membership: Garlic Farm's ``remove`` of server ``a`` -> ``leave`` of that node (its own
-  RemoveServer to the leader, the cluster op); ``add`` -> a fresh server (n6, then n7; at most
+- Membership: Garlic Farm's ``remove`` of server ``a`` -> ``remove-server`` of that node
+  (harness/gf_remove.py: an administrator's RemoveServer straight to the leader, as the sim's
+  request is). When the sim's request met a leader with nothing of its term committed, or
+  none (`gf_search.fresh_leader_steps` replays the schedule to know), the op has
+  ``next_leader``: it goes to such a leader, or watches every node for the next one and
+  sends the moment it is seen, from the step before's time when the sim elected that leader
+  since then (real elections do not come when the simulated ones did); and ``hold``: that
+  leader's links to the members but the removed one are cut until its change is appended
+  (on real TCP links the LeaveCluster waits behind the first entry on the removed member's
+  link, so that entry would always commit first; the sim's datagrams may overtake). ``add`` -> a fresh server (n6, then n7; at most
   `GF_MAX_ADDED`) in ``options.late_nodes``, its ports reserved with the others', started by
   a ``join`` op at the step's time, whose AddServerRequest goes to the leader it finds (the
   sim's ``add`` names one of its five: a member, which the leader refuses, or one a
@@ -144,6 +152,9 @@ PROFILES: dict[str, Profile] = {
 ONE_BURST_S = 3600.0
 #: Garlic Farm ``add`` steps played as fresh servers (n6, n7); later ones are skipped
 GF_MAX_ADDED = 2
+#: Garlic Farm: how long a ``remove-server`` that waits for the next leader watches (the
+#: sim's `gf_search.LEADER_WAIT_S`), in simulated seconds, times --sim-scale
+GF_LEADER_WAIT_S = 2.0
 #: DRiP's real attacker's requests per second: the sim hands a burst over at once
 DRIP_HOSTILE_RATE = 500.0
 #: SWIM: the members still out at the end join this long after the final heal op (the sim
@@ -330,8 +341,11 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
             burst_end.clear()
 
     ends: list[tuple[float, frozenset[tuple[str, str]]]] = []
+    gf_waited = fresh_leader_changes(rec) if protocol == "garlicfarm" else {}
+    step_at = [now]  # the time of each step so far (the lead-in's end first)
     for i, (kind, dt, a, b) in enumerate(rec["schedule"]):
         now += dt / 1000 * scale
+        step_at.append(now)
         node = _node(p, b)
         give_back(now)
         uncut(now)
@@ -475,8 +489,24 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
                 emit(op(f"start-{name}", {"p": a / 10}))
                 active.add(name)
         elif kind == "remove" and protocol == "garlicfarm":
-            emit(op("leave", {"node": f"n{a % p.nodes + 1}"}))
+            waited = i in gf_waited
+            # a leader the sim elected since the step before: the real op watches from
+            # that step's time on (after its ops), real elections not coming when the sim's did
+            emit(op("remove-server", {"node": f"n{a % p.nodes + 1}", "next_leader": waited,
+                                      "hold": waited,
+                                      "wait_s": round(GF_LEADER_WAIT_S * scale + now - (
+                                          step_at[i] if gf_waited.get(i) else now), 3)}),
+                 at=step_at[i] if gf_waited.get(i) else None)
             removed.setdefault(a % p.nodes + 1, i)
+            if waited:
+                notes.append(f"step {i} remove: the sim's request met a leader in the moment "
+                             "after its election (nothing of its term committed, or none yet): "
+                             "the real op sends the RemoveServer to such a leader, or watches "
+                             "every node for the next one and sends it the moment it is seen, "
+                             "its links to the members but the removed one cut until its "
+                             "change is appended (a real LeaveCluster waits behind the first "
+                             "entry on the removed member's link, so that entry would commit "
+                             "first)")
         elif kind == "decommission" and protocol == "drip":
             emit(op("decommission", {"node": node}))
         elif kind == "add" and protocol == "garlicfarm":
@@ -560,8 +590,21 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
                    "hostile_key_holder_lies": lies}
     # a last-send may wait for its peers: the run lasts long enough for the kill after it
     hold = HOLD_TIMEOUT_S if any(o["f"] == "last-send" for _, o in out) else 0.0
+    # a remove-server may watch for the next leader that long, then ask once more
+    hold += max((float(o["value"]["wait_s"]) + 1.0 for _, o in out
+                 if o["f"] == "remove-server"), default=0.0)
     return Mapped(out, now + hold, notes, plan, added, rates=any(
         o["f"] == "clock-rate" for _, _, o in timed), late=late, options=options)
+
+
+def fresh_leader_changes(rec: dict[str, Any]) -> dict[int, bool]:
+    """The Garlic Farm ``add``/``remove`` steps (by index) whose sim request met a leader
+    that had committed no entry of its term yet, or found none and waited for the next:
+    the moment Raft's rule is about (`gf_search.fresh_leader_steps` replays the schedule);
+    each with whether that leader came since the step before."""
+    from harness.sim.gf_search import fresh_leader_steps
+
+    return fresh_leader_steps(rec["schedule"], int(rec["seed"]), tuple(rec.get("bug") or []))
 
 
 def swim_gossip_bound(n: int, sim_bound: float) -> float:

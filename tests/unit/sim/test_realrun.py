@@ -39,10 +39,15 @@ def test_a_garlicfarm_schedule_becomes_nemesis_ops_at_its_times() -> None:
         (0.0, {"f": "start-latency", "value": {"ms": 1, "jitter_ms": 0}}),
         (0.02, {"f": "restart", "value": None}),  # the leader killed above comes back
         (0.03, {"f": "stop-partition", "value": None}),
-        (0.001, {"f": "leave", "value": {"node": "n1"}}),  # server a=0 is n1: its own leave
+        # server a=0 is n1, removed by an administrator's RemoveServer to the leader; the
+        # sim's request met a leader elected since the heal, so the real one watches from it
+        (0.0, {"f": "remove-server", "value": {"node": "n1", "next_leader": True,
+                                               "hold": True, "wait_s": 2.001}}),
     ]
-    assert m.duration_s == pytest.approx(2.0 + 0.614)
-    assert [n.split(":")[0] for n in m.notes] == ["step 0 loss", "step 11 write"]
+    # the remove-server's watch (its wait_s and a second) is part of the run
+    assert m.duration_s == pytest.approx(2.0 + 0.614 + 3.001)
+    assert [n.split(":")[0] for n in m.notes] == ["step 0 loss", "step 10 remove",
+                                                  "step 11 write"]
     # a restart of a node that is up is a kill and a restart; waits scale
     m2 = nemesis_steps(rec("garlicfarm", [["restart", 100, 0, 1]]), scale=3.0)
     assert m2.steps == [(6.3, {"f": "kill", "value": {"node": "follower"}}),
@@ -410,7 +415,8 @@ def test_a_garlicfarm_add_is_a_fresh_server_that_joins_through_the_leader() -> N
                            ["add", 0, 0, 0], ["crash", 10, 0, 1]])
     m = nemesis_steps(r)
     assert m.steps == [(2.1, {"f": "join", "value": {"node": "n6"}}),
-                       (0.1, {"f": "leave", "value": {"node": "n3"}}),
+                       (0.1, {"f": "remove-server", "value": {
+                           "node": "n3", "next_leader": False, "hold": False, "wait_s": 2.0}}),
                        (0.05, {"f": "join", "value": {"node": "n7"}}),
                        (0.01, {"f": "kill", "value": {"node": "follower"}})]
     assert m.late == ["n6", "n7"] and not m.added
@@ -494,3 +500,22 @@ def test_a_swim_replay_waits_out_its_liveness_bound_at_the_sims_period() -> None
     swim = get_protocol("swim")
     assert quiesce_for(swim, 5) == 3.0
     assert quiesce_for(swim, 5, profile("swim").options) == 5.5
+
+
+def test_a_garlicfarm_remove_that_met_a_just_elected_leader_watches_for_the_next_one() -> None:
+    # `harness sim run garlicfarm --bug unsafe-config-change --seed 1`: the leader (n4 in the
+    # sim) isolated twice; n2 is elected 0.8 ms before the removal of server 1 reaches it,
+    # and appends the configuration before its term's first entry commits
+    sched = [["delay", 298, 1, 2], ["partition", 128, 0, 0], ["partition", 168, 0, 0],
+             ["remove", 281, 0, 0]]
+    r = {**rec("garlicfarm", sched, ["unsafe-config-change"]), "seed": 1}
+    m = nemesis_steps(r)
+    assert m.steps[-1] == (0.0, {"f": "remove-server", "value": {
+        "node": "n1", "next_leader": True, "hold": True, "wait_s": 2.281}})
+    # watching from the step before (the second isolation), not at the removal's own time
+    assert [t for t, _ in m.steps] == [2.298, 0.128, 0.168, 0.0]
+    assert "step 3 remove: the sim's request met a leader in the moment after its election" \
+        in m.notes[0]
+    assert m.duration_s == pytest.approx(2.875 + 3.281)
+    # at scale 3 the watch is as much longer as the waits
+    assert nemesis_steps(r, 3.0).steps[-1][1]["value"]["wait_s"] == pytest.approx(6.843)
