@@ -272,10 +272,13 @@ class Nemesis:
     async def _start_partition(self, value: dict[str, Any]) -> dict[str, Any]:
         grudge, info = await self._grudge(value)
         replaced = None
-        if self.partition is not None:  # one partition at a time: replace, and say so
+        if grudge == self.partition:  # the one in force again: kept, no heal in between
+            info = {**info, "kept": True}
+        elif self.partition is not None:  # one partition at a time: replace, and say so
             replaced = _enc(await self._heal(Kind.CUT))
-        self.partition = grudge
-        await self._apply(Kind.CUT, grudge)
+        if not info.get("kept"):
+            self.partition = grudge
+            await self._apply(Kind.CUT, grudge)
         comps = (partitions.components(self.nodes, grudge) if self.topology is None else
                  partitions.topology_components(self.nodes, self.topology, grudge))
         out = {**value, **info, "components": comps,

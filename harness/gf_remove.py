@@ -27,7 +27,6 @@ is asked (``late``); the completion lists each attempt.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -173,12 +172,18 @@ async def connections(addrs: Mapping[str, tuple[str, int]],
     """One handshaken connection to each node (``creds``: its `hostile_driver.Member`), made
     before the watch so a request goes out at once; a node that cannot be reached is left
     out (it is down: it leads nothing)."""
-    conns: dict[str, WireConnection] = {}
-    for n, (host, port) in addrs.items():
+    async def one(n: str, host: str, port: int) -> tuple[str, WireConnection | None]:
         m = creds[n]
         c = WireConnection(host, port, cluster=m.cluster, username=m.username,
                            password=m.password, tls=m.ctx, server_name=n)
-        with contextlib.suppress(Exception):
+        try:
             await c.open()
-            conns[n] = c
-    return conns
+        except Exception:
+            c.close()
+            return n, None
+        return n, c
+
+    # all at once: one after the other, five TLS and Digest handshakes on a loaded machine
+    # took long enough for the election the op waits for to be over before it watched
+    got = await asyncio.gather(*(one(n, h, p) for n, (h, p) in addrs.items()))
+    return {n: c for n, c in got if c is not None}

@@ -117,6 +117,35 @@ def test_second_partition_replaces_the_first() -> None:
     assert links.active[Kind.CUT] == P.bridge(NODES)[1]
 
 
+def test_the_partition_in_force_asked_again_is_kept_without_a_heal_between() -> None:
+    # a sim replay isolates the leader twice: the second must not let the node through for a
+    # moment, nor cost a heal and a cut (on a loaded machine those took 0.6 s, past an election)
+    nem, _, links = make()
+    run(nem.invoke({"f": "start-partition", "value": {"shape": "isolate", "node": "n2"}}))
+    healed: list[Any] = []
+    real_heal = links.heal
+
+    async def heal(kind: Kind | None = None, flows: Iterable[Flow] | None = None) -> list[Flow]:
+        healed.append(kind)
+        return await real_heal(kind, flows)
+
+    links.heal = heal  # type: ignore[method-assign]
+    done = run(nem.invoke({"f": "start-partition", "value": {"shape": "isolate", "node": "n2"}}))
+    assert done["value"]["kept"] is True and "replaced" not in done["value"] and healed == []
+    assert links.active[Kind.CUT] == nem.partition
+
+
+def test_a_hold_cut_adds_to_the_partition_and_gives_back_only_its_own_flows() -> None:
+    nem, _, links = make()
+    run(nem.invoke({"f": "start-partition", "value": {"shape": "isolate", "node": "n2"}}))
+    before = set(links.active[Kind.CUT])
+    held = run(nem.hold_cut([("n1", "n2"), ("n1", "n3"), ("n3", "n1")]))
+    assert held == [("n1", "n3"), ("n3", "n1")]  # n1-n2 was cut already
+    assert links.active[Kind.CUT] == before | set(held)
+    run(nem.release_cut(held + [("n1", "n2")]))
+    assert links.active[Kind.CUT] == before and nem.partition == before
+
+
 def test_one_way_and_explicit_partitions() -> None:
     nem, _, links = make()
     done = run(nem.invoke({"f": "start-partition",
