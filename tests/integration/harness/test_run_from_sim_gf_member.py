@@ -6,9 +6,10 @@ anyway), and the real run of that file fails ``raft.membership-safety`` the same
 on, asks it the moment it is seen, with its links to the members but the removed one cut
 until the change is appended. The same file with the bug off passes, the removal refused
 until the new leader's entry commits and then taken. Real timing decides whether the watch
-sees the leader before its first entry commits: 4 of 6 runs in session 43 at load 30-35 (the
-two misses: the real election came before the watch began, and the op asked that leader
-late), so the test asks for 2 of 5 confirmations; each real run is 35-60 s: nightly."""
+sees the leader before its first entry commits, and whether it keeps leading through the
+hold: 8 of 11 runs in session 43 at load 21-35 (4 of 5 after the kept-partition fix; each
+miss a plain pass, docs/sim.md), so the test asks for 2 of 5 confirmations; each real run is
+35-60 s: nightly (4 min in all at load 30)."""
 
 from __future__ import annotations
 
