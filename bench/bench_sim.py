@@ -14,7 +14,8 @@ runs.
 
 ``--bug-table``: instead, for every bug mode of every search target (``--only`` narrows),
 search ``--seeds`` seeds from a random start and print the median wall time to the first
-failure and the median shrunk schedule size (``--budget`` wall seconds a seed to find,
+failure (and the search process's CPU seconds to it: on a loaded machine close to a quiet
+machine's wall time), the median shrunk schedule size and the 1-minute load average (``--budget`` wall seconds a seed to find,
 ``--shrink`` to shrink; a seed that finds nothing within its budget counts as not found).
 
     .venv/bin/python -m bench.bench_sim --bug-table --seeds 5 --budget 60 --shrink 20
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -134,7 +136,8 @@ NODES = {"garlicfarm": 5, "swim": 5, "sds": 5, "drip": 4, "antacid": 4}
 
 
 def bug_table(only: list[str] | None, seeds: int, budget_s: float, shrink_s: float,
-              bugs: list[str] | None = None, per_seed: bool = False) -> None:
+              bugs: list[str] | None = None, per_seed: bool = False,
+              cpu_budget: bool = False) -> None:
     """One row per (protocol, bug mode): found/seeds, median seconds to the first failure
     (over the seeds that found it), median shrunk size, the witness kinds seen; with
     ``per_seed``, first a line per seed: runs to the first failure (the load-independent
@@ -142,30 +145,36 @@ def bug_table(only: list[str] | None, seeds: int, budget_s: float, shrink_s: flo
     from harness.sim.cli import targets
     from harness.sim.search import search
 
-    print(f"{'protocol':<11} {'bug mode':<26} found  median first-failure s  "
-          f"shrunk steps  witness kinds")
+    print(f"{'protocol':<11} {'bug mode':<26} found  median first-failure s  CPU s  "
+          f"shrunk steps  witness kinds  load")
     for name, t in sorted(targets().items()):
         if only and name not in only:
             continue
         for bug in t.bugs:
             if bugs and bug not in bugs:
                 continue
-            times, sizes, kinds = [], [], set()
+            times, cpus, sizes, kinds = [], [], [], set()
             for seed in range(1, seeds + 1):
-                f = search(t, seed, (bug,), budget_s, shrink_s=shrink_s)
+                f = search(t, seed, (bug,), budget_s, shrink_s=shrink_s,
+                           clock=time.process_time if cpu_budget else time.monotonic)
                 if per_seed:
                     print(f"  {name} {bug} seed {seed}: " + (
-                        f"not found in {budget_s:g} s" if f is None else
-                        f"{f.first_failure_runs} runs, {f.first_failure_s:.1f} s, "
-                        f"shrunk to {len(f.schedule)} steps"), flush=True)
+                        f"not found in {budget_s:g} {'CPU ' if cpu_budget else ''}s"
+                        if f is None else
+                        f"{f.first_failure_runs} runs, {f.first_failure_s:.1f} s "
+                        f"({f.first_failure_cpu_s:.1f} CPU s), shrunk to {len(f.schedule)} "
+                        f"steps") + f", load {os.getloadavg()[0]:.1f}", flush=True)
                 if f is not None:
                     times.append(f.first_failure_s)
+                    cpus.append(f.first_failure_cpu_s)
                     sizes.append(len(f.schedule))
                     kinds |= {w.get("kind", "?") for w in f.outcome.witness}
             med = f"{statistics.median(times):.1f}" if times else "-"
+            cpu = f"{statistics.median(cpus):.1f}" if cpus else "-"
             size = f"{statistics.median(sizes):g}" if sizes else "-"
-            print(f"{name:<11} {bug:<26} {len(times)}/{seeds}  {med:>22}  {size:>12}  "
-                  f"{','.join(sorted(kinds))}", flush=True)
+            print(f"{name:<11} {bug:<26} {len(times)}/{seeds}  {med:>22}  {cpu:>5}  "
+                  f"{size:>12}  {','.join(sorted(kinds)) or '-'}  {os.getloadavg()[0]:.1f}",
+                  flush=True)
 
 
 def main() -> None:
@@ -184,9 +193,12 @@ def main() -> None:
     ap.add_argument("--bug", action="append", help="only this bug mode (repeatable)")
     ap.add_argument("--per-seed", action="store_true",
                     help="bug table: also each seed's runs and seconds to the first failure")
+    ap.add_argument("--cpu-budget", action="store_true",
+                    help="bug table: --budget and --shrink in CPU seconds of the search "
+                         "process (a quiet machine's wall seconds, on a loaded one)")
     a = ap.parse_args()
     if a.bug_table:
-        bug_table(a.only, a.seeds, a.budget, a.shrink, a.bug, a.per_seed)
+        bug_table(a.only, a.seeds, a.budget, a.shrink, a.bug, a.per_seed, a.cpu_budget)
         return
     out = {}
     for name in a.only or BENCHES:

@@ -22,6 +22,7 @@ default): the attacker holds only the compromised member's key.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import json
@@ -82,7 +83,7 @@ def _encode(msg: Any) -> bytes:
                               "body": req.body_bytes().decode()}).encode()
 
 
-def _decode(raw: bytes) -> Any:
+def _decode(raw: bytes, limits: codec.Limits = codec.DEFAULT_LIMITS) -> Any:
     d = json.loads(raw[1:])
     if raw[:1] == b"H":
         return HostileRequest(d["ident"], d["method"], d["path"],
@@ -90,10 +91,22 @@ def _decode(raw: bytes) -> Any:
                               d["kind"])
     if raw[:1] == b"A":
         return Answer(int(d["status"]), d["body"])
-    return codec.decode(d["method"], d["path"], d["headers"], d["body"].encode())
+    return codec.decode(d["method"], d["path"], d["headers"], d["body"].encode(),
+                        limits=limits)
 
 
 WIRE = Wire(_encode, _decode)
+
+
+def _wire(bugs: frozenset[str]) -> Wire:
+    """The mesh's wire: decoded with the bounds of the nodes' servers, which the planted
+    ``no-version-bound`` lifts (its 2^63-1 version then travels on from node to node, as
+    between real nodes that all run the bug)."""
+    top = codec.node_limits(codec.MAX_VALUE_BYTES, 0.0, bugs).max_version
+    if top == codec.DEFAULT_LIMITS.max_version:
+        return WIRE
+    lim = dataclasses.replace(codec.DEFAULT_LIMITS, max_version=top)
+    return Wire(_encode, functools.partial(_decode, limits=lim))
 
 
 @functools.cache
@@ -167,7 +180,7 @@ class DripSim(Simulation):
             return DripCore(i, self.peers(i), durable_of(durable), self.cfg, policy,
                             mesh_members=ids, join=i in self.joiners)
 
-        super().__init__(ids, make, seed=seed, wire=WIRE, latency=latency, jitter=jitter,
+        super().__init__(ids, make, seed=seed, wire=_wire(self.cfg.bugs), latency=latency, jitter=jitter,
                          loss=loss)
         self.boot_all()
         self.run_until(0.0)

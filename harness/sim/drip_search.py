@@ -9,8 +9,9 @@ which is what the late-vote bug modes need) and ``update`` (a client update at n
 key ``k`` + ``a`` mod 2); then the shapes a busy mesh meets, each in one step: ``race`` (two
 updates of that key, at node ``b`` and at the node opposite, in one millisecond: two
 initiators contend for one key), ``stall`` (node ``b`` paused and resumed ``a`` + 1
-seconds later while the schedule goes on: its votes arrive after the vote timeout; paused now,
-or, while a vote is open elsewhere, the moment ``b`` takes it (at most 0.1 s on): a voter
+seconds later while the schedule goes on: its votes arrive after the vote timeout; while a
+vote is open elsewhere, paused the moment ``b`` takes it (at most 0.1 s on), and with none
+open the next node first starts an update (``k`` + ``a`` mod 2) for it to take: a voter
 that hangs between taking a request and answering it, which is what the late-vote bug modes
 need; the last heal waits for a stall or an isolate to end),
 ``rejoin`` (node ``b`` restarted and, in the same millisecond, an update at the next node:
@@ -36,9 +37,16 @@ then its core (`DripSim.hostile_burst`). Drawn only for the bug mode
 at once every link out of ``b`` cut one way for 4 + ``a`` seconds: its vote requests left, the
 answers come in, it decides, and nothing it sends after (its commit) arrives, as when an
 initiator dies between its decision and its sends; 3.5 s on (past a voter lock's TTL) the
-next node updates the same key. The compromised member's own yes on a vote the
+next node updates the same key; with ``a`` even, the next running member is asked at once to
+remove ``b`` (a ``decommission``, as an operator removes a node it takes for dead: the seed-11
+chaos run). A voter lock that outlives its TTL is dangerous only when the rest can go on
+without the initiator, and a separate ``decommission`` step of the same node in the window
+was too rare a draw (nothing in 295 schedules). The compromised member's own yes on a vote the
 target waits on (``vote-response-relayed-voters``: a key holder's lie no node can refuse) is
-sent only for the bug modes in `LIES_FOR`, as the correct-node chaos test leaves it out.
+sent only for the bug modes in `LIES_FOR`, as the correct-node chaos test leaves it out; for
+them a ``hostile`` step first starts an update at ``b`` (the lie lands only on an open vote
+that waits on the member: a separate ``update`` step just before it was too rare a draw, and
+the search found ``trust-relayed-voters`` in none of 5 seeds in 60 s).
 
 A run settles until it is quiet instead of for a fixed time (a DRiP run is the costliest of
 the targets: every hop is an HTTP request in JSON): after the last heal, until every node is
@@ -59,7 +67,7 @@ from harness.sim.search import Outcome, Step, Target, bug_name, witness_of
 #: bug modes only hostile traffic shows (issue 26's checks planted back): their search always
 #: draws ``hostile`` (`Target.needs`)
 HOSTILE_BUGS = ("trust-relayed-voters", "ignore-counter-window", "apply-unvoted-commits",
-                "learn-heartbeat-members", "apply-unsolicited-sync")
+                "learn-heartbeat-members", "apply-unsolicited-sync", "no-version-bound")
 #: the modes whose hostile bursts include the compromised member's own lying yes
 #: (`hostile.HostileDrip.key_holder_lies`): a correct mesh cannot refuse a key holder's word
 LIES_FOR = ("trust-relayed-voters",)
@@ -122,6 +130,8 @@ class _Run:
                     self.update(m, f"k{a % 2}")
         elif kind == "stall":
             self.busy_until = max(self.busy_until, sim.now + STALL_WAIT_S + a + 1)
+            if sim.running(n) and sim.running(nxt) and not self._open_votes():
+                self.update(nxt, f"k{a % 2}")  # nothing to stall in: the next node starts one
             self._stall(n, a + 1, 0.0)
         elif kind == "rejoin":
             sim.restart(n)
@@ -132,9 +142,13 @@ class _Run:
         elif kind == "add":
             self._add(n)
         elif kind == "hostile":
+            if self.lies and sim.running(n):  # a lie needs a vote of n's open: n starts one
+                self.update(n, f"k{a % 2}")
             self._hostile(n, 1 + 2 * a, 0.0)
         elif kind == "sever":
             self._sever(n, nxt, f"k{a % 2}", 4.0 + a)
+            if a % 2 == 0:  # the operator removes the initiator it takes for dead
+                self._decommission(n, b)
         elif kind == "isolate":
             links = [e for e in EDGES if n in e]
             for e in links:
@@ -202,6 +216,11 @@ class _Run:
             return
         sim.pause(n)
         sim.at(sim.now + for_s, lambda: sim.resume(n))
+
+    def _open_votes(self) -> bool:
+        """A vote is open (undecided) at some running node."""
+        return any(not t.decided for m in self.ids if self.sim.running(m)
+                   for t in self.sim.core(m).tallies.values())
 
     def _hostile(self, n: str, flood: int, waited: float) -> None:
         """``hostile``: a burst at ``n``. An attacker that lies with its member's key strikes

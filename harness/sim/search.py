@@ -141,6 +141,9 @@ class Found:
     first_failure_runs: int  # simulated runs it took to find (the deterministic measure)
     examples: int
     wall_s: float
+    #: CPU seconds of the search process to the first failure: on a shared machine close to
+    #: what the wall time would be on a quiet one
+    first_failure_cpu_s: float = 0.0
 
 
 @contextlib.contextmanager
@@ -169,7 +172,8 @@ def _no_local_constants() -> Iterator[None]:
 def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
            max_steps: int = 24, shrink_s: float | None = None, runs: int | None = None,
            shrink_runs: int | None = None, extra: tuple[str, ...] = (),
-           tally: Tally | None = None) -> Found | None:
+           tally: Tally | None = None,
+           clock: Callable[[], float] = time.monotonic) -> Found | None:
     """Draw schedules until one fails or ``budget_s`` wall seconds pass; then shrink it for
     at most ``shrink_s`` more (default: ``budget_s``), keeping the smallest failing one.
 
@@ -178,7 +182,9 @@ def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
     answer everywhere (the tests use them; wall time stays the backstop). ``extra``: the
     target's optional kinds to draw as well (``hostile``); a bug mode's `Target.needs` are
     added to them. ``tally``, if given, is filled with the runs made and their simulated
-    seconds (shrinking included)."""
+    seconds (shrinking included). ``clock`` measures the two budgets: `time.process_time`
+    makes them CPU seconds of this process, near a quiet machine's wall seconds on a loaded
+    one (``first_failure_s`` stays wall time)."""
     extra += tuple(dict.fromkeys(k for b in bugs for k in target.needs.get(bug_name(b), ())
                                  if k not in extra))
     unknown = [k for k in extra if k not in target.optional]
@@ -186,8 +192,10 @@ def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
         raise ValueError(f"{target.name} has no optional kind {', '.join(unknown)}; it has "
                          f"{', '.join(target.optional) or 'none'}")
     shrink_for = budget_s if shrink_s is None else shrink_s
-    start = time.monotonic()
+    start, cpu0, budget0 = time.monotonic(), time.process_time(), clock()
     first: list[float] = []
+    first_cpu: list[float] = []
+    first_at: list[float] = []  # by ``clock``
     first_run: list[int] = []  # runs made when the first failure was found
     count = [0]
 
@@ -197,10 +205,10 @@ def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
         key = json.dumps(schedule)
         if key in seen:
             return seen[key]
-        if not first and (time.monotonic() - start > budget_s
+        if not first and (clock() - budget0 > budget_s
                           or (runs is not None and count[0] >= runs)):
             raise OutOfBudget
-        if first and (time.monotonic() - start > first[0] + shrink_for
+        if first and (clock() - budget0 > first_at[0] + shrink_for
                       or (shrink_runs is not None and count[0] - first_run[0] >= shrink_runs)):
             return False  # shrinking past its share of the budget: keep what we have
         count[0] += 1
@@ -211,6 +219,8 @@ def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
         bad = seen[key] = not outcome.ok
         if bad and not first:
             first.append(time.monotonic() - start)
+            first_cpu.append(time.process_time() - cpu0)
+            first_at.append(clock() - budget0)
             first_run.append(count[0])
         return bad
 
@@ -224,4 +234,4 @@ def search(target: Target, seed: int, bugs: tuple[str, ...], budget_s: float,
     except OutOfBudget:
         return None
     return Found(schedule, target.run(schedule, seed, bugs), first[0], first_run[0], count[0],
-                 time.monotonic() - start)
+                 time.monotonic() - start, first_cpu[0])

@@ -78,6 +78,10 @@ def test_a_hostile_schedule_runs_the_same_byte_for_byte() -> None:
     # n2's key, answers n1 for it listing every member as a voter
     ("trust-relayed-voters", [["isolate", 0, 2, 2], ["update", 0, 0, 0], ["hostile", 20, 0, 0]],
      "forged-voters"),
+    # for the lying mode the burst's own update at n1 is the open vote (n3 cut off)
+    ("trust-relayed-voters", [["isolate", 0, 2, 2], ["hostile", 0, 0, 0]], "forged-voters"),
+    # the version 2^63-1 commit passes the lifted bound and travels on between the nodes
+    ("no-version-bound", [["hostile", 0, 0, 0]], "version-out-of-bounds"),
 ])
 def test_each_hostile_bug_mode_is_found_and_the_correct_mesh_passes(
         bug: str, schedule: list, anomaly: str) -> None:

@@ -44,6 +44,12 @@ def test_a_short_search_finds_and_shrinks_retake_duplicate_votes() -> None:
     ([["update", 0, 0, 0], ["stall", 0, 2, 1]], "commit-after-abort", "aborted-update-applied"),
     # n1 cut off for 3 s goes inactive; the bug votes and commits while inactive
     ([["isolate", 0, 0, 3], ["isolate", 0, 2, 0]], "inactive-takes-part", "inactive-participated"),
+    # a stall with no vote open: n3 starts one and n2 hangs the moment it takes it
+    ([["stall", 0, 2, 1]], "act-on-late-votes", "late-vote-acted-on"),
+    ([["stall", 0, 1, 1]], "commit-after-abort", "aborted-update-applied"),
+    # n2 decides and its commit is cut off; n2 is decommissioned at once; the voters' locks
+    # run out blind and n3's update of the key commits the same version
+    ([["sever", 0, 0, 1]], "release-expired-locks", "conflicting-commits"),
 ])
 def test_one_busy_step_shows_a_bug_mode_the_correct_core_survives(
         schedule: list[list[object]], bug: str, kind: str) -> None:
