@@ -47,6 +47,8 @@ def test_a_short_search_finds_and_shrinks_retake_duplicate_votes() -> None:
     # a stall with no vote open: n3 starts one and n2 hangs the moment it takes it
     ([["stall", 0, 2, 1]], "act-on-late-votes", "late-vote-acted-on"),
     ([["stall", 0, 1, 1]], "commit-after-abort", "aborted-update-applied"),
+    # n1 hangs with n2's vote: n2 times out and the bug commits on the yes votes it has
+    ([["stall", 0, 1, 0]], "commit-partial-vote", "commit-without-all-yes"),
     # n2 decides and its commit is cut off; n2 is decommissioned at once; the voters' locks
     # run out blind and n3's update of the key commits the same version
     ([["sever", 0, 0, 1]], "release-expired-locks", "conflicting-commits"),
