@@ -125,6 +125,9 @@ ENDED_MAX = 10_000  # aborts we know of, to answer other voters' OutcomeQuery
 #: ~1.5 KB each (a group token), and useless once expired (their 10-minute token life)
 PROOFS_MAX = 2_048
 OK: dict[str, Any] = {"ok": True}
+#: the 200 answer to a /voting already seen (same initiator and counter): the sender stops
+#: waiting on us for it at once, as on a ``duplicate`` vote response, which it is spared
+DUPLICATE: dict[str, Any] = {"ok": True, "duplicate": True}
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -525,7 +528,7 @@ class DripCore:
             out = self._on_heartbeat(hop, msg, now)
             return out, {"state": self.state}
         if isinstance(msg, Voting):
-            return self._on_voting(hop, msg, now), OK
+            return self._on_voting(hop, msg, now)
         if isinstance(msg, VoteResponse):
             return self._on_vote_response(hop, msg, now), OK
         if isinstance(msg, Commit):
@@ -556,6 +559,9 @@ class DripCore:
             return self._source_state(peer, o)
         if isinstance(req, OutcomeQuery):
             return self._outcome_answer(peer, req, o)
+        if isinstance(req, Voting) and o.ok and isinstance(o.body, dict) \
+                and o.body.get("duplicate") is True:
+            return self._voting_failed(peer, req, now)  # it has it: no answer of its own comes
         if o.ok:
             return []
         if isinstance(req, SyncRequest):
@@ -758,7 +764,10 @@ class DripCore:
             return self.members & set(member_ids(up.value))
         return set(self.members)
 
-    def _on_voting(self, hop: str, msg: Voting, now: float) -> list[Effect]:
+    def _on_voting(self, hop: str, msg: Voting, now: float
+                   ) -> tuple[list[Effect], dict[str, Any]]:
+        """Vote on (and forward) a new /voting; a repeat is answered ``DUPLICATE`` in the
+        HTTP answer itself, not by a vote response of its own (docs/drip.md, session 43)."""
         if self.state == "inactive" and "inactive-takes-part" not in self.bugs:
             raise Unavailable(f"node {self.me} is inactive")
         up = msg.update
@@ -767,8 +776,7 @@ class DripCore:
             raise Refused(409, "revote-applied", f"update {up.uid!r} is already applied here")
         if self._repeat(msg.initiator, msg.counter, msg.reset):
             if "retake-duplicate-votes" not in self.bugs:
-                return [Send(hop, VoteResponse(self.me, True, msg.initiator, msg.counter, up.uid,
-                                               duplicate=True))]
+                return [], DUPLICATE
             retake = True  # bug: votes on (and answers) a repeat again, without forwarding it
         self._learn(msg.initiator)
         rows = Counters((self._row(msg.initiator),))
@@ -783,7 +791,7 @@ class DripCore:
         version = self._version(up.key)
         if reason:
             return out + [self._p(rows), Send(hop, VoteResponse(
-                self.me, False, msg.initiator, msg.counter, up.uid, (), (self.me,), version))]
+                self.me, False, msg.initiator, msg.counter, up.uid, (), (self.me,), version))], OK
         replaced = self._lock_uid(up.key)
         out += [self._p(rows), self._p(Lock(up.key, up.uid, msg.initiator, msg.counter))]
         if len(self.lock_rounds) > ENDED_MAX + len(self.d.locks):  # forget ended locks' rounds
@@ -797,7 +805,7 @@ class DripCore:
         downstream = set() if retake else set(self.active_peers(exclude=hop))
         t = Tally(up, msg.initiator, msg.counter, hop, downstream, {self.me}, set(), version, now)
         if not downstream:
-            return out + [self._respond(t)]
+            return out + [self._respond(t)], OK
         self.tallies[up.uid] = t
         # answer our sender a hop's margin before it gives up, and give those below us less
         # time again, so partial answers climb back in time when a link below hangs
@@ -807,7 +815,7 @@ class DripCore:
         fwd = replace(msg, budget_ms=int(wait * 1000))
         out += [Send(p, fwd) for p in sorted(downstream)]
         out.append(SetTimer(("relay", up.uid), now + wait))
-        return out
+        return out, OK
 
     def _aborted_round(self, msg: Voting) -> str | None:
         """Why ``msg`` is a round its initiator already aborted, else None. On a ring the

@@ -7,7 +7,7 @@ from harness.sim.drip import DripSim
 from nodes.common.effects import Effect, Emit, Persist, Send
 from nodes.drip import codec
 from nodes.drip.codec import Item, Update
-from nodes.drip.core import HEARTBEAT, Answer, ClientUpdate, CoreConfig, DripCore, Inbound
+from nodes.drip.core import HEARTBEAT, Answer, ClientUpdate, CoreConfig, DripCore, Inbound, Outcome
 from nodes.drip.entitlement import key_ownership
 from nodes.drip.records import Durable
 from nodes.drip.seen import Seen
@@ -213,9 +213,31 @@ def test_a_duplicate_voting_is_answered_duplicate_and_not_forwarded() -> None:
     first = c.on_message(Inbound("n1", 1), v, 0)
     assert any(isinstance(e, Send) and e.to == "n3" for e in first)  # forwarded
     again = c.on_message(Inbound("n3", 2), v, 0)
-    (resp,) = [e for e in again if isinstance(e, Send) and e.to == "n3"]
-    assert resp.msg.duplicate
-    assert again[-1] == Send(Inbound("n3", 2), Answer(200, {"ok": True}))
+    # answered in the HTTP answer itself: no vote response of its own, nothing forwarded
+    assert again == [Send(Inbound("n3", 2), Answer(200, {"ok": True, "duplicate": True}))]
+
+
+def test_a_relay_stops_waiting_on_a_peer_that_answers_its_voting_duplicate() -> None:
+    """n2 forwards n1's /voting to n3 and n4; n3 already had it (its answer says so), n4
+    votes yes: n2 answers n1 at once with n4's yes, without waiting for anything from n3."""
+    c = DripCore("n2", ["n1", "n3", "n4"])
+    c.start(0)
+    v = codec.Voting("n1", 10, False, Update("u1", "k", 1))
+    fwd = {e.to: e.msg for e in c.on_message(Inbound("n1", 1), v, 0)
+           if isinstance(e, Send) and isinstance(e.to, str)}
+    assert set(fwd) == {"n3", "n4"}
+    assert c.on_message("n3", Outcome(fwd["n3"], 200, {"ok": True, "duplicate": True}), 0) == []
+    yes = codec.VoteResponse("n4", True, "n1", 10, "u1", ("n4",))
+    up = [e for e in c.on_message(Inbound("n4", 2), yes, 0)
+          if isinstance(e, Send) and e.to == "n1"]
+    assert [(e.msg.yes, e.msg.voters) for e in up] == [(True, ("n2", "n4"))]
+    # a plain 200 (a peer that answers duplicates by a vote response) leaves n3 awaited
+    c2 = DripCore("n2", ["n1", "n3"])
+    c2.start(0)
+    (f,) = [e for e in c2.on_message(Inbound("n1", 1), v, 0)
+            if isinstance(e, Send) and e.to == "n3"]
+    assert c2.on_message("n3", Outcome(f.msg, 200, {"ok": True}), 0) == []
+    assert c2.tallies["u1"].pending == {"n3"}
 
 
 def test_own_counter_wraps_with_the_reset_flag() -> None:
