@@ -97,6 +97,8 @@ async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, Any]:
             "other": sum(n for st, n in refused.items() if st not in (409, 503, 504)),
             "seconds": round(dt, 2),
             "batches": reqs, "items_per_batch": round(items / reqs, 1) if reqs else 0,
+            #: flooded messages not sent back to a peer that had sent them to us meanwhile
+            "spared_per_update": round(sum(b.get("spared", 0) for b in sent_b) / per, 2),
             #: TLS connections the nodes opened to each other (whole run) and peer requests
             #: they sent: reuse keeps the first near the number of links
             "peer_connections_opened": sum(c.get("opened", 0) for c in conns),

@@ -61,6 +61,8 @@ from nodes.drip.admit import Gate, Refusal
 from nodes.drip.auth import MAX_GROUP, Signer, Verifier, load_auth
 from nodes.drip.codec import CodecError, Message, Update
 from nodes.drip.core import (
+    DUPLICATE,
+    OK,
     Answer,
     ClientMembers,
     ClientRead,
@@ -69,6 +71,7 @@ from nodes.drip.core import (
     DripCore,
     Inbound,
     Outcome,
+    _remember,
 )
 from nodes.drip.entitlement import get_policy
 from nodes.drip.material import NodeFiles, client_context, peer_identity, server_context
@@ -256,10 +259,14 @@ class DripNode(JournalingHost):
         #: initiator token made for a flooded one; and the requests on their way to each peer
         self._outq: dict[str, list[tuple[Message, str | None]]] = {}
         self._flying: dict[str, int] = {}
+        #: the flooded /voting and /commit each peer sent us, newest last: one of ours still
+        #: waiting for that peer is not sent back to it (docs/drip.md "Duplicates spared")
+        self._peer_has: dict[str, dict[tuple[Any, ...], None]] = {}
         #: a batch's body stays under what a peer takes (its client_max_size, set in start)
         self._batch_bytes = self.opts.sync_batch_bytes
         #: /batch requests sent and taken, and the messages in them (docs/drip.md "Batches")
-        self.batch_stats = {"sent": 0, "sent_items": 0, "taken": 0, "taken_items": 0}
+        self.batch_stats = {"sent": 0, "sent_items": 0, "taken": 0, "taken_items": 0,
+                            "spared": 0}
         #: TLS connections this node opened to peers, and requests it sent: with keep-alive
         #: reuse the first stays near the peer count while the second grows with the load
         self.conn_stats = {"opened": 0, "requests": 0}
@@ -481,6 +488,8 @@ class DripNode(JournalingHost):
         """Send what waits for ``to`` while fewer than ``peer_pipeline`` requests to it are
         on their way: all of it in one request (up to codec.MAX_BATCH items)."""
         q = self._outq.get(to)
+        if q and self._flying.get(to, 0) < self.opts.peer_pipeline:
+            self._spare(to, q)
         while q and self._flying.get(to, 0) < self.opts.peer_pipeline:
             n, size = 0, 0
             while n < min(len(q), codec.MAX_BATCH) and (n == 0 or size < self._batch_bytes):
@@ -491,6 +500,24 @@ class DripNode(JournalingHost):
             del q[:n]
             self._flying[to] = self._flying.get(to, 0) + 1
             self.background.spawn(self._send_chunk(to, chunk))
+
+    def _spare(self, to: str, q: list[tuple[Message, str | None]]) -> None:
+        """Drop from ``q`` the flooded messages ``to`` sent us itself while they waited: it
+        has them (it records a /voting's counter, and applies a commit, before forwarding),
+        so the answer it would give is known: a /voting's ``duplicate``, a commit's 200."""
+        has = self._peer_has.get(to)
+        if not has:
+            return
+        keep = []
+        for m, tok in q:
+            k = _flood_key(m)
+            if k is None or k not in has:
+                keep.append((m, tok))
+                continue
+            self.batch_stats["spared"] += 1
+            body = DUPLICATE if isinstance(m, codec.Voting) else OK
+            self._queue((None, to, Outcome(m, 200, body)))
+        q[:] = keep
 
     async def _send_chunk(self, to: str, chunk: list[tuple[Message, str | None]]) -> None:
         """One request for ``chunk``; when it got no answer at all (timeout, refused, reset),
@@ -578,6 +605,9 @@ class DripNode(JournalingHost):
         """An input for the core's next pass; ``answered_at_once``: a peer request's key,
         answered None if the core gives no answer in that pass (it failed on it)."""
         self._inbox.append((item, answered_at_once))
+        peer, msg = item[1], item[2]
+        if isinstance(peer, Inbound) and (k := _flood_key(msg)) is not None:
+            _remember(self._peer_has.setdefault(peer.hop, {}), k, None, PEER_HAS_MAX)
         if len(self._inbox) == 1:
             asyncio.get_running_loop().call_soon(self._drain)
 
@@ -865,3 +895,14 @@ class DripNode(JournalingHost):
         if answer is None:
             return _err(500, f"node {self.me} could not read {key!r}; see its journal")
         return web.json_response(answer.body, status=answer.status)
+
+
+#: flooded messages remembered per peer for `DripNode._spare` (a few seconds of traffic)
+PEER_HAS_MAX = 4096
+
+
+def _flood_key(msg: Any) -> tuple[Any, ...] | None:
+    """What identifies a flooded /voting or /commit (spec 4.4: initiator and counter)."""
+    if isinstance(msg, codec.Voting | codec.Commit):
+        return (type(msg).__name__, msg.initiator, msg.counter, msg.reset, msg.update.uid)
+    return None

@@ -506,3 +506,28 @@ def test_an_initiator_gone_inactive_aborts_its_open_vote_and_never_applies_it() 
     c.on_message(Inbound("n2", 1), yes, 6)  # the late yes changes nothing
     c.on_timer(("vote", "u1"), 7)
     assert "u1" not in c.d.applied and "k" not in c.d.kv
+
+
+def test_a_queued_flooded_message_is_not_sent_back_to_the_peer_that_sent_it_to_us() -> None:
+    """`DripNode._spare`: a /voting or /commit that n3 sent us while ours to it waited is
+    dropped from n3's queue and its known answer goes to the core (``duplicate`` for a
+    /voting, 200 for a commit); other messages, and the same ones for other peers, stay."""
+    from types import SimpleNamespace
+
+    from nodes.drip.server import DripNode, _flood_key
+
+    up = Update("u1", "k", 1)
+    vote, commit = codec.Voting("n1", 10, False, up), codec.Commit("n1", 11, False, up, 1)
+    other = codec.Voting("n1", 12, False, Update("u2", "k2", 1))
+    node = SimpleNamespace(_peer_has={"n3": {_flood_key(vote): None, _flood_key(commit): None}},
+                           batch_stats={"spared": 0}, queued=[])
+    node._queue = node.queued.append
+    q = [(vote, "tok"), (other, "tok"), (commit, None)]
+    DripNode._spare(node, "n3", q)
+    assert q == [(other, "tok")]
+    assert [(o.request, o.status, o.body) for _, _, o in node.queued] == [
+        (vote, 200, {"ok": True, "duplicate": True}), (commit, 200, {"ok": True})]
+    assert node.batch_stats["spared"] == 2
+    q4 = [(vote, "tok")]
+    DripNode._spare(node, "n4", q4)  # n4 never sent it: it goes
+    assert q4 == [(vote, "tok")]
