@@ -10,7 +10,8 @@ Vote routing beyond the initiator's direct peers (the spec leaves it open; ours)
   (``voters``), every one that voted no, and the highest stored version of the key there.
   A "no" is answered at once, without forwarding.
 * A receiver that has already seen the request (same initiator and counter) answers at once
-  with ``duplicate``: its vote travels on the path it first came by.
+  with ``duplicate`` in the request's own HTTP answer (no vote response of its own): its vote
+  travels on the path it first came by.
 * The initiator commits only if nobody voted no **and every member of the mesh voted yes**.
   Members are the configured mesh (``mesh_members``), its peers, and every node id learned
   from heartbeats; they are persisted. Counting only *reachable* peers would let both sides of

@@ -76,6 +76,8 @@ def test_a_link_sends_one_batch_at_a_time_and_a_lost_one_fails_what_waits() -> N
                         background=SimpleNamespace(spawn=spawned.append), _queue=queued.append,
                         _request_batch=request_batch)
     n._pump_peer = lambda to: DripNode._pump_peer(n, to)  # type: ignore[arg-type]
+    n._spare = lambda to, q: DripNode._spare(n, to, q)  # type: ignore[arg-type]
+    n._peer_has = {}
     n._group_tokens = lambda ms: {}
     n._send_chunk = lambda to, c: DripNode._send_chunk(n, to, c)  # type: ignore[arg-type]
     later = codec.VoteResponse("n1", True, "u3", "n3", 3)
