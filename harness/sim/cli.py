@@ -65,7 +65,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 
     if not t.per_node and any("@" in b for b in a.bug):
         raise _usage(f"{t.name} runs every node with the same bug modes: drop the @SERVERS "
-                     "(per-server bug modes: garlicfarm)")
+                     "(per-server bug modes: garlicfarm, drip)")
     bad = [b for b in a.bug if bug_name(b) not in t.bugs]
     if bad:
         raise _usage(f"{t.name} has no bug mode {', '.join(bad)}; choose from "
@@ -156,7 +156,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                                                        "(default: 0)")
     r.add_argument("--bug", action="append", default=[], metavar="NAME",
                    help="switch on a bug mode of the protocol; repeatable; NAME@1,3 "
-                        "switches it on for servers 1 and 3 only (a mixed cluster; garlicfarm)")
+                        "switches it on for servers 1 and 3 only (a mixed cluster; garlicfarm, drip)")
     r.add_argument("--hostile", action="store_true",
                    help="draw the hostile kind too: an adversarial peer's burst of the "
                         "protocol's own messages (extreme fields, forged senders, replays, "

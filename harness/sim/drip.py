@@ -29,7 +29,7 @@ import json
 import random
 import ssl
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
@@ -162,10 +162,13 @@ class DripSim(Simulation):
     def __init__(self, edges: Iterable[tuple[str, str]], seed: int = 1,
                  bugs: Iterable[str] = (), cfg: CoreConfig | None = None,
                  policy: Policy = allow_all, latency: float = 0.001, jitter: float = 0.0,
-                 loss: float = 0.0) -> None:
+                 loss: float = 0.0, bugs_of: dict[str, frozenset[str]] | None = None) -> None:
         self.edges = [tuple(e) for e in edges]
         ids = sorted({a for e in self.edges for a in e})
         self.cfg = cfg or CoreConfig(bugs=frozenset(bugs))
+        #: per-node bug modes (a mixed cluster: a core beside its bug-mode variant), in place
+        #: of ``cfg.bugs`` for the nodes it names
+        self.bugs_of: dict[str, frozenset[str]] = dict(bugs_of or {})
         self._pending: dict[int, tuple[str, str, codec.Message, int]] = {}
         self._calls = itertools.count()
         self._uids: dict[str, int] = {}
@@ -177,13 +180,18 @@ class DripSim(Simulation):
         self.hostile_refused: dict[str, dict[str, int]] = {}
 
         def make(i: str, durable: list[Persist], _boot: int, _rng: random.Random) -> DripCore:
-            return DripCore(i, self.peers(i), durable_of(durable), self.cfg, policy,
+            return DripCore(i, self.peers(i), durable_of(durable), self.cfg_of(i), policy,
                             mesh_members=ids, join=i in self.joiners)
 
         super().__init__(ids, make, seed=seed, wire=_wire(self.cfg.bugs), latency=latency, jitter=jitter,
                          loss=loss)
         self.boot_all()
         self.run_until(0.0)
+
+    def cfg_of(self, n: str) -> CoreConfig:
+        """Node ``n``'s configuration: ``cfg`` with its own bug modes in a mixed cluster."""
+        bugs = self.bugs_of.get(n)
+        return self.cfg if bugs is None else replace(self.cfg, bugs=bugs)
 
     def peers(self, n: str) -> list[str]:
         return sorted({b for a, b in self.edges if a == n} | {a for a, b in self.edges if b == n})
@@ -260,10 +268,11 @@ class DripSim(Simulation):
         def note(reason: str, **detail: Any) -> None:
             self._refused(n, reason, "")
 
+        bugs = self.cfg_of(n).bugs
         g = Gate(n, verifier, codec.node_limits(codec.MAX_VALUE_BYTES, self.cfg.vote_timeout_s,
-                                                self.cfg.bugs),
+                                                bugs),
                  lambda: self.core(n).peers, lambda: self.core(n).epoch, lambda _: None, note,
-                 self.cfg.bugs, lambda: self.core(n))
+                 bugs, lambda: self.core(n))
         self._gates[n] = (boot, g)
         return g
 

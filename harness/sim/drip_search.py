@@ -62,7 +62,8 @@ from typing import Any
 from checkers import twopc
 from harness.sim.drip import DripSim
 from harness.sim.play import capped, play
-from harness.sim.search import Outcome, Step, Target, bug_name, witness_of
+from harness.sim.search import Outcome, Step, Target, bug_name, bugs_by_node, witness_of
+from harness.spec import node_bugs
 
 #: bug modes only hostile traffic shows (issue 26's checks planted back): their search always
 #: draws ``hostile`` (`Target.needs`)
@@ -73,6 +74,7 @@ HOSTILE_BUGS = ("trust-relayed-voters", "ignore-counter-window", "apply-unvoted-
 LIES_FOR = ("trust-relayed-voters",)
 EDGES = [("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n4", "n1"), ("n2", "n4")]
 NODES = ["n1", "n2", "n3", "n4"]
+IDS = (1, 2, 3, 4)  # NODES as server numbers, for ``--bug NAME@1,3``
 KINDS = ("cut", "heal", "crash", "restart", "pause", "resume", "loss", "dup", "delay",
          "update", "race", "stall", "rejoin", "isolate")
 BUGS = ("retake-duplicate-votes", "skip-sync", "commit-partial-vote", "forget-in-progress",
@@ -98,7 +100,7 @@ SEVER_UPDATE_S = 3.5
 
 class _Run:
     def __init__(self, seed: int, bugs: tuple[str, ...]) -> None:
-        self.sim = DripSim(EDGES, seed=seed, bugs=bugs, jitter=0.002)
+        self.sim = DripSim(EDGES, seed=seed, jitter=0.002, **mixed(bugs))
         self.lies = any(bug_name(b) in LIES_FOR for b in bugs)
         self.updates: list[tuple[str, str, int, str]] = []  # node, key, value, uid
         #: when the last ``stall`` or ``isolate`` ends (the last heal waits for it)
@@ -357,6 +359,19 @@ def _linked(ids: list[str], edges: list[tuple[str, str]]) -> bool:
     return seen == set(ids)
 
 
+def mixed(bugs: tuple[str, ...]) -> dict[str, Any]:
+    """`DripSim`'s bug arguments: ``NAME`` on every node, ``NAME@1,3`` on n1 and n3 only (a
+    mixed cluster, parsed as a real run parses it); a node an ``add`` brings in (n5, n6) runs
+    only the modes named for every node. A uniform cluster's arguments are as before, so its
+    runs stay byte for byte."""
+    per = bugs_by_node(bugs, IDS)
+    if len(set(per.values())) == 1:
+        return {"bugs": per[IDS[0]]}
+    n = len(IDS)
+    return {"bugs": node_bugs(bugs, 0, n),  # server 0: no NAME@SERVERS names it
+            "bugs_of": {f"n{i}": frozenset(node_bugs(bugs, i, n)) for i in IDS}}
+
+
 def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     """Run ``schedule`` on a fresh mesh, heal, settle, update once more, and judge it."""
     r = _Run(seed, bugs)
@@ -371,7 +386,7 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...]) -> Outcome:
     return Outcome(not witness, witness, lambda: sim.trace_bytes() + tail, history, sim.now)
 
 
-TARGET = Target("drip", KINDS, BUGS, run,
+TARGET = Target("drip", KINDS, BUGS, run, per_node=IDS,
                 optional=("skew", *MEMBER_KINDS, "hostile", "sever"),
                 needs={**{b: ("hostile",) for b in HOSTILE_BUGS},
                        "release-expired-locks": ("sever", *MEMBER_KINDS[:1])})

@@ -1,5 +1,5 @@
 """Mixed clusters: a bug mode on some servers only (``--bug NAME@1,3``), so the search runs a
-core and its bug-mode variant side by side (Garlic Farm)."""
+core and its bug-mode variant side by side (Garlic Farm, DRiP)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import pytest
 
 from harness.cli import main
+from harness.sim import drip_search
 from harness.sim.gf_search import run
 from harness.sim.search import bugs_by_node
 
@@ -52,3 +53,27 @@ def test_a_mixed_search_through_the_cli_finds_and_replays(tmp_path, capsys) -> N
 
     spec, _ = spec_for(rec, get_protocol("garlicfarm"))
     assert [spec.bugs_of(n) for n in spec.node_ids] == [["forget-vote"]] * 2 + [[]] * 3
+
+
+@pytest.mark.parametrize(("schedule", "bug", "kind", "fails_on"), [
+    # n2 restarted and, the same millisecond, an update at n3: n2 votes while syncing
+    ([["rejoin", 0, 0, 1]], "syncing-votes-no", "syncing-voted-no", 2),
+    # n1 crashed and restarted by the last heal: n1 skips its sync
+    ([["crash", 0, 0, 0]], "skip-sync", "sync-skipped", 1),
+])
+def test_a_drip_mode_fails_only_where_the_node_that_meets_it_runs_the_variant(
+        schedule: list[list[object]], bug: str, kind: str, fails_on: int) -> None:
+    uniform = drip_search.run(schedule, 1, (bug,))
+    assert kind in {w["kind"] for w in uniform.witness}
+    assert drip_search.run(schedule, 1, (f"{bug}@1,2,3,4",)).trace == uniform.trace
+    verdicts = {i: drip_search.run(schedule, 1, (f"{bug}@{i}",)) for i in range(1, 5)}
+    assert {i: o.ok for i, o in verdicts.items()} == {i: i != fails_on for i in range(1, 5)}
+    assert kind in {w["kind"] for w in verdicts[fails_on].witness}
+
+
+def test_a_drip_node_an_add_brings_in_runs_only_the_modes_named_for_every_node() -> None:
+    got = drip_search.mixed(("skip-sync@1,3", "syncing-votes-no"))
+    assert sorted(got["bugs"]) == ["syncing-votes-no"]
+    assert got["bugs_of"] == {"n1": {"skip-sync", "syncing-votes-no"}, "n2": {"syncing-votes-no"},
+                              "n3": {"skip-sync", "syncing-votes-no"}, "n4": {"syncing-votes-no"}}
+    assert drip_search.mixed(("skip-sync",)) == {"bugs": {"skip-sync"}}
