@@ -53,7 +53,7 @@ from nodes.drip.core import (
     Outcome,
 )
 from nodes.drip.entitlement import Policy, allow_all
-from nodes.drip.records import Durable
+from nodes.drip.records import Delivered, Durable
 
 
 @dataclass(frozen=True)
@@ -187,6 +187,14 @@ class DripSim(Simulation):
                          loss=loss)
         self.boot_all()
         self.run_until(0.0)
+
+    #: how long a delivery mark stays in memory: the server commits it without an fsync, in
+    #: the next durable group (`server._commit_groups`), so a crash meanwhile loses it and the
+    #: restarted node delivers that commit again (a quiet mesh carries it longer than this)
+    DELIVERED_FLUSH_S = 1.0
+
+    def buffers(self, n: Any, p: Persist) -> float | None:
+        return self.DELIVERED_FLUSH_S if isinstance(p.record, Delivered) else None
 
     def cfg_of(self, n: str) -> CoreConfig:
         """Node ``n``'s configuration: ``cfg`` with its own bug modes in a mixed cluster."""

@@ -189,3 +189,12 @@ def test_the_final_update_waits_for_a_membership_change_to_settle() -> None:
     assert rec["bug"] == [] and "no vote from ['n5']" in rec["witness"][0]["message"]
     out = run(rec["schedule"], rec["seed"], ())
     assert out.ok, out.witness
+
+
+def test_a_crash_loses_the_unfsynced_delivery_marks_and_the_commit_is_delivered_again() -> None:
+    # n2 crashed 20 ms after n1's update committed: the marks of the commits it delivered are
+    # not fsynced yet (nodes/drip/server.py carries them to the next durable group)
+    out = run([["update", 0, 0, 0], ["crash", 20, 0, 1]], 1, ())
+    assert out.ok, out.witness
+    assert b"lost-unsynced" in out.trace
+    assert b"lost-unsynced" not in run([["update", 0, 0, 0], ["crash", 5, 0, 1]], 1, ()).trace
