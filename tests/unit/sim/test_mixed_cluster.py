@@ -3,6 +3,7 @@ core and its bug-mode variant side by side (Garlic Farm, DRiP)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -79,3 +80,14 @@ def test_a_drip_node_an_add_brings_in_runs_only_the_modes_named_for_every_node()
     assert got["bugs_of"] == {"n1": {"skip-sync", "syncing-votes-no"}, "n2": {"syncing-votes-no"},
                               "n3": {"skip-sync", "syncing-votes-no"}, "n4": {"syncing-votes-no"}}
     assert drip_search.mixed(("skip-sync",)) == {"bugs": {"skip-sync"}}
+
+
+def test_drip_conflicting_commits_need_every_voter_to_forget_the_other_lock() -> None:
+    # two updates of k0 at n1 and n3 in one millisecond: both commit only if no node keeps
+    # the lock it holds, so one correct node of the four is enough to refuse the conflict
+    race = [["race", 0, 0, 0]]
+    assert not drip_search.run(race, 1, ("forget-in-progress",)).ok
+    for k in (1, 2, 3):
+        for on in itertools.combinations("1234", k):
+            out = drip_search.run(race, 1, (f"forget-in-progress@{','.join(on)}",))
+            assert out.ok, (on, out.witness)
