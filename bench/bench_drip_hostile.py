@@ -202,9 +202,10 @@ async def hostile_phase(m: Mesh, s: aiohttp.ClientSession, targets: list[Target]
 
 
 async def run(root: Path, requests: int, rate: float, clients: int, quiet_s: float,
-              same_loop: bool, lies: bool = True, nice: int = 0) -> dict[str, Any]:
+              same_loop: bool, lies: bool = True, nice: int = 0,
+              extra: dict[str, Any] | None = None) -> dict[str, Any]:
     m = Mesh(root, 5, figure1([f"n{i}" for i in range(1, 6)]),
-             options={"hostile_rate": rate, "hostile_key_holder_lies": lies})
+             options={"hostile_rate": rate, "hostile_key_holder_lies": lies, **(extra or {})})
     try:
         await m.start()
         configs = {n: json.loads(m.configs[n].read_text()) for n in m.ids}
@@ -328,12 +329,26 @@ def main() -> None:
                     help="leave out the compromised member's own forged yes on a vote the "
                          "target waits on (hostile_key_holder_lies false, as the correct-node "
                          "chaos test): a member's own word no node can refuse")
+    ap.add_argument("--node-option", action="append", default=[], metavar="KEY=JSON",
+                    help="a node option for every node (repeatable), e.g. "
+                         "charge_core_refusals=false: a lever off, to compare back to back")
     a = ap.parse_args()
+    extra: dict[str, Any] = {}
+    for kv in a.node_option:
+        k, sep, v = kv.partition("=")
+        try:
+            extra[k] = json.loads(v)
+        except ValueError:
+            sep = ""
+        if not sep or not k:
+            ap.error(f"--node-option {kv!r}: expected KEY=JSON, e.g. initiator_rounds=1000000")
     KINDS.update(only=a.kinds, drop=a.drop_kinds)
     with tempfile.TemporaryDirectory() as d:
         r = asyncio.run(run(Path(d), a.requests, a.rate, a.clients, a.quiet_s, a.same_loop,
-                            not a.no_key_holder_lies, a.attacker_nice))
+                            not a.no_key_holder_lies, a.attacker_nice, extra))
     (qc, qo, qs), (hc, ho, hs) = r["quiet"], r["during"]
+    if extra:
+        print("node options:", json.dumps(extra))
     print(f"drip 5 nodes (figure 1): {r['sent']} hostile requests in {hs:.1f} s "
           f"({r['sent'] / hs:.0f}/s; {r['failed']} of them refused a connection)")
     print(f"commits: quiet {qc / qs:.1f}/s ({qo} not committed), during hostile "

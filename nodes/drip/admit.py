@@ -66,6 +66,8 @@ class NodeView(Protocol):
 
     def sync_refusal(self, hop: str) -> Refused | None: ...
 
+    def locks_of(self, initiator: str) -> int: ...
+
 
 @dataclass(frozen=True)
 class Head:
@@ -93,6 +95,11 @@ class Gate:
     bugs: Collection[str] = frozenset()
     #: the node's core as it is now (None: no state checks before the token)
     view: Callable[[], NodeView] | None = None
+    #: vote rounds of one initiator this node takes part in at once (keys it holds locked
+    #: for that initiator's updates); a /voting beyond them is refused from its head (429
+    #: ``initiator-rounds``). 0: no bound. A correct initiator has at most its admission cap
+    #: (``max_initiating``) of updates open, so the server sets twice that
+    initiator_rounds: int = 0
 
     def head(self, ident: str | None, cert_sha256: str | None, headers: Mapping[str, str],
              now: float, method: str = "", path: str = "") -> Head | Refusal:
@@ -124,7 +131,9 @@ class Gate:
         """Refusals the core would make anyway, from the head and the node's state alone:
         a sync request from a peer that needs none (409 ``sync-not-needed``), a counter beyond
         the window of its initiator (400 ``counter-window``; a malformed counter header is a
-        400 ``malformed``). The floods of validly signed requests (sync requests, votings with
+        400 ``malformed``), a /voting of an initiator already holding ``initiator_rounds``
+        locks here (429 ``initiator-rounds``: a key holder's flood of in-window votings on
+        fresh keys would run a whole vote round in every node per request). The floods of validly signed requests (sync requests, votings with
         far-ahead counters) then cost a TLS handshake and an HTTP head, not a body read, an
         ES256 check, a decode and a core turn."""
         if self.view is None or method not in ("PUT", "POST"):
@@ -140,8 +149,17 @@ class Gate:
             reset = codec.parse_reset(headers.get(codec.H_RESET), counter)
         except CodecError as e:
             return Refusal(e.status, "malformed", str(e))
-        far = self.view().out_of_window(sender, counter, reset)
-        return None if far is None else Refusal(400, "counter-window", str(far))
+        view = self.view()
+        far = view.out_of_window(sender, counter, reset)
+        if far is not None:
+            return Refusal(400, "counter-window", str(far))
+        if path == "/voting" and self.initiator_rounds > 0 and \
+                view.locks_of(sender) >= self.initiator_rounds:
+            return Refusal(429, "initiator-rounds", f"{self.me} already takes part in "
+                           f"{self.initiator_rounds} vote rounds of initiator {sender!r} (the "
+                           "most one initiator may have here: twice options.max_initiating); "
+                           "retry once some are decided")
+        return None
 
     def body(self, h: Head, method: str, path: str, headers: Mapping[str, str], body: bytes,
              now: float) -> Message | Refusal:

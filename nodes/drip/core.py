@@ -1470,6 +1470,12 @@ class DripCore:
         """The counter-window refusal `on_message` would give, read-only (for the gate)."""
         return self.seen.out_of_window(node, counter, reset)
 
+    def locks_of(self, initiator: str) -> int:
+        """How many keys this node holds locked for ``initiator``'s updates: the vote rounds
+        of that initiator it takes part in now (read-only; the gate bounds them per
+        initiator before a /voting's token is checked, nodes/drip/admit.py)."""
+        return sum(1 for _, i in self.d.locks.values() if i == initiator)
+
     def sync_refusal(self, hop: str) -> Refused | None:
         """`_check_sync_needed`'s refusal, read-only (the gate asks it before a sync
         request's token is checked: nodes/drip/admit.py)."""

@@ -143,6 +143,15 @@ class Options:
     #: (`connection-rate`). A correct peer is refused nothing; conn_rate 0: no limit
     conn_rate: float = 2.0
     conn_burst: float = 32.0
+    #: the bucket is also spent by what passed the gate but was refused further on, for a
+    #: request made in the TLS peer's own name: a 4xx from the core (a commit with no vote,
+    #: a re-vote of an applied update, an unsolicited sync batch) and a yes naming voters it
+    #: cannot prove. False: only the gate's refusals (session 42)
+    charge_core_refusals: bool = True
+    #: vote rounds of one initiator this node takes part in at once (keys locked for it);
+    #: a /voting past them is refused from its head, 429 ``initiator-rounds``. 0: twice
+    #: max_initiating (a correct initiator has at most max_initiating updates open)
+    initiator_rounds: int = 0
     #: a fresh data directory joining a running mesh: sync before going active (docs/drip.md)
     join: bool = False
     #: client updates this node has in 2PC at once; more wait for a slot. Without a cap an
@@ -237,7 +246,8 @@ class DripNode(JournalingHost):
         self.gate = Gate(self.me, self.verifier, self.limits, lambda: self.core.peers,
                          lambda: self.core.epoch,
                          lambda n: self._wired.get(n, {}).get("cert_sha256"),
-                         self._note_refusal, cfg.bugs, lambda: self.core)
+                         self._note_refusal, cfg.bugs, lambda: self.core,
+                         o.initiator_rounds or 2 * o.max_initiating)
         self.admin = AdminServer(self.me, self._snapshot, self.journal, self.clock, cfg.host,
                                  cfg.ports.admin)
         self.admin.app.router.add_post("/admin/members", self.handle_members)
@@ -714,9 +724,12 @@ class DripNode(JournalingHost):
         if isinstance(head, Refusal):
             return self._refused(head, ident, req)
         body = await req.read()
+        unproven = self.refusals.counts.get("unproven-vote", 0)
         msg = self.gate.body(head, req.method, req.path, req.headers, body, now)
         if isinstance(msg, Refusal):
             return self._refused(msg, ident, req)
+        if self.refusals.counts.get("unproven-vote", 0) > unproven:
+            self._charge(req, ident)  # a yes naming voters it cannot prove
         if isinstance(msg, codec.Batch):
             return await self._handle_batch(ident, msg, now)
         key, fut = self._waiter()
@@ -726,6 +739,8 @@ class DripNode(JournalingHost):
             return _err(500, f"node {self.me} could not handle {type(msg).__name__}; "
                              "see its journal")
         assert isinstance(answer, Answer)
+        if 400 <= answer.status < 500:
+            self._charge(req, ident)  # refused by the core (its own count and journal)
         if isinstance(msg, codec.OutcomeQuery):  # our "aborted" as initiator goes out signed
             return web.json_response(abort_proof.sign(answer.body, msg, self.me, self.signer,
                                                       self.clock.wall()), status=answer.status)
@@ -739,6 +754,15 @@ class DripNode(JournalingHost):
         if self._peer_listener is not None and not self._relayed(req, ident):
             self._peer_listener.charge(req.remote)
         return web.json_response(r.body(), status=r.status)
+
+    def _charge(self, req: web.Request, ident: str | None) -> None:
+        """What passed the gate but was refused further on (``charge_core_refusals``):
+        charged to its source like a gate refusal, unless relayed in another member's name.
+        The flood's commits with no vote, re-votes and unproven yeses were admitted free and
+        so kept the attacker's connections coming (a TLS handshake each)."""
+        if self.opts.charge_core_refusals and self._peer_listener is not None \
+                and not self._relayed(req, ident):
+            self._peer_listener.charge(req.remote)
 
     @staticmethod
     def _relayed(req: web.Request, ident: str | None) -> bool:

@@ -16,6 +16,8 @@ from drip_mesh import Mesh
 
 from nodes.drip import codec
 from nodes.drip.auth import load_auth
+from nodes.drip.codec import Commit, Update
+from nodes.drip.hostile import Creds, signed
 from nodes.drip.material import NodeFiles, client_context, issue_node_cert
 from nodes.drip.topology import figure1
 from tests.waiting import eventually
@@ -269,6 +271,45 @@ def test_a_source_whose_requests_are_refused_is_reset_before_tls(mesh_factory) -
             assert status == 200, got
             refused = (await m.state(s, "n1"))["refused"]
             assert refused.get("connection-rate") == 1 and refused["malformed"] == 3, refused
+    run(go())
+
+
+def test_a_source_whose_signed_requests_the_core_refuses_is_reset_before_tls(
+        mesh_factory) -> None:
+    """Session 43: a validly signed /commit with no vote passes the gate and is refused by
+    the core (409 ``commit-without-vote``). Admitted free, such requests kept a key
+    holder's flood connecting (a TLS handshake each); now the core's 4xx spends the source's
+    bucket as a gate refusal does (``charge_core_refusals``)."""
+    m = mesh_factory(2, [("n1", "n2")], options={"conn_rate": 0.2, "conn_burst": 3})
+
+    async def one(ctx: ssl.SSLContext, raw: bytes) -> bytes:
+        r, w = await asyncio.open_connection("127.0.0.1", m.ports["n1"]["peer"], ssl=ctx,
+                                             local_addr=("127.0.0.2", 0))
+        try:
+            w.write(raw)
+            return await asyncio.wait_for(r.readline(), 5.0)
+        finally:
+            w.close()
+
+    async def go() -> None:
+        await m.start()
+        n2 = json.loads(m.configs["n2"].read_text())
+        signer = Creds.load("n2", n2["tls"], n2["jwt"]).signer
+        ctx = _ssl_for(m, "n2")
+        async with aiohttp.ClientSession() as s:
+            await m.wait_all_active(s)
+            for i in range(3):
+                raw = signed(Commit("n2", 100_000 + i, False, Update(f"x{i}", "k", 1), 1),
+                             signer)
+                assert b" 409 " in await one(ctx, raw)
+            raw = signed(Commit("n2", 100_010, False, Update("x9", "k", 1), 1), signer)
+            with pytest.raises((ConnectionError, ssl.SSLError, OSError)):
+                await one(ctx, raw)
+            status, got = await m.update(s, "n1", "k", 1, "u1")  # the peers: unaffected
+            assert status == 200, got
+            refused = (await m.state(s, "n1"))["refused"]
+            assert refused.get("connection-rate") == 1, refused
+            assert refused.get("commit-without-vote") == 3, refused
     run(go())
 
 

@@ -13,7 +13,7 @@ from multidict import CIMultiDict
 from nodes.drip import codec
 from nodes.drip.admit import Gate, Refusal
 from nodes.drip.auth import Signer, Verifier
-from nodes.drip.codec import Heartbeat, SyncRequest, Update, VoteResponse, Voting
+from nodes.drip.codec import Commit, Heartbeat, SyncRequest, Update, VoteResponse, Voting
 from nodes.drip.seen import Seen
 from nodes.drip.sync import Refused
 
@@ -99,6 +99,12 @@ class _View:
     def sync_refusal(self, hop: str) -> Refused | None:
         return None if hop == "n2" else Refused(409, "sync-not-needed", f"{hop} needs none")
 
+    #: keys held locked per initiator
+    locks = {"n3": 4}
+
+    def locks_of(self, initiator: str) -> int:
+        return self.locks.get(initiator, 0)
+
 
 def _forged(req: tuple[str, str, CIMultiDict, bytes]) -> tuple[str, str, CIMultiDict, bytes]:
     """``req`` with its token signed by another member's key: a 401 once it is checked."""
@@ -130,6 +136,29 @@ def test_cheapest_refusal_first_before_the_token_is_checked() -> None:
     h = CIMultiDict({**h, codec.H_COUNTER: "\u0661"})
     bad = g.admit("n3", None, m, p, h, b"{}", NOW)
     assert isinstance(bad, Refusal) and (bad.status, bad.reason) == (400, "malformed")
+
+
+def test_an_initiator_over_its_vote_rounds_is_refused_from_the_head() -> None:
+    """A key holder flooding in-window votings on fresh keys runs a whole vote round in
+    every node per request: past ``initiator_rounds`` locks held for its initiator, a /voting
+    is a 429 before its body or token is read; other initiators and other paths pass."""
+    g, _ = gate()
+    g.view = _View
+    near = request(Voting("n3", 50, False, Update("u2", "k", 1)), "n3")
+    assert isinstance(g.admit("n3", None, *near, NOW), Voting)  # no bound: 0
+    g.initiator_rounds = 4
+    r = g.admit("n3", None, *_forged(request(Voting("n3", 51, False, Update("u3", "k", 1)),
+                                             "n3")), NOW)
+    assert isinstance(r, Refusal) and (r.status, r.reason) == (429, "initiator-rounds")
+    assert "initiator 'n3'" in r.error
+    g.initiator_rounds = 5
+    assert isinstance(g.admit("n3", None, *request(Voting("n3", 52, False, Update("u4", "k", 1)),
+                                                   "n3"), NOW), Voting)
+    g.initiator_rounds = 1  # n2 holds none: its voting passes; a commit is no new round
+    assert isinstance(g.admit("n2", None, *request(Voting("n2", 7, False, Update("u5", "j", 1)),
+                                                   "n2"), NOW), Voting)
+    c = request(Commit("n3", 53, False, Update("u2", "k", 1), 1), "n3")
+    assert isinstance(g.admit("n3", None, *c, NOW), Commit)
 
 
 def test_the_read_only_window_check_is_what_before_would_raise() -> None:
