@@ -143,7 +143,7 @@ def bug_table(only: list[str] | None, seeds: int, budget_s: float, shrink_s: flo
     ``per_seed``, first a line per seed: runs to the first failure (the load-independent
     measure), its wall seconds, the shrunk size."""
     from harness.sim.cli import targets
-    from harness.sim.search import search
+    from harness.sim.search import Tally, search
 
     print(f"{'protocol':<11} {'bug mode':<26} found  median first-failure s  CPU s  "
           f"shrunk steps  witness kinds  load")
@@ -155,12 +155,13 @@ def bug_table(only: list[str] | None, seeds: int, budget_s: float, shrink_s: flo
                 continue
             times, cpus, sizes, kinds = [], [], [], set()
             for seed in range(1, seeds + 1):
-                f = search(t, seed, (bug,), budget_s, shrink_s=shrink_s,
+                tally = Tally()
+                f = search(t, seed, (bug,), budget_s, shrink_s=shrink_s, tally=tally,
                            clock=time.process_time if cpu_budget else time.monotonic)
                 if per_seed:
                     print(f"  {name} {bug} seed {seed}: " + (
-                        f"not found in {budget_s:g} {'CPU ' if cpu_budget else ''}s"
-                        if f is None else
+                        f"not found in {budget_s:g} {'CPU ' if cpu_budget else ''}s "
+                        f"({tally.runs} runs)" if f is None else
                         f"{f.first_failure_runs} runs, {f.first_failure_s:.1f} s "
                         f"({f.first_failure_cpu_s:.1f} CPU s), shrunk to {len(f.schedule)} "
                         f"steps") + f", load {os.getloadavg()[0]:.1f}", flush=True)

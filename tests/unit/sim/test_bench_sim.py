@@ -25,3 +25,4 @@ def test_an_unknown_protocol_is_refused_with_the_choices() -> None:
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2
     assert "invalid choice: 'nope'" in p.stderr and "antacid" in p.stderr and "drip" in p.stderr
+

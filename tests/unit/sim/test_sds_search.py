@@ -49,12 +49,26 @@ def test_a_short_search_finds_and_shrinks_empty_history() -> None:
     ([["round", 0, 0, 0]], "order-by-arrival", "log-not-sorted"),
     ([["thread", 0, 0, 0]], "no-lamport-update", "lamport-not-updated"),
     ([["partition", 0, 0, 0], ["thread", 10, 2, 0]], "no-resend", "not-converged"),
+    ([["send", 0, 0, 0]], "acks-ignored", "buffer-not-drained"),
+    ([["burst", 0, 0, 0]], "bloom-ignored", "buffer-not-drained"),
 ])
 def test_one_busy_step_shows_a_bug_mode_the_correct_core_survives(
         schedule: list[list[object]], bug: str, kind: str) -> None:
     assert run(schedule, 1, ()).ok
     out = run(schedule, 1, (bug,))
     assert kind in {w["kind"] for w in out.witness}
+
+
+#: shrunk by the search (seed 1, deliver-without-deps): n0 cut off twice while it threads
+#: replies, then restarted; its later messages reach peers before the ones they depend on
+DEPS = [["partition", 224, 0, 0], ["thread", 120, 0, 0], ["partition", 246, 0, 0],
+        ["partition", 231, 0, 0], ["restart", 364, 0, 0]]
+
+
+def test_deliver_without_deps_delivers_ahead_of_what_the_correct_core_waits_for() -> None:
+    assert run(DEPS, 1, ()).ok
+    out = run(DEPS, 1, ("deliver-without-deps",))
+    assert "causal-violation" in {w["kind"] for w in out.witness}
 
 
 #: shrunk by the search (seed 1, no-repair): n1 cut off, n0 sends and is killed for good; only
