@@ -68,6 +68,18 @@ class _Run:
         else:
             sim.fault_step(kind, n, a, b, delay=(0.001, 0.05, 0.01))
 
+    def play_out(self) -> None:
+        """After the last step: when the links are slower than a call's timeout (a round trip
+        of latency and jitter past `CALL_TIMEOUT_S`), the calls the last steps made play out
+        under them, long enough to time out and be retried while their answers still come
+        (the last heal would otherwise undo the delay before any call failed, and a retry
+        that reaches the primary after the original committed is what a forgotten SSN
+        commits twice)."""
+        net = self.sim.net
+        trip = 2 * (net.latency + net.jitter)
+        if trip > CALL_TIMEOUT_S:
+            self.sim.run_for(CALL_TIMEOUT_S + trip)
+
     def progress(self) -> dict[str, Any] | None:
         """Liveness: after the last heal, a submission at the last server commits in every
         zone. None: they did."""
@@ -88,7 +100,8 @@ def run(schedule: list[Step], seed: int, bugs: tuple[str, ...], zones: int = 1) 
     """Run ``schedule`` on a fresh primary and three replicas (``zones`` zones) and judge it."""
     r = _Run(seed, bugs, zones)
     sim = r.sim
-    stuck = play(sim, schedule, r.step, ids=r.names, latency=0.001, settle=r.progress)
+    stuck = play(sim, schedule, r.step, ids=r.names, latency=0.001, settle=r.progress,
+                 finish=r.play_out)
     history = sim.finish()
     res = csn_order.check(sim.test(), history, sim.observations())
     witness: list[dict[str, Any]] = witness_of(res)

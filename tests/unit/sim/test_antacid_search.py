@@ -41,6 +41,20 @@ def test_a_search_of_correct_antacid_over_40_schedules_finds_nothing() -> None:
     assert search(TARGET, 5, (), budget_s=SLACK_S, runs=40) is None
 
 
+@pytest.mark.parametrize(("server", "twice"), [(2, True), (3, True), (1, False)])
+def test_a_write_as_the_schedule_ends_on_slow_links_plays_out_to_its_retry(
+        server: int, twice: bool) -> None:
+    # links slower than a call's timeout, then one write: the last heal waits until the
+    # propagate has timed out and gone on by the other upstream, which reaches the primary
+    # after the original committed; r1 has one upstream and retries only after the result
+    sched = [["delay", 0, 3, 0], ["write", 0, 0, server]]
+    assert run(sched, 1, ()).ok
+    out = run(sched, 1, ("duplicates-undetected",))
+    assert (not out.ok) is twice
+    if twice:
+        assert "committed-twice" in {w["kind"] for w in out.witness}
+
+
 def test_partial_group_is_found_shrunk_and_replayed(tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     found = search(TARGET, 0, ("partial-group",), budget_s=SLACK_S, shrink_s=SLACK_S, runs=400,
