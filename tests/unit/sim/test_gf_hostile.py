@@ -50,6 +50,12 @@ def test_the_shrunk_max_term_failure_now_replays_live_with_the_burst_refused(cap
     assert "witness (0 anomalies)" in capsys.readouterr().out
 
 
+def test_the_same_burst_still_fails_with_no_term_bound() -> None:
+    rec = json.loads(REPLAY.read_text())
+    out = run(rec["schedule"], rec["seed"], ("no-term-bound",))
+    assert "node-exception" in {w["kind"] for w in out.witness}
+
+
 def test_hostile_is_optional_and_the_search_finds_nothing_at_seed_1(tmp_path, capsys) -> None:
     assert "hostile" not in KINDS and TARGET.optional == ("hostile", "skew")
     f = tmp_path / "h.json"
