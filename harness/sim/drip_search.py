@@ -17,7 +17,13 @@ need; the last heal waits for a stall or an isolate to end),
 ``rejoin`` (node ``b`` restarted and, in the same millisecond, an update at the next node:
 the request reaches a node still syncing) and ``isolate`` (every link of node ``b`` cut, and
 healed ``a`` + 1 seconds later, when an update starts at the next node: a node that found
-itself alone meets a request before its next heartbeat). A bug mode is switched on in every
+itself alone meets a request before its next heartbeat; with ``a`` >= 2, 1 s in, the link
+to its first peer (`first_peer`) comes back first and a client's update reaches it: the
+heartbeat round under way when it was cut off fails 2 s in, so it goes inactive with its own
+vote open, the yes votes come in over that one link, and the request to a peer still cut off
+ends 3 s in, when a node that did not abort its votes on going inactive decides and applies
+while inactive: the shape ``inactive-takes-part`` needs, which took 3 to 168 schedules
+before, as two isolates that overlapped). A bug mode is switched on in every
 node. Clock skew only when asked (``--skew``); when asked (``--members``) ``decommission``:
 node ``b`` removed from the membership, as an operator does (``POST /admin/members``
 ``{remove: [b]}`` at the next running member, the real cluster's ``decommission`` op): the
@@ -96,6 +102,10 @@ MAX_ADDED = 2
 TAIL_S = 5.0
 #: a ``sever``'s second update, past a voter lock's TTL (`CoreConfig.lock_ttl_s`, 3 s)
 SEVER_UPDATE_S = 3.5
+#: an ``isolate`` of 3 s or more gives back one link (and an update at its node) this far in:
+#: inside the heartbeat round that fails (`CoreConfig.peer_timeout_s`, 2 s), so the node goes
+#: inactive with that update's vote open
+ISOLATE_ONE_BACK_S = 1.0
 
 
 class _Run:
@@ -155,6 +165,9 @@ class _Run:
             links = [e for e in EDGES if n in e]
             for e in links:
                 sim.cut(*e)
+            if a >= 2:  # cut off past a failing heartbeat round: one link back first
+                sim.at(sim.now + ISOLATE_ONE_BACK_S,
+                       lambda: self._one_link_back(n, links, f"k{a % 2}"))
             sim.at(sim.now + a + 1, lambda: self._rejoin_links(links, nxt, a))
             self.busy_until = max(self.busy_until, sim.now + a + 1)
         else:
@@ -262,6 +275,17 @@ class _Run:
         sim.at(sim.now + for_s, back)
         self.busy_until = max(self.busy_until, sim.now + for_s)
 
+    def _one_link_back(self, n: str, links: list[tuple[str, str]], key: str) -> None:
+        """An ``isolate`` of 3 s or more, 1 s in: the link to ``n``'s first peer comes back
+        and a client's update reaches ``n`` (see the module's docstring)."""
+        sim = self.sim
+        if not sim.running(n):  # crashed meanwhile: its links come back with the rest
+            return
+        back = [e for e in links if first_peer(n) in e]
+        sim.net.cut -= {(x, y) for x, y in back} | {(y, x) for x, y in back}
+        sim.trace.append((sim.now, "uncut", [list(e) for e in back]))
+        self.update(n, key)
+
     def _rejoin_links(self, links: list[tuple[str, str]], n: str, a: int) -> None:
         """``isolate``'s end: its links back (only those) and an update at ``n``."""
         self.sim.net.cut -= {(x, y) for x, y in links} | {(y, x) for x, y in links}
@@ -344,6 +368,12 @@ class _Run:
                       "value": [key, value, uid], "node": node,
                       **({"error": d.body.get("error")} if d and d.status != 200 else {})})
         return h
+
+
+def first_peer(n: str) -> str:
+    """``n``'s first peer by name on the mesh's fixed links: the link an ``isolate`` of 3 s
+    or more gives back first (`harness.sim.realrun` gives back the same)."""
+    return min(x for e in EDGES if n in e for x in e if x != n)
 
 
 def _linked(ids: list[str], edges: list[tuple[str, str]]) -> bool:
