@@ -183,7 +183,7 @@ class _Run:
         """Ask the next running member after ``n`` to remove ``n``, unless that would leave
         fewer than two members or the rest unlinked (no careful operator does either)."""
         rest = [m for m in self.members() if m != n]
-        if n not in self.members() or len(rest) < 2 or not _linked(rest, self.sim.edges):
+        if n not in self.members() or len(rest) < 2 or not linked(rest, self.sim.edges):
             return
         at = next((NODES[(b + k) % len(NODES)] for k in range(1, len(NODES))
                    if NODES[(b + k) % len(NODES)] in rest
@@ -376,7 +376,7 @@ def first_peer(n: str) -> str:
     return min(x for e in EDGES if n in e for x in e if x != n)
 
 
-def _linked(ids: list[str], edges: list[tuple[str, str]]) -> bool:
+def linked(ids: list[str], edges: list[tuple[str, str]]) -> bool:
     """The mesh's links (``edges``) among ``ids`` alone connect them all."""
     seen, todo = {ids[0]}, [ids[0]]
     while todo:

@@ -53,8 +53,13 @@ with each step (``Mapped.notes``), never silently:
 - DRiP (the sim's ring n1..n4 with the chord n2-n4 is the real mesh, `FixedTopology`): ``cut``
   of edge ``a`` adds that link to the cut set (the real partition is the set so far, both
   ways, as one explicit partition); ``isolate`` cuts node ``b``'s links and gives them back
-  ``a`` + 1 s later; ``stall`` pauses node ``b`` and resumes it ``a`` + 1 s later; ``rejoin``
-  restarts node ``b``.
+  ``a`` + 1 s later (with ``a`` >= 2 its link to its first peer 1 s in, as the sim's);
+  ``stall`` pauses node ``b`` at once and resumes it ``a`` + 1 s later (the sim's wait for a
+  vote to reach it is not matched: said so); ``rejoin`` restarts node ``b``; ``sever`` cuts
+  every link out of node ``b`` one way for 4 + ``a`` s (over the cuts on) and, with ``a``
+  even, decommissions ``b`` at once (not when the sim's guard would not). The updates these
+  steps (and a lying ``hostile`` step) start in the sim are left to the workload, said so in
+  the step's note.
 - ANTACID: the sim's primary ``p`` and replicas ``r1..r3`` are n1..n4, each replica with the
   sim's upstreams in its order (r1 <- p; r2 <- r1, p; r3 <- r2, p) and the sim's pull interval
   and reorder timeout. A file of several zones (``zones``, ``harness sim run --zones``) runs as
@@ -277,7 +282,13 @@ def hostile_kinds(protocol: str, a: int) -> tuple[list[str], str | None]:
 def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
     """The real nemesis schedule of replay file ``rec``: each step's wait (``scale`` times the
     simulated one; the lead-in first) then its ops."""
-    from harness.sim.drip_search import LIES_FOR
+    from harness.sim.drip_search import (
+        ISOLATE_ONE_BACK_S,
+        LIES_FOR,
+        SEVER_UPDATE_S,
+        first_peer,
+        linked,
+    )
     from harness.sim.drip_search import MAX_ADDED as DRIP_MAX_ADDED
     from harness.sim.driver import Simulation
     from harness.sim.swim_search import CUT_S as SWIM_CUT_S
@@ -311,17 +322,23 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
         timed.append((now if at is None else at, len(timed), o))
 
     def partition_of(links: set[tuple[str, str]]) -> dict[str, Any]:
-        return op("start-partition", {"shape": "explicit", "cut": sorted(
-            [list(e) for e in links] + [[y, x] for x, y in links])})
+        return op("start-partition", {"shape": "explicit", "cut": sorted(map(list, {
+            f for x, y in links for f in ((x, y), (y, x))} | severed))})
 
     def give_back(until: float) -> None:
-        """DRiP ``isolate`` ends due by ``until``: those links back, later cuts kept."""
+        """DRiP ``isolate`` and ``sever`` ends due by ``until``: those links back (a sever's
+        one way), later cuts kept."""
         nonlocal cut
-        for end, links in sorted(ends, key=lambda e: e[0]):
+        for end, links, one_way in sorted([(e, x, False) for e, x in ends] + [
+                (e, x, True) for e, x in sever_ends], key=lambda e: e[0]):
             if end <= until:
-                ends.remove((end, links))
-                cut -= links
-                emit(partition_of(cut) if cut else op("stop-partition"), at=end)
+                if one_way:
+                    sever_ends.remove((end, links))
+                    severed.difference_update(links)
+                else:
+                    ends.remove((end, links))
+                    cut -= links
+                emit(partition_of(cut) if cut or severed else op("stop-partition"), at=end)
 
     def uncut(until: float) -> None:
         """SWIM ``cut`` ends due by ``until``: that flow back (the sim discards it even
@@ -341,6 +358,9 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
             burst_end.clear()
 
     ends: list[tuple[float, frozenset[tuple[str, str]]]] = []
+    severed: set[tuple[str, str]] = set()  # DRiP: the flows a ``sever`` cuts one way, on
+    sever_ends: list[tuple[float, frozenset[tuple[str, str]]]] = []  # (end, flows) of each
+    decommissioned: set[str] = set()  # DRiP: the nodes a decommission op removes
     gf_waited = fresh_leader_changes(rec) if protocol == "garlicfarm" else {}
     step_at = [now]  # the time of each step so far (the lead-in's end first)
     for i, (kind, dt, a, b) in enumerate(rec["schedule"]):
@@ -423,6 +443,8 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
         if protocol == "drip" and kind in ("cut", "isolate", "heal"):
             if kind == "heal":
                 cut.clear()
+                severed.clear()
+                sever_ends.clear()
                 ends.clear()  # the sim's later give-back of a healed link changes nothing
                 emit(op("stop-partition"))
                 continue
@@ -430,7 +452,16 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
                               {e for e in DRIP_EDGES if node in e})
             cut |= links
             emit(partition_of(cut))
-            if kind == "isolate":  # its own links back a + 1 s later (a later cut stays)
+            if kind == "isolate" and a >= 2 and node not in down:  # one link back first
+                first = frozenset(e for e in links if first_peer(node) in e)
+                ends.append((now + ISOLATE_ONE_BACK_S * scale, first))
+                ends.append((now + (a + 1) * scale, links - first))
+                notes.append(f"step {i} isolate: {node}'s links cut for {(a + 1) * scale:g} s, "
+                             f"its link to {first_peer(node)} back "
+                             f"{ISOLATE_ONE_BACK_S * scale:g} s in; the updates the sim starts "
+                             f"at {node} then and at the next node at the end are left to the "
+                             "workload")
+            elif kind == "isolate":  # its own links back a + 1 s later (a later cut stays)
                 ends.append((now + (a + 1) * scale, links))
                 notes.append(f"step {i} isolate: {node}'s links cut for {(a + 1) * scale:g} s; "
                              "the update the sim starts then is left to the workload")
@@ -463,9 +494,45 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
         elif kind == "pause":
             emit(op("pause", {"node": node}))
         elif kind == "stall":
-            if node not in down:
-                emit(op("pause", {"node": node}))
-                emit(op("resume", {"node": node}), at=now + (a + 1) * scale)
+            if node in down:
+                notes.append(f"step {i} stall: skipped, {node} is down (the sim stalls only a "
+                             "running node, and then starts no update)")
+                continue
+            emit(op("pause", {"node": node}))
+            emit(op("resume", {"node": node}), at=now + (a + 1) * scale)
+            if protocol == "drip":
+                notes.append(f"step {i} stall: {node} paused at once for {(a + 1) * scale:g} "
+                             f"s; not matched: the sim pauses it the moment an open vote "
+                             f"reaches it (at most 0.1 s on), and with no vote open first "
+                             f"starts an update at {_node(p, b + 1)} for it to take (the "
+                             "workload's own updates stand in)")
+        elif kind == "sever" and protocol == "drip":
+            flows = frozenset((node, m) for e in DRIP_EDGES if node in e for m in e
+                              if m != node)
+            if node in down:
+                notes.append(f"step {i} sever: skipped the cut, {node} is down (as in the sim)")
+            else:
+                severed.update(flows)
+                sever_ends.append((now + (4 + a) * scale, flows))
+                emit(partition_of(cut))
+                notes.append(f"step {i} sever: every link out of {node} cut one way for "
+                             f"{(4 + a) * scale:g} s; not matched: the sim cuts the moment its "
+                             f"own update's vote requests have left, and {SEVER_UPDATE_S:g} s "
+                             f"on updates the same key at {_node(p, b + 1)} (the workload's "
+                             "own updates stand in)")
+            rest = [f"n{k}" for k in range(1, p.nodes + 1)
+                    if f"n{k}" not in decommissioned | {node}]
+            if a % 2 == 0 and (node in decommissioned or len(rest) < 2
+                               or not linked(rest, DRIP_EDGES)):
+                notes.append(f"step {i} sever: no decommission of {node}, as in the sim (it "
+                             "was removed already, or the rest would be fewer than two or "
+                             "unlinked)")
+            elif a % 2 == 0:  # the operator removes the initiator it takes for dead
+                decommissioned.add(node)
+                emit(op("decommission", {"node": node}))
+                notes.append(f"step {i} sever: {node} decommissioned at once (the cluster's "
+                             "decommission op, which asks another running member, as the sim "
+                             "asks the next one)")
         elif kind == "resume":
             emit(op("resume", None if p.leader_relative else {"node": node}))
         elif kind == "delay":
@@ -508,6 +575,7 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
                              "entry on the removed member's link, so that entry would commit "
                              "first)")
         elif kind == "decommission" and protocol == "drip":
+            decommissioned.add(node)
             emit(op("decommission", {"node": node}))
         elif kind == "add" and protocol == "garlicfarm":
             sid = a % p.nodes + 1
@@ -549,7 +617,9 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
                          "one hostile_flood: the largest of its steps')")
                 if lies:
                     unmatched = ("the sim's lying key holder waits for a lock it holds; the "
-                                 "real one sends its yes for the locks it reads before the burst")
+                                 "real one sends its yes for the locks it reads before the "
+                                 f"burst; the update the sim starts at {node} first (for the "
+                                 "lie to land on) is left to the workload")
             notes.append(said + (f"; not matched: {unmatched}" if unmatched else ""))
         else:
             notes.append(f"step {i} {kind}: left to the workload, which sends its own requests")

@@ -101,7 +101,7 @@ def test_a_drip_schedule_keeps_its_mesh_and_its_cuts_add_up() -> None:
         (0.0, {"f": "stop-partition", "value": None}),
     ]
     assert [n.split(":")[0] for n in m.notes] == [
-        "step 1 isolate", "step 4 rejoin", "step 7 loss", "step 9 update"]
+        "step 1 isolate", "step 3 stall", "step 4 rejoin", "step 7 loss", "step 9 update"]
     # an end due after the last step is left to the final heal, as the sim's heal does it
     assert [o["f"] for _, o in nemesis_steps(rec("drip", [["stall", 0, 3, 0]])).steps] == ["pause"]
     spec, _ = spec_for(r, get_protocol("drip"))
@@ -466,10 +466,79 @@ def test_a_drip_hostile_step_sets_the_runs_flood_and_the_key_holders_lie() -> No
     assert m.options == {"hostile_flood": 5, "hostile_rate": 500.0,
                          "hostile_key_holder_lies": True}
     assert "not matched: the sim's lying key holder waits" in m.notes[0]
+    assert "the update the sim starts at n2 first (for the lie to land on) is left to the " \
+        "workload" in m.notes[0]
     spec, _ = spec_for(r, get_protocol("drip"))
     assert spec.options["hostile_flood"] == 5 and spec.options["hostile_key_holder_lies"]
     plain = nemesis_steps(rec("drip", [["hostile", 0, 0, 1]]))
     assert plain.options["hostile_key_holder_lies"] is False and "not matched" not in plain.notes[0]
+
+
+def _cut(*flows: tuple[str, str]) -> dict:
+    return {"f": "start-partition", "value": {"shape": "explicit",
+                                              "cut": sorted(map(list, flows))}}
+
+
+def test_a_drip_stall_pauses_at_once_and_says_what_it_does_not_match() -> None:
+    m = nemesis_steps(rec("drip", [["stall", 0, 2, 1], ["crash", 100, 0, 3],
+                                   ["stall", 100, 0, 3], ["update", 4000, 0, 0]]))
+    assert m.steps == [
+        (1.0, {"f": "pause", "value": {"node": "n2"}}),
+        (0.1, {"f": "kill", "value": {"node": "n4"}}),
+        (2.9, {"f": "resume", "value": {"node": "n2"}}),  # a + 1 = 3 s on
+    ]
+    assert m.notes[0].startswith("step 0 stall: n2 paused at once for 3 s; not matched: ")
+    assert "starts an update at n3 for it to take" in m.notes[0]
+    assert m.notes[1].startswith("step 2 stall: skipped, n4 is down")
+
+
+def test_a_drip_isolate_of_3_s_or_more_gives_its_first_link_back_first() -> None:
+    m = nemesis_steps(rec("drip", [["isolate", 0, 2, 0], ["isolate", 4000, 1, 0],
+                                   ["update", 3000, 0, 0]]))
+    n1 = [("n1", "n2"), ("n2", "n1"), ("n1", "n4"), ("n4", "n1")]
+    assert m.steps == [
+        (1.0, _cut(*n1)),
+        (1.0, _cut(("n1", "n4"), ("n4", "n1"))),  # n1-n2 (its first peer) back 1 s in
+        (2.0, {"f": "stop-partition", "value": None}),  # the rest a + 1 = 3 s after the cut
+        (1.0, _cut(*n1)),  # a = 1: all of them back 2 s on, at once
+        (2.0, {"f": "stop-partition", "value": None}),
+    ]
+    assert m.notes[0].startswith("step 0 isolate: n1's links cut for 3 s, its link to n2 "
+                                 "back 1 s in; the updates the sim starts at n1 then")
+    assert m.notes[1].startswith("step 1 isolate: n1's links cut for 2 s; the update")
+
+
+def test_a_drip_sever_cuts_one_way_and_with_a_even_decommissions_the_node() -> None:
+    m = nemesis_steps(rec("drip", [["cut", 0, 2, 0], ["sever", 100, 0, 1],
+                                   ["sever", 100, 1, 0], ["update", 6000, 0, 0]]))
+    n34 = [("n3", "n4"), ("n4", "n3")]
+    out2 = [("n2", "n1"), ("n2", "n3"), ("n2", "n4")]
+    out1 = [("n1", "n2"), ("n1", "n4")]
+    assert m.steps == [
+        (1.0, _cut(*n34)),
+        (0.1, _cut(*n34, *out2)),  # every link out of n2, one way, over the cut on
+        (0.0, {"f": "decommission", "value": {"node": "n2"}}),  # a even: removed at once
+        (0.1, _cut(*n34, *out2, *out1)),  # a odd: no decommission
+        (3.9, _cut(*n34, *out1)),  # n2's sever ends 4 + a = 4 s on
+        (1.1, _cut(*n34)),  # n1's 5 s on; the cut edge stays until the final heal
+    ]
+    assert [n.split(":")[0] for n in m.notes] == [
+        "step 1 sever", "step 1 sever", "step 2 sever", "step 3 update"]
+    assert m.notes[0].startswith("step 1 sever: every link out of n2 cut one way for 4 s; "
+                                 "not matched: the sim cuts the moment its own update's")
+    assert "3.5 s on updates the same key at n3" in m.notes[0]
+    assert m.notes[1].startswith("step 1 sever: n2 decommissioned at once")
+    # the sim's guard: no removal of a node removed already, nor one that leaves the rest
+    # unlinked (n2 and n4 out leave n1 and n3, which no link joins)
+    g = nemesis_steps(rec("drip", [["sever", 0, 0, 1], ["sever", 100, 2, 1],
+                                   ["sever", 100, 0, 3], ["heal", 100, 0, 0]]))
+    assert [o["value"]["node"] for _, o in g.steps if o["f"] == "decommission"] == ["n2"]
+    assert [n for n in g.notes if "no decommission" in n] == [
+        "step 1 sever: no decommission of n2, as in the sim (it was removed already, or the "
+        "rest would be fewer than two or unlinked)",
+        "step 2 sever: no decommission of n4, as in the sim (it was removed already, or the "
+        "rest would be fewer than two or unlinked)"]
+    assert g.steps[-1] == (0.1, {"f": "stop-partition", "value": None})  # heal ends the severs
 
 
 def test_a_garlicfarm_hostile_step_is_a_real_burst_at_the_sims_pick_with_its_kinds() -> None:
