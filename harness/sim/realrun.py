@@ -361,6 +361,7 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
     severed: set[tuple[str, str]] = set()  # DRiP: the flows a ``sever`` cuts one way, on
     sever_ends: list[tuple[float, frozenset[tuple[str, str]]]] = []  # (end, flows) of each
     decommissioned: set[str] = set()  # DRiP: the nodes a decommission op removes
+    busy = 0.0  # DRiP: when the last stall, isolate or sever ends (the sim plays it out)
     gf_waited = fresh_leader_changes(rec) if protocol == "garlicfarm" else {}
     step_at = [now]  # the time of each step so far (the lead-in's end first)
     for i, (kind, dt, a, b) in enumerate(rec["schedule"]):
@@ -452,6 +453,8 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
                               {e for e in DRIP_EDGES if node in e})
             cut |= links
             emit(partition_of(cut))
+            if kind == "isolate":
+                busy = max(busy, now + (a + 1) * scale)
             if kind == "isolate" and a >= 2 and node not in down:  # one link back first
                 first = frozenset(e for e in links if first_peer(node) in e)
                 ends.append((now + ISOLATE_ONE_BACK_S * scale, first))
@@ -500,6 +503,7 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
                 continue
             emit(op("pause", {"node": node}))
             emit(op("resume", {"node": node}), at=now + (a + 1) * scale)
+            busy = max(busy, now + (a + 1) * scale)
             if protocol == "drip":
                 notes.append(f"step {i} stall: {node} paused at once for {(a + 1) * scale:g} "
                              f"s; not matched: the sim pauses it the moment an open vote "
@@ -514,6 +518,7 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
             else:
                 severed.update(flows)
                 sever_ends.append((now + (4 + a) * scale, flows))
+                busy = max(busy, now + (4 + a) * scale)
                 emit(partition_of(cut))
                 notes.append(f"step {i} sever: every link out of {node} cut one way for "
                              f"{(4 + a) * scale:g} s; not matched: the sim cuts the moment its "
@@ -626,6 +631,9 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
         if kind == "rejoin" and protocol == "drip":
             notes.append(f"step {i} rejoin: {node} restarted; the update the sim starts at once "
                          "is left to the workload")
+    if protocol == "drip" and busy > now:  # a stall, isolate or sever lasts its time, as
+        now = busy  # the sim plays it out before its last heal (drip_search._Run.play_out)
+        give_back(now)
     if one_way:  # a cut still on lasts its time, as the sim plays it out
         now = max(now, max(end for end, _ in one_way))
         uncut(now)

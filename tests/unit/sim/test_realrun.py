@@ -102,8 +102,16 @@ def test_a_drip_schedule_keeps_its_mesh_and_its_cuts_add_up() -> None:
     ]
     assert [n.split(":")[0] for n in m.notes] == [
         "step 1 isolate", "step 3 stall", "step 4 rejoin", "step 7 loss", "step 9 update"]
-    # an end due after the last step is left to the final heal, as the sim's heal does it
-    assert [o["f"] for _, o in nemesis_steps(rec("drip", [["stall", 0, 3, 0]])).steps] == ["pause"]
+    # a stall, isolate or sever still on after the last step lasts its time, as the sim plays
+    # it out before its last heal
+    last = nemesis_steps(rec("drip", [["stall", 0, 3, 0], ["isolate", 0, 0, 1],
+                                      ["sever", 0, 1, 2]]))
+    assert [(t, o["f"]) for t, o in last.steps] == [
+        (1.0, "pause"), (0.0, "start-partition"), (0.0, "start-partition"),
+        (1.0, "start-partition"),  # n2's links back
+        (3.0, "resume"),  # 4 s on
+        (1.0, "stop-partition")]  # the sever's 5 s
+    assert last.duration_s == 6.0
     spec, _ = spec_for(r, get_protocol("drip"))
     assert spec.edges() == [("n1", "n2"), ("n1", "n4"), ("n2", "n3"), ("n2", "n4"),
                             ("n3", "n4")]
