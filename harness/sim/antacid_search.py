@@ -6,7 +6,12 @@ isolate server ``b``; odd, split ``p r1 | r2 r3``), ``heal``, ``crash``, ``resta
 ``loss`` and ``dup`` (rate ``a``/10), ``delay`` (latency 1 + 50·``a`` ms, jitter 10·``b``
 ms: above the 0.3 s call timeout a call fails while its answer is still coming, which is how
 a retried submission reaches the primary twice), ``write`` (a two-document group submitted
-at server ``b``, keys chosen by ``a``) and ``read`` (a ReadZone at server ``b``). A bug mode
+at server ``b``, keys chosen by ``a``) and ``read`` (a ReadZone at server ``b``). A ``delay``
+or ``dup`` step that leaves the links slower than the call timeout or duplicating, with no
+write open, also submits one at a server with two upstreams (``r2`` or ``r3`` by ``b``): the
+shape a forgotten SSN commits twice (its propagate times out or arrives twice and goes on by
+the other upstream while the original commits), else a rare draw (127-382 runs per seed for
+``duplicates-undetected``; 8-86 with it). A bug mode
 is switched on in every server (the bug only bites where its code runs). Clock skew only when
 asked (``--skew``): the core reads no wall clock for an ordering decision.
 
@@ -41,6 +46,7 @@ class _Run:
         self.names = list(self.sim.topo.servers)
         self.zones = list(self.sim.topos)
         self.writes = 0
+        self.ops: list[dict[str, Any]] = []  # the writes' ops (`_write`)
 
     def step(self, s: Step) -> None:
         kind, dt, a, b = s
@@ -55,18 +61,39 @@ class _Run:
         elif kind == "restart":  # only a server that is down (a running one is left be)
             if not sim.nodes[n].up:
                 sim.boot(n)
-        elif kind == "write" and sim.running(n):
-            self.writes += 1
-            w = self.writes
-            z = self.zones[a % len(self.zones)]
-            sim.submit(n, (f"{z}.k{a % 3}", f"v{w}", "write"),
-                       (f"{z}.g{(a + 1) % 3}", f"w{w}", "write"))
+        elif kind == "write":
+            self._write(n, a)
         elif kind == "read" and sim.running(n):
             sim.read(n, self.zones[a % len(self.zones)] if sim.zoned else None)
         elif kind == "hostile":
             sim.hostile_burst(n, a)
         else:
             sim.fault_step(kind, n, a, b, delay=(0.001, 0.05, 0.01))
+            if kind in ("delay", "dup") and self._slow_or_dup() \
+                    and not any(o["type"] == "invoke" for o in self.ops):
+                self._write(self._two_upstreams(a, b), a)
+
+    def _write(self, n: str, a: int) -> None:
+        """A two-document group submitted at ``n`` (if it runs), keys chosen by ``a``."""
+        sim = self.sim
+        if not sim.running(n):
+            return
+        self.writes += 1
+        w = self.writes
+        z = self.zones[a % len(self.zones)]
+        self.ops.append(sim.submit(n, (f"{z}.k{a % 3}", f"v{w}", "write"),
+                                   (f"{z}.g{(a + 1) % 3}", f"w{w}", "write")))
+
+    def _slow_or_dup(self) -> bool:
+        """The links are slower than a call's round trip can be, or duplicate messages."""
+        net = self.sim.net
+        return 2 * (net.latency + net.jitter) > CALL_TIMEOUT_S or net.dup > 0
+
+    def _two_upstreams(self, a: int, b: int) -> str:
+        """A server with two upstreams in zone ``a``'s DAG, picked by ``b``."""
+        up = self.sim.topos[self.zones[a % len(self.zones)]].upstream
+        two = [j for j in self.names if len(up.get(j, ())) >= 2]
+        return two[b % len(two)]
 
     def play_out(self) -> None:
         """After the last step: when the links are slower than a call's timeout (a round trip

@@ -41,18 +41,34 @@ def test_a_search_of_correct_antacid_over_40_schedules_finds_nothing() -> None:
     assert search(TARGET, 5, (), budget_s=SLACK_S, runs=40) is None
 
 
-@pytest.mark.parametrize(("server", "twice"), [(2, True), (3, True), (1, False)])
-def test_a_write_as_the_schedule_ends_on_slow_links_plays_out_to_its_retry(
-        server: int, twice: bool) -> None:
-    # links slower than a call's timeout, then one write: the last heal waits until the
-    # propagate has timed out and gone on by the other upstream, which reaches the primary
-    # after the original committed; r1 has one upstream and retries only after the result
-    sched = [["delay", 0, 3, 0], ["write", 0, 0, server]]
-    assert run(sched, 1, ()).ok
+@pytest.mark.parametrize(("b", "server"), [(0, "r2"), (1, "r3")])
+def test_slow_links_start_a_write_at_a_server_with_two_upstreams_that_plays_out_to_its_retry(
+        b: int, server: str) -> None:
+    # links slower than a call's timeout with no write open: the delay step itself submits one
+    # at r2 or r3 (by b); the last heal waits until its propagate has timed out and gone on by
+    # the other upstream, which reaches the primary after the original committed
+    sched = [["delay", 0, 3, b]]
+    ok = run(sched, 1, ())
+    assert ok.ok
+    assert [o["node"] for o in ok.ops if o["f"] == "submit"][0] == server
     out = run(sched, 1, ("duplicates-undetected",))
-    assert (not out.ok) is twice
-    if twice:
-        assert "committed-twice" in {w["kind"] for w in out.witness}
+    assert not out.ok
+    assert "committed-twice" in {w["kind"] for w in out.witness}
+
+
+@pytest.mark.parametrize("step", [["delay", 0, 2, 4], ["dup", 0, 0, 0]])
+def test_links_neither_slow_nor_duplicating_start_no_write(step: list[int]) -> None:
+    out = run([step], 1, ("duplicates-undetected",))
+    assert out.ok
+    assert [o["node"] for o in out.ops if o["f"] == "submit"] == ["r3"]  # the final one
+
+
+def test_a_write_already_open_is_not_joined_by_another_on_slow_links() -> None:
+    # a write at r1 (one upstream: it retries only after the result) is still open when the
+    # links slow down: the delay step adds none, and the schedule passes with the bug
+    out = run([["write", 0, 0, 1], ["delay", 0, 3, 0]], 1, ("duplicates-undetected",))
+    assert [o["node"] for o in out.ops if o["f"] == "submit"] == ["r1", "r3"]
+    assert out.ok
 
 
 def test_partial_group_is_found_shrunk_and_replayed(tmp_path: Path,
