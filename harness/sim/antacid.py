@@ -160,6 +160,29 @@ class AntacidSim(Simulation):
         return {i: n.core.zones[n.core.default] if isinstance(n.core, ZonedCore) else n.core
                 for i, n in self.nodes.items() if isinstance(n.core, ArsCore | ZonedCore)}
 
+    def quiescent(self) -> bool:
+        """Nothing left to happen but pulls: every server up and running with no timer but
+        its periodic pull and no call out but a pull, nothing pending, held or owed, no server
+        booting, every zone's servers at one CSN, and every submission answered. From here
+        on a settle would only repeat pulls that bring nothing."""
+        if any(kind == "boot" for _, _, kind, _, _ in self._q):
+            return False
+        if any(op["type"] == "invoke" for op in self.history if op["f"] == "submit"):
+            return False
+        csns: dict[str, set[int]] = {}
+        for n in self.nodes.values():
+            if not n.up or n.paused or any(name != "pull" for name in n.timers):
+                return False
+            zs = (n.core.zones.values() if isinstance(n.core, ZonedCore)
+                  else (n.core,) if isinstance(n.core, ArsCore) else ())
+            for c in zs:
+                d = c.durable
+                if (d.pending or d.held or d.owed or c._push_outstanding
+                        or any(o.why != "pull" for o in c._out.values())):
+                    return False
+                csns.setdefault(c.zone, set()).add(max(d.last_csn, 1))
+        return all(len(v) == 1 for v in csns.values())
+
     # ---- the calls
     def route(self, src: Any, to: Any, msg: Any) -> list[tuple[Any, Any]]:
         if isinstance(to, NotifyDest):

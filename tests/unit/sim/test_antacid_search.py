@@ -14,7 +14,7 @@ import pytest
 
 from harness.cli import main
 from harness.sim import replayfile
-from harness.sim.antacid_search import TARGET, run, target
+from harness.sim.antacid_search import QUIET_LOOK_S, SETTLE_S, TARGET, _Run, run, target
 from harness.sim.cli import targets
 from harness.sim.search import search
 
@@ -123,3 +123,28 @@ def test_csn_reused_over_two_zones_is_found_and_its_replay_file_keeps_the_zones(
 def test_zones_are_refused_for_a_target_of_one_zone() -> None:
     assert main(["sim", "run", "swim", "--zones", "2", "--budget", "1s"]) == 254
     assert main(["sim", "run", "antacid", "--zones", "0", "--budget", "1s"]) == 254
+
+
+def test_a_settle_ends_once_the_servers_are_quiescent_with_the_same_verdict() -> None:
+    # an untouched group is quiescent at once; after the final write its result-wait timer
+    # (10 s) is still set until it fires: 2 looks + 10 s + 2 looks instead of 2 x 20 s
+    assert run([], 1, ()).sim_seconds <= 11 + 4 * QUIET_LOOK_S  # (+ boot and the heal)
+    sched = [["write", 0, 0, 2], ["partition", 10, 0, 0], ["write", 0, 1, 3]]
+    out = run(sched, 1, ())
+    assert out.ok, out.witness
+    assert out.sim_seconds < 2 * SETTLE_S
+    assert [o["type"] for o in out.ops if o["f"] == "submit"] == ["ok", "ok", "ok"]
+
+
+def test_a_server_with_a_submission_unanswered_is_not_quiescent() -> None:
+    r = _Run(1, ())
+    r.sim.run_for(2)
+    assert r.sim.quiescent()
+    op = r.sim.submit("r2", ("blocks:z.k0", "v", "write"))
+    assert not r.sim.quiescent()
+    r.sim.run_for(2)
+    assert op["type"] == "ok" and not r.sim.quiescent()  # a result-wait timer still set
+    r.sim.run_for(10)
+    assert r.sim.quiescent()
+    r.sim.crash("r1")
+    assert not r.sim.quiescent()
