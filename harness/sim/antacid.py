@@ -171,7 +171,8 @@ class AntacidSim(Simulation):
             return False
         csns: dict[str, set[int]] = {}
         for n in self.nodes.values():
-            if not n.up or n.paused or any(name != "pull" for name in n.timers):
+            if not n.up or n.paused or any(name != "pull" and name[1:] != ("pull",)
+                                           for name in n.timers):  # zoned: (zone, "pull")
                 return False
             zs = (n.core.zones.values() if isinstance(n.core, ZonedCore)
                   else (n.core,) if isinstance(n.core, ArsCore) else ())

@@ -129,6 +129,7 @@ def test_a_settle_ends_once_the_servers_are_quiescent_with_the_same_verdict() ->
     # an untouched group is quiescent at once; after the final write its result-wait timer
     # (10 s) is still set until it fires: 2 looks + 10 s + 2 looks instead of 2 x 20 s
     assert run([], 1, ()).sim_seconds <= 11 + 4 * QUIET_LOOK_S  # (+ boot and the heal)
+    assert run([], 1, (), zones=2).sim_seconds <= 11 + 4 * QUIET_LOOK_S  # (zone, "pull") timers
     sched = [["write", 0, 0, 2], ["partition", 10, 0, 0], ["write", 0, 1, 3]]
     out = run(sched, 1, ())
     assert out.ok, out.witness
