@@ -16,7 +16,10 @@ with each step (``Mapped.notes``), never silently:
   then includes the op's longest wait (`HOLD_TIMEOUT_S`), so the kill is never past the time
   limit; other ``gone`` steps are the plain ``kill`` for good.
 - ``crash`` -> ``kill``, ``restart`` -> ``restart`` of every killed node (a restart of a node that
-  is up is a kill then a restart), ``pause``/``resume`` -> ``pause``/``resume``.
+  is up is a kill then a restart), ``pause``/``resume`` -> ``pause``/``resume``. A kill is
+  SIGKILL: Garlic Farm's ``ack-before-fsync`` loses its unflushed buffer as the sim's crash
+  does, the buffer flushed at the sim's period and a restarted server reached within a
+  heartbeat, as the sim's datagrams reach it (`GF_SIM`).
 - ``delay`` -> ``start-latency`` (Toxiproxy on TCP, the relay on UDP) with the target's latency
   and jitter; ``loss``/``dup`` -> ``start-loss``/``start-duplicate`` on UDP protocols; on TCP
   (Toxiproxy has no loss of a stream's bytes) they are skipped and said so.
@@ -31,7 +34,8 @@ with each step (``Mapped.notes``), never silently:
   since then (real elections do not come when the simulated ones did); and ``hold``: that
   leader's links to the members but the removed one are cut until its change is appended
   (on real TCP links the LeaveCluster waits behind the first entry on the removed member's
-  link, so that entry would always commit first; the sim's datagrams may overtake). ``add`` -> a fresh server (n6, then n7; at most
+  link, so that entry would always commit first; the sim's datagrams may overtake). ``add`` is played the old way (not an operator's
+  AddServer to the leader, as ``remove`` is): a fresh server (n6, then n7; at most
   `GF_MAX_ADDED`) in ``options.late_nodes``, its ports reserved with the others', started by
   a ``join`` op at the step's time, whose AddServerRequest goes to the leader it finds (the
   sim's ``add`` names one of its five: a member, which the leader refuses, or one a
@@ -138,10 +142,19 @@ DRIP_EDGES = (("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n4", "n1"), ("n2", "n4
 ANTACID_SIM = {"upstream": {"n2": ["n1"], "n3": ["n2", "n1"], "n4": ["n3", "n1"]},
                "pull_interval": 0.5, "reorder_timeout": 3.0}
 
+#: Garlic Farm node options that make real servers the sim's: the ``ack-before-fsync``
+#: buffer flushed as often as the sim's (`harness.sim.garlicfarm.GfSim.DEFERRED_FLUSH_S`,
+#: 1 s; the server's default is 60 s), and a peer that does not answer tried again within a
+#: heartbeat (the sim's datagrams reach a restarted server at once; a real link's reconnect
+#: backoff grows to 1 s while the peer is down, past the 300-600 ms election timeout, so a
+#: restarted follower campaigned before its leader reached it and the new leader's fresh
+#: match indexes hid the stale one the sim's leader retries for ever)
+GF_SIM = {"deferred_flush_ms": 1000, "reconnect_max_ms": 100}
+
 PROFILES: dict[str, Profile] = {
     # a Garlic Farm burst is 18 connections, each TLS and a Digest handshake: 2 s
     "garlicfarm": Profile(5, "tcp", (0.001, 0.02, 0.01), 2.0, leader_relative=True,
-                          hostile_s=2.0),
+                          hostile_s=2.0, options=GF_SIM),
     # the sim's timers (`swim_search.OPTS`: 1 s periods, the suite's default is 0.5 s): the
     # schedule's times and the sim's bounds count its periods
     "swim": Profile(5, "udp", (0.002, 0.02, 0.01), 10.0, hostile_s=0.5, options={
@@ -594,10 +607,11 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
             back = removed.pop(sid, None)
             meant = f"adds back server {sid}, removed at step {back}" if back is not None \
                 else f"asks to add server {sid}, a member (refused)"
-            notes.append(f"step {i} add: a fresh server {new} is started outside the cluster "
-                         f"and joins (its AddServerRequest goes to the leader it finds, "
-                         f"retried until a configuration holds it); not matched: the sim's "
-                         f"step {meant}")
+            notes.append(f"step {i} add: played the old way, not as a remove is (an "
+                         f"operator's request to the leader): a fresh server {new} is started "
+                         f"outside the cluster and joins (its own AddServerRequest goes to the "
+                         f"leader it finds, retried until a configuration holds it); not "
+                         f"matched: the sim's step {meant}")
         elif kind in ("add", "remove", "leave", "rejoin"):
             notes.append(f"step {i} {kind}: skipped, the real nemesis has no membership op for "
                          f"{protocol} yet")

@@ -16,6 +16,8 @@ Run: ``python -m nodes.garlicfarm --config C.json`` (docs/contracts.md section 2
 - ``tls`` (false): TLS on the peer port with a self-signed cert; plain TCP otherwise.
 - ``deferred_flush_ms`` (60000): flush period of the ``ack-before-fsync`` bug's user-space
   buffer (a SIGKILL loses up to that much of the log; graceful stop flushes).
+- ``reconnect_max_ms`` (1000): the longest wait between tries to a peer that does not answer
+  (doubling from 50 ms).
 - ``log_level`` ("INFO").
 
 Bug modes (``bugs``): ``ack-before-fsync``, ``commit-without-majority``, ``local-reads``,

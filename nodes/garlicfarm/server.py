@@ -460,6 +460,10 @@ class _PeerLink:
 
     async def _loop(self) -> None:
         backoff = 0.05
+        # the longest wait between tries to a peer that does not answer (option
+        # ``reconnect_max_ms``): past the election timeout, a restarted follower campaigns
+        # before its leader's next try reaches it
+        cap = float(self.node.cfg.options.get("reconnect_max_ms", 1000)) / 1000
         pending: list[Request] = []
         while True:
             if not pending:
@@ -481,7 +485,7 @@ class _PeerLink:
                 while not self.queue.empty():  # stale now; the core resends on its timers
                     self.queue.get_nowait()
                 await asyncio.sleep(backoff)
-                backoff = min(1.0, backoff * 2)
+                backoff = min(cap, backoff * 2)
                 continue
             backoff = 0.05
             self.node.loop.message(self.sid, resp)

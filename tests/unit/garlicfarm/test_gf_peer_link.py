@@ -57,7 +57,8 @@ def test_the_link_sends_only_the_current_term_after_a_slow_round_trip():
     conn = _SlowConn(sent)
     node = SimpleNamespace(address=lambda sid: ("127.0.0.1", 1), _wire=lambda *a: conn,
                            opts=SimpleNamespace(raft=SimpleNamespace(rpc_timeout=1.0)),
-                           loop=SimpleNamespace(message=lambda sid, resp: None))
+                           loop=SimpleNamespace(message=lambda sid, resp: None),
+                           cfg=SimpleNamespace(options={}))
 
     async def run() -> None:
         link = _PeerLink(node, 2)  # type: ignore[arg-type]
@@ -72,3 +73,60 @@ def test_the_link_sends_only_the_current_term_after_a_slow_round_trip():
 
     asyncio.run(run())
     assert sent == [vote(1), vote(2)]
+
+
+class _DeadConn:
+    """A peer that is down: every request fails at once (connection refused)."""
+
+    connected = False
+    hs = SimpleNamespace(host="127.0.0.1", port=1)
+
+    async def request(self, msg: Request, timeout: float) -> Response:
+        from nodes.garlicfarm.client import WireFail
+
+        raise WireFail("refused")
+
+    def close(self) -> None:
+        pass
+
+
+def waits_to_a_dead_peer(options: dict[str, object], tries: int = 8) -> list[float]:
+    """The waits the link sleeps between its first ``tries`` failed requests (the core
+    resends on its timers: a heartbeat is queued again before each wait ends)."""
+    import nodes.garlicfarm.server as server
+
+    waits: list[float] = []
+    node = SimpleNamespace(address=lambda sid: ("127.0.0.1", 1), _wire=lambda *a: _DeadConn(),
+                           opts=SimpleNamespace(raft=SimpleNamespace(rpc_timeout=1.0)),
+                           loop=SimpleNamespace(message=lambda sid, resp: None),
+                           cfg=SimpleNamespace(options=options))
+    real_sleep = asyncio.sleep
+
+    async def run() -> None:
+        link = _PeerLink(node, 2)  # type: ignore[arg-type]
+
+        async def sleep(s: float) -> None:
+            waits.append(s)
+            link.send(vote(1))
+            await real_sleep(0)
+
+        server.asyncio.sleep = sleep  # type: ignore[attr-defined]
+        try:
+            link.send(vote(1))
+            while len(waits) < tries:
+                await real_sleep(0.001)
+        finally:
+            server.asyncio.sleep = real_sleep  # type: ignore[attr-defined]
+            link.stop()
+
+    asyncio.run(run())
+    return waits[:tries]
+
+
+def test_the_reconnect_backoff_stops_growing_at_reconnect_max_ms():
+    """A sim replay sets it under the election timeout: at the default 1 s a follower
+    restarted after a long crash was reached only after it had campaigned (the sim's datagrams
+    reach it at once), which hid ack-before-fsync's stale match index on real processes."""
+    assert waits_to_a_dead_peer({}) == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0]
+    assert waits_to_a_dead_peer({"reconnect_max_ms": 100}) == [0.05, 0.1, 0.1, 0.1, 0.1, 0.1,
+                                                               0.1, 0.1]

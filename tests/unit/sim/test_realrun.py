@@ -596,3 +596,24 @@ def test_a_garlicfarm_remove_that_met_a_just_elected_leader_watches_for_the_next
     assert m.duration_s == pytest.approx(2.875 + 3.281)
     # at scale 3 the watch is as much longer as the waits
     assert nemesis_steps(r, 3.0).steps[-1][1]["value"]["wait_s"] == pytest.approx(6.843)
+
+
+def test_a_garlicfarm_replay_runs_the_sims_flush_period_and_reaches_a_restarted_server_soon(
+) -> None:
+    """ack-before-fsync seed 2 (two followers crashed at once) was NOT confirmed at the
+    server's defaults: its 60 s buffer, and a leader whose reconnect backoff had grown to 1 s
+    while they were down, so a restarted follower campaigned before it was reached and the
+    new leader's fresh match indexes hid the stale one the sim's leader retries for ever."""
+    from harness.sim.garlicfarm import GfSim
+    from harness.suites.garlicfarm import PROTOCOL
+
+    r = rec("garlicfarm", [["crash", 0, 0, 2], ["crash", 0, 0, 1]], bug=["ack-before-fsync"])
+    spec, _ = spec_for(r, get_protocol("garlicfarm"))
+    assert spec.options["deferred_flush_ms"] == GfSim.DEFERRED_FLUSH_S * 1000
+    # under the shortest election timeout and about one heartbeat: reached before it campaigns
+    shortest = min(PROTOCOL.default_options["election_timeout_ms"])
+    assert spec.options["reconnect_max_ms"] < shortest
+    assert spec.options["reconnect_max_ms"] <= 2 * PROTOCOL.default_options["heartbeat_ms"]
+    # every Garlic Farm replay runs them; other protocols do not get them
+    spec, _ = spec_for(rec("sds", [["crash", 0, 0, 2]]), get_protocol("sds"))
+    assert "reconnect_max_ms" not in spec.options
