@@ -295,7 +295,7 @@ class Cluster:
 
     async def _remove_server(self, op: dict[str, Any]) -> dict[str, Any]:
         """An administrator's RemoveServer for the op's node, straight to the (next) leader."""
-        from harness.gf_remove import connections, remove_server
+        from harness.gf_remove import connections, removal_target, remove_server
         from nodes.garlicfarm.hostile_driver import member
 
         v = dict(op.get("value") or {})
@@ -314,12 +314,8 @@ class Cluster:
                for n in self.nodes}
 
         def pick(lead: str) -> str:
-            """The op's node; with ``next_leader``, when the real run made it the leader
-            asked or cut it off from that leader, the first running member that is neither
-            (the sim's was a follower the new leader reached)."""
-            cut = self._faults.partition or frozenset()
-            ok = [m for m in up if m != lead and (lead, m) not in cut]
-            return node if node in ok or not v.get("next_leader") or not ok else ok[0]
+            return removal_target(node, lead, up, self._faults.partition or frozenset(),
+                                  bool(v.get("next_leader")))
 
         try:
             out = await remove_server(

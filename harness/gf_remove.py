@@ -155,6 +155,18 @@ async def remove_server(conns: Mapping[str, WireConnection], ids: Mapping[str, i
         seen = await leaders(conns)
 
 
+def removal_target(node: str, lead: str, up: list[str], cut: Any, next_leader: bool) -> str:
+    """The node a removal asked of leader ``lead`` names: the op's ``node``; instead the
+    first running member that is neither the leader nor cut off from it when the real run
+    made ``node`` that leader (a leader refuses its own removal, every time: asked again
+    for the whole ``wait_s``, the steps after it came seconds late; the sim removed a member
+    it reached) or, with ``next_leader``, cut it off from it."""
+    ok = [m for m in up if m != lead and (lead, m) not in cut]
+    if not ok or node in ok or (not next_leader and node != lead):
+        return node
+    return ok[0]
+
+
 def fresh_leader(state: dict[str, Any] | None) -> bool:
     """A node's ``/admin/state`` says it leads a term with no committed entry yet (its commit
     index holds an entry of an older term, or none)."""

@@ -142,3 +142,20 @@ def test_the_faults_checker_counts_a_remove_server_as_membership_applied() -> No
     assert ok.valid is True and ok.stats["applied"] == {"membership": 1}
     bad = faults.check({"nemesis": "sim replay"}, hist("no leader took it"), {})
     assert bad.stats["applied"] == {}
+
+
+def test_a_leader_is_never_asked_to_remove_itself() -> None:
+    """sync-loop seed 4's two ``remove a=0`` (server 1) met real runs where n1 led: it refused
+    each for the op's whole 2 s wait, and the partitions after fell past the time limit. The
+    sim removed a member its leader reached: so does the op, whether or not it watched."""
+    from harness.gf_remove import removal_target
+
+    up = ["n1", "n2", "n3", "n4", "n5"]
+    for watched in (False, True):
+        assert removal_target("n1", "n1", up, frozenset(), watched) == "n2"
+        assert removal_target("n3", "n1", up, frozenset(), watched) == "n3"
+    cut = frozenset({("n1", "n3"), ("n3", "n1")})
+    # cut off from the leader: another member only for a watched removal (as before)
+    assert removal_target("n3", "n1", up, cut, True) == "n2"
+    assert removal_target("n3", "n1", up, cut, False) == "n3"
+    assert removal_target("n1", "n1", ["n1"], frozenset(), False) == "n1"  # nobody else
