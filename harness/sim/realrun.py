@@ -19,7 +19,9 @@ with each step (``Mapped.notes``), never silently:
   is up is a kill then a restart), ``pause``/``resume`` -> ``pause``/``resume``. A kill is
   SIGKILL: Garlic Farm's ``ack-before-fsync`` loses its unflushed buffer as the sim's crash
   does, the buffer flushed at the sim's period and a restarted server reached within a
-  heartbeat, as the sim's datagrams reach it (`GF_SIM`).
+  heartbeat, as the sim's datagrams reach it (`GF_SIM`); servers still crashed when a Garlic
+  Farm schedule ends restart then (a ``heal-all`` op: the sim's last heal), not at the time
+  limit.
 - ``delay`` -> ``start-latency`` (Toxiproxy on TCP, the relay on UDP) with the target's latency
   and jitter; ``loss``/``dup`` -> ``start-loss``/``start-duplicate`` on UDP protocols; on TCP
   (Toxiproxy has no loss of a stream's bytes) they are skipped and said so.
@@ -148,8 +150,10 @@ ANTACID_SIM = {"upstream": {"n2": ["n1"], "n3": ["n2", "n1"], "n4": ["n3", "n1"]
 #: heartbeat (the sim's datagrams reach a restarted server at once; a real link's reconnect
 #: backoff grows to 1 s while the peer is down, past the 300-600 ms election timeout, so a
 #: restarted follower campaigned before its leader reached it and the new leader's fresh
-#: match indexes hid the stale one the sim's leader retries for ever)
-GF_SIM = {"deferred_flush_ms": 1000, "reconnect_max_ms": 100}
+#: match indexes hid the stale one the sim's leader retries for ever); and for the same reason
+#: a request lost to a server that was down resent within 250 ms, not the server's
+#: ``rpc_timeout_ms`` (twice the longest election timeout, 1.2 s)
+GF_SIM = {"deferred_flush_ms": 1000, "reconnect_max_ms": 100, "rpc_timeout_ms": 250}
 
 PROFILES: dict[str, Profile] = {
     # a Garlic Farm burst is 18 connections, each TLS and a Digest handshake: 2 s
@@ -648,6 +652,12 @@ def nemesis_steps(rec: dict[str, Any], scale: float = 1.0) -> Mapped:
     if protocol == "drip" and busy > now:  # a stall, isolate or sever lasts its time, as
         now = busy  # the sim plays it out before its last heal (drip_search._Run.play_out)
         give_back(now)
+    if protocol == "garlicfarm" and killed:
+        # the sim's last heal restarts every crashed server the moment the schedule ends; the
+        # run's own final heal comes only at its time limit, a second or more later
+        emit(op("heal-all"))
+        notes.append("end: the servers still crashed restart as the schedule ends (the sim's "
+                     "last heal), not at the time limit")
     if one_way:  # a cut still on lasts its time, as the sim plays it out
         now = max(now, max(end for end, _ in one_way))
         uncut(now)

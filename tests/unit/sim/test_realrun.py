@@ -71,7 +71,8 @@ def test_a_replay_file_is_told_from_a_test_json_and_specs_a_run() -> None:
     assert not is_replay({"name": "x", "faults": None, "schedule": [], "trace_sha256": ""})
     spec, mapped = spec_for(r, get_protocol("garlicfarm"), quiesce_s=4.0)
     assert (spec.nodes, spec.bugs, spec.seed, spec.time_limit) == (5, ["forget-vote"], 4, 3.1)
-    assert spec.nemesis_desc == "sim replay (1 ops)" and spec.nemesis is not None
+    # the kill, then the sim's last heal restarting it as the schedule ends
+    assert spec.nemesis_desc == "sim replay (2 ops)" and spec.nemesis is not None
     with pytest.raises(ValueError, match="cannot drive a real run yet"):
         nemesis_steps(rec("paxos", []))
     # no fault to play: no nemesis, so the faults checker does not ask for one
@@ -426,7 +427,8 @@ def test_a_garlicfarm_add_is_a_fresh_server_that_joins_through_the_leader() -> N
                        (0.1, {"f": "remove-server", "value": {
                            "node": "n3", "next_leader": False, "hold": False, "wait_s": 2.0}}),
                        (0.05, {"f": "join", "value": {"node": "n7"}}),
-                       (0.01, {"f": "kill", "value": {"node": "follower"}})]
+                       (0.01, {"f": "kill", "value": {"node": "follower"}}),
+                       (0.0, {"f": "heal-all", "value": None})]
     assert m.late == ["n6", "n7"] and not m.added
     # what the sim meant is said: a member (refused by its leader), or one a remove took out
     assert "the sim's step asks to add server 2, a member (refused)" in m.notes[0]
@@ -554,7 +556,8 @@ def test_a_garlicfarm_hostile_step_is_a_real_burst_at_the_sims_pick_with_its_kin
 
     m = nemesis_steps(rec("garlicfarm", [["hostile", 0, 0, 0], ["hostile", 100, 1, 1],
                                          ["hostile", 100, 2, 5], ["crash", 3000, 0, 0]]))
-    assert [o["f"] for _, o in m.steps] == ["start-hostile", "stop-hostile"] * 3 + ["kill"]
+    assert [o["f"] for _, o in m.steps] == ["start-hostile", "stop-hostile"] * 3 + [
+        "kill", "heal-all"]
     (_, s0), (_, s1), (_, s2), (_, s3), (_, s4) = m.steps[:5]
     # b counts from the leader: 0 and 5 the leader, 1 a follower, resolved by the nemesis
     assert s0["value"] == {"nodes": "leader", "interval_s": 3600.0}  # a=0: every kind
@@ -601,17 +604,26 @@ def test_a_garlicfarm_remove_that_met_a_just_elected_leader_watches_for_the_next
 def test_a_garlicfarm_replay_runs_the_sims_flush_period_and_reaches_a_restarted_server_soon(
 ) -> None:
     """ack-before-fsync seed 2 (two followers crashed at once) was NOT confirmed at the
-    server's defaults: its 60 s buffer, and a leader whose reconnect backoff had grown to 1 s
-    while they were down, so a restarted follower campaigned before it was reached and the
-    new leader's fresh match indexes hid the stale one the sim's leader retries for ever."""
+    server's defaults (its 60 s buffer; a leader that resends a lost request 1.2 s later and
+    whose reconnect backoff grows to 1 s) and with the crashed servers restarted only at the
+    time limit: a restarted follower campaigned before its leader reached it, and the new
+    leader's fresh match indexes hid the stale one the sim's leader retries for ever."""
     from harness.sim.garlicfarm import GfSim
     from harness.suites.garlicfarm import PROTOCOL
 
+    shortest = min(PROTOCOL.default_options["election_timeout_ms"])
+
     r = rec("garlicfarm", [["crash", 0, 0, 2], ["crash", 0, 0, 1]], bug=["ack-before-fsync"])
-    spec, _ = spec_for(r, get_protocol("garlicfarm"))
+    spec, m = spec_for(r, get_protocol("garlicfarm"))
+    # the sim's last heal restarts them the moment the schedule ends, not at the time limit
+    assert m.steps == [(2.0, {"f": "kill", "value": {"node": "follower"}}),
+                       (0.0, {"f": "kill", "value": {"node": "follower"}}),
+                       (0.0, {"f": "heal-all", "value": None})]
+    assert m.notes[-1].startswith("end: the servers still crashed restart as the schedule ends")
+    # a leader resends a request lost to a server that was down before that server campaigns
+    assert spec.options["rpc_timeout_ms"] < shortest
     assert spec.options["deferred_flush_ms"] == GfSim.DEFERRED_FLUSH_S * 1000
     # under the shortest election timeout and about one heartbeat: reached before it campaigns
-    shortest = min(PROTOCOL.default_options["election_timeout_ms"])
     assert spec.options["reconnect_max_ms"] < shortest
     assert spec.options["reconnect_max_ms"] <= 2 * PROTOCOL.default_options["heartbeat_ms"]
     # every Garlic Farm replay runs them; other protocols do not get them
