@@ -751,17 +751,21 @@ class DripNode(JournalingHost):
         address's connection bucket (``conn_rate``) unless a peer relayed it in another
         member's name (a correct relay passes on what its own checks let through)."""
         self._note_refusal(r.reason, peer=ident, status=r.status, error=r.error)
-        if self._peer_listener is not None and not self._relayed(req, ident):
-            self._peer_listener.charge(req.remote)
+        self._charge_source(req, ident)
         return web.json_response(r.body(), status=r.status)
 
     def _charge(self, req: web.Request, ident: str | None) -> None:
         """What passed the gate but was refused further on (``charge_core_refusals``):
-        charged to its source like a gate refusal, unless relayed in another member's name.
-        The flood's commits with no vote, re-votes and unproven yeses were admitted free and
-        so kept the attacker's connections coming (a TLS handshake each)."""
-        if self.opts.charge_core_refusals and self._peer_listener is not None \
-                and not self._relayed(req, ident):
+        charged to its source like a gate refusal. The flood's commits with no vote, re-votes
+        and unproven yeses were admitted free and so kept the attacker's connections coming
+        (a TLS handshake each)."""
+        if self.opts.charge_core_refusals:
+            self._charge_source(req, ident)
+
+    def _charge_source(self, req: web.Request, ident: str | None) -> None:
+        """One token off the source address's connection bucket, unless a peer relayed the
+        request in another member's name."""
+        if self._peer_listener is not None and not self._relayed(req, ident):
             self._peer_listener.charge(req.remote)
 
     @staticmethod
