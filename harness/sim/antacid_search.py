@@ -85,10 +85,14 @@ class _Run:
         self.ops.append(sim.submit(n, (f"{z}.k{a % 3}", f"v{w}", "write"),
                                    (f"{z}.g{(a + 1) % 3}", f"w{w}", "write")))
 
+    def _trip(self) -> float:
+        """The longest round trip the links can take now (latency and jitter both ways)."""
+        net = self.sim.net
+        return 2 * (net.latency + net.jitter)
+
     def _slow_or_dup(self) -> bool:
         """The links are slower than a call's round trip can be, or duplicate messages."""
-        net = self.sim.net
-        return 2 * (net.latency + net.jitter) > CALL_TIMEOUT_S or net.dup > 0
+        return self._trip() > CALL_TIMEOUT_S or self.sim.net.dup > 0
 
     def _two_upstreams(self, a: int, b: int) -> str:
         """A server with two upstreams in zone ``a``'s DAG, picked by ``b``."""
@@ -103,8 +107,7 @@ class _Run:
         (the last heal would otherwise undo the delay before any call failed, and a retry
         that reaches the primary after the original committed is what a forgotten SSN
         commits twice)."""
-        net = self.sim.net
-        trip = 2 * (net.latency + net.jitter)
+        trip = self._trip()
         if trip > CALL_TIMEOUT_S:
             self.sim.run_for(CALL_TIMEOUT_S + trip)
 
