@@ -281,17 +281,20 @@ class _Run:
         sim = self.sim
         if not sim.running(n):  # crashed meanwhile: its links come back with the rest
             return
-        back = [e for e in links if first_peer(n) in e]
-        sim.net.cut -= {(x, y) for x, y in back} | {(y, x) for x, y in back}
-        sim.trace.append((sim.now, "uncut", [list(e) for e in back]))
+        peer = first_peer(n)
+        self._uncut([e for e in links if peer in e])
         self.update(n, key)
 
     def _rejoin_links(self, links: list[tuple[str, str]], n: str, a: int) -> None:
         """``isolate``'s end: its links back (only those) and an update at ``n``."""
-        self.sim.net.cut -= {(x, y) for x, y in links} | {(y, x) for x, y in links}
-        self.sim.trace.append((self.sim.now, "uncut", [list(e) for e in links]))
+        self._uncut(links)
         if self.sim.running(n):
             self.update(n, f"k{a % 2}")
+
+    def _uncut(self, links: list[tuple[str, str]]) -> None:
+        """``links`` back, both ways, and said in the trace."""
+        self.sim.net.cut -= {(x, y) for x, y in links} | {(y, x) for x, y in links}
+        self.sim.trace.append((self.sim.now, "uncut", [list(e) for e in links]))
 
     def play_out(self) -> None:
         """After the last step: a ``stall`` or ``isolate`` still on lasts as long as it said
