@@ -186,8 +186,8 @@ class Store:
             cur.execute("COMMIT")
 
     def commit_records(self, records: list[Record]) -> None:
-        """Write ``records`` in one transaction and commit it (one fsync). Called off the
-        event loop by the node's committer, never while another write is open."""
+        """Write ``records`` in one transaction and commit it (one fsync). Called by the
+        node's committer, never while another write is open."""
         if not records:
             return
         self.commit_stats["records"] += len(records)
