@@ -27,7 +27,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from nodes.common import effects
+from nodes.common import effects, fastjson
 from nodes.common.clock import Clock
 
 Event = dict[str, Any]
@@ -39,7 +39,7 @@ ELIDE_BYTES = 4096
 
 
 def _dumps(v: Any) -> bytes:
-    return json.dumps(v, separators=(",", ":"), default=repr).encode()
+    return fastjson.dumps(v, default=repr, allow_nan=True)
 
 
 def elided(ev: Event, line_bytes: int, limit: int = ELIDE_BYTES) -> Event:

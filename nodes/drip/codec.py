@@ -30,6 +30,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodes.common import fastjson
+
 H_NODE = "DRiP-Node-ID"
 H_COUNTER = "DRiP-Node-Counter"
 H_RESET = "DRiP-Node-Counter-reset"
@@ -300,7 +302,7 @@ def decode_json(raw: bytes) -> Any:
     """A body's JSON, refused (`CodecError`) when malformed, nested deeper than `MAX_DEPTH`, or
     holding a lone surrogate (which SQLite and UTF-8 cannot store) in any string."""
     try:
-        d = json.loads(raw) if raw else None
+        d = fastjson.loads(raw) if raw else None
     except RecursionError:
         raise CodecError(f"body: JSON nested deeper than {MAX_DEPTH}") from None
     except (ValueError, UnicodeDecodeError) as e:
@@ -513,7 +515,7 @@ class HttpRequest:
     body: Any = None  # JSON-able, or None for no body
 
     def body_bytes(self) -> bytes:
-        return b"" if self.body is None else json.dumps(self.body, separators=(",", ":")).encode()
+        return b"" if self.body is None else fastjson.dumps(self.body)
 
 
 def _prop_headers(node: str, counter: int, reset: bool, ttype: str) -> dict[str, str]:

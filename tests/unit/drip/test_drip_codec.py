@@ -185,6 +185,10 @@ _UPDATE_H = {codec.H_NODE: "n1", codec.H_COUNTER: "7", codec.H_RESET: "false"}
     (_UPDATE_H, b'{"id":"u","key":"\\ud800","value":1,"version":1}', "lone surrogate"),
     (_UPDATE_H, b'{"id":"u","key":"k","value":"%s","version":1}' % (b"x" * 2**20),
      "maximum value size"),
+    # not JSON (RFC 8259); the fast encoder would write them as null (session 44)
+    (_UPDATE_H, b'{"id":"u","key":"k","value":NaN,"version":1}', "NaN is not JSON"),
+    (_UPDATE_H, b'{"id":"u","key":"k","value":[-Infinity],"version":1}', "not JSON"),
+    (_UPDATE_H, b'{"id":"u","key":"k","value":1e400,"version":1}', "out of range"),
 ])
 def test_commit_refuses_what_cannot_be_stored(headers: dict[str, str], body: bytes,
                                               reason: str) -> None:

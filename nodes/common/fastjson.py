@@ -1,0 +1,91 @@
+"""Compact JSON to bytes and back on a node's hot path: orjson's speed with the standard
+library's acceptance.
+
+Why: encoding and decoding request bodies and journal lines was a tenth of a DRiP node's CPU
+per update (docs/drip.md, session 44); orjson does both several times faster. Its accepted
+input and its output are not quite the standard library's, so the differences are closed
+here, once, instead of at each call site:
+
+- integers beyond 64 bits: orjson reads them as floats (silently inexact) and cannot write
+  them, so a body with a run of 19 or more digits is read by ``json``, and a value orjson
+  cannot write is written by ``json``;
+- input orjson refuses (a byte order mark, lone surrogates, deep nesting, ``NaN``) goes to
+  ``json``, so what is accepted, and the error raised otherwise, is the standard library's;
+- except non-finite numbers (``NaN``, ``Infinity``, ``1e400``): they are not JSON (RFC 8259),
+  orjson would write them as ``null`` (a value that changes on its way), so they are refused
+  as malformed (``ValueError``) in both paths.
+
+Signed digests keep the standard library's canonical form (``nodes.drip.codec``): bytes that
+someone else must reproduce are not made here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+#: a literal that may not fit in 64 bits (orjson would read it as a float)
+_LONG_NUMBER = re.compile(rb"\d{19}")
+_OPTS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
+def _constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON (RFC 8259 has no non-finite numbers)")
+
+
+def _finite(text: str) -> float:
+    f = float(text)
+    if not math.isfinite(f):
+        raise ValueError(f"number {text[:40]} is out of range for a double")
+    return f
+
+
+def loads(raw: bytes) -> Any:
+    """Parse ``raw``; raises ``ValueError`` (``json.JSONDecodeError`` or a hook's),
+    ``UnicodeDecodeError`` or ``RecursionError`` as ``json.loads`` would."""
+    if not _LONG_NUMBER.search(raw):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass  # let json decide, with its own error
+    return json.loads(raw, parse_constant=_constant, parse_float=_finite)
+
+
+def dumps(value: Any, default: Callable[[Any], Any] | None = None,
+          allow_nan: bool = False) -> bytes:
+    """Compact JSON (UTF-8, no spaces). Dataclasses and datetimes go to ``default`` as with
+    ``json.dumps``. A non-finite float raises ``ValueError`` rather than becoming ``null``,
+    or with ``allow_nan`` (a journal line, which must never fail) is written as ``json``
+    writes it (``NaN``)."""
+    try:
+        out = orjson.dumps(value, default=default, option=_OPTS)
+    except TypeError:  # an integer beyond 64 bits, a non-string key: json writes them
+        return _std(value, default, allow_nan)
+    if b"null" in out and _non_finite(value):
+        return _std(value, default, allow_nan)
+    return out
+
+
+def _std(value: Any, default: Callable[[Any], Any] | None, allow_nan: bool) -> bytes:
+    return json.dumps(value, separators=(",", ":"), default=default,
+                      allow_nan=allow_nan).encode()
+
+
+def _non_finite(value: Any) -> bool:
+    """Whether a float inside ``value`` is NaN or infinite (orjson writes those as null)."""
+    todo = [value]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, float):
+            if not math.isfinite(x):
+                return True
+        elif isinstance(x, dict):
+            todo.extend(x.values())
+        elif isinstance(x, (list, tuple)):
+            todo.extend(x)
+    return False
