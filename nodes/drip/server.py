@@ -41,6 +41,7 @@ import hmac
 import itertools
 import logging
 import secrets
+import socket
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -290,13 +291,14 @@ class DripNode(JournalingHost):
 
     # ---- life cycle -------------------------------------------------------------------------
     async def start(self) -> None:
-        trace = aiohttp.TraceConfig()
-        trace.on_connection_create_end.append(self._conn_opened)
-        trace.on_request_start.append(self._request_started)
+        # connections and requests are counted here (a socket factory) and at the two call
+        # sites, not with aiohttp trace hooks: a trace config costs every request a Trace per
+        # config and an await per signal, 7-10 % of a node's CPU per update at 8 clients
+        # (docs/drip.md, session 44)
         self.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=self.client_ssl, limit=64),
-            timeout=aiohttp.ClientTimeout(total=self.opts.peer_timeout_s),
-            trace_configs=[trace])
+            connector=aiohttp.TCPConnector(ssl=self.client_ssl, limit=64,
+                                           socket_factory=self._new_socket),
+            timeout=aiohttp.ClientTimeout(total=self.opts.peer_timeout_s))
         # the largest peer body is a sync batch: its byte bound, or one largest value alone
         peer_app = web.Application(client_max_size=self.opts.sync_batch_bytes
                                    + self.opts.max_value_bytes + 64 * 1024)
@@ -314,11 +316,11 @@ class DripNode(JournalingHost):
         log.info("drip node %s serving peers on %d (TLS), clients on %d", self.me,
                  self.cfg.ports.peer, self.cfg.ports.client)
 
-    async def _conn_opened(self, *_: Any) -> None:
+    def _new_socket(self, addr_info: Any) -> socket.socket:
+        """A peer connection's socket (aiohttp's ``socket_factory``), counted."""
         self.conn_stats["opened"] += 1
-
-    async def _request_started(self, *_: Any) -> None:
-        self.conn_stats["requests"] += 1
+        family, type_, proto, _, _ = addr_info
+        return socket.socket(family=family, type=type_, proto=proto)
 
     async def _serve(self, app: web.Application, port: int, ssl_ctx: Any,
                      buckets: SourceBuckets | None = None) -> None:
@@ -444,6 +446,7 @@ class DripNode(JournalingHost):
             timeout = max(5.0, timeout)
         status, body = 0, None
         try:
+            self.conn_stats["requests"] += 1
             async with self.session.request(
                     req.method, _url(self.peer_urls, to) + req.path, headers=headers,
                     data=req.body_bytes(), server_hostname=to,
@@ -571,6 +574,7 @@ class DripNode(JournalingHost):
             data = req.body_bytes()  # encoded once: its token binds these very bytes
             headers = {**req.headers, "Content-Type": "application/json",
                        codec.H_AUTH: self._batch_auth(data)}
+            self.conn_stats["requests"] += 1
             async with self.session.post(
                     _url(self.peer_urls, to) + req.path, headers=headers, data=data,
                     server_hostname=to,
