@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
-#: a literal that may not fit in 64 bits (orjson would read it as a float)
-_LONG_NUMBER = re.compile(rb"\d{19}")
+#: every ASCII digit to "0", every other byte to "x": a literal that may not fit in 64 bits
+#: (orjson would read it as a float) is then a run of 19 "0"s, found by a substring search;
+#: a regex (``\d{19}``) took 70 us on an 8 KB batch body, ten times orjson's parse of it
+_DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x78 for b in range(256))
+_LONG_RUN = b"0" * 19
 _OPTS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 
 
@@ -48,7 +50,7 @@ def _finite(text: str) -> float:
 def loads(raw: bytes) -> Any:
     """Parse ``raw``; raises ``ValueError`` (``json.JSONDecodeError`` or a hook's),
     ``UnicodeDecodeError`` or ``RecursionError`` as ``json.loads`` would."""
-    if not _LONG_NUMBER.search(raw):
+    if _LONG_RUN not in raw.translate(_DIGITS):
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
