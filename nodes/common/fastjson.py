@@ -12,8 +12,9 @@ here, once, instead of at each call site:
 - input orjson refuses (a byte order mark, lone surrogates, deep nesting, ``NaN``) goes to
   ``json``, so what is accepted, and the error raised otherwise, is the standard library's;
 - except non-finite numbers (``NaN``, ``Infinity``, ``1e400``): they are not JSON (RFC 8259),
-  orjson would write them as ``null`` (a value that changes on its way), so they are refused
-  as malformed (``ValueError``) in both paths.
+  orjson would write them as ``null`` (a value that changes on its way), so `loads` refuses
+  them as malformed (``ValueError``) in both paths, and a node takes no value from outside
+  but through it.
 
 Signed digests keep the standard library's canonical form (``nodes.drip.codec``): bytes that
 someone else must reproduce are not made here.
@@ -58,36 +59,14 @@ def loads(raw: bytes) -> Any:
     return json.loads(raw, parse_constant=_constant, parse_float=_finite)
 
 
-def dumps(value: Any, default: Callable[[Any], Any] | None = None,
-          allow_nan: bool = False) -> bytes:
+def dumps(value: Any, default: Callable[[Any], Any] | None = None) -> bytes:
     """Compact JSON (UTF-8, no spaces). Dataclasses and datetimes go to ``default`` as with
-    ``json.dumps``. A non-finite float raises ``ValueError`` rather than becoming ``null``,
-    or with ``allow_nan`` (a journal line, which must never fail) is written as ``json``
-    writes it (``NaN``)."""
+    ``json.dumps``; what orjson cannot write (an integer beyond 64 bits, a key that is not a
+    string) is written by ``json``. A non-finite float would be written as ``null``: none
+    reaches here from outside, since `loads` refuses them (a guard walking every value cost
+    14x orjson's encoding of a batch body)."""
     try:
-        out = orjson.dumps(value, default=default, option=_OPTS)
-    except TypeError:  # an integer beyond 64 bits, a non-string key: json writes them
-        return _std(value, default, allow_nan)
-    if b"null" in out and _non_finite(value):
-        return _std(value, default, allow_nan)
-    return out
-
-
-def _std(value: Any, default: Callable[[Any], Any] | None, allow_nan: bool) -> bytes:
-    return json.dumps(value, separators=(",", ":"), default=default,
-                      allow_nan=allow_nan).encode()
-
-
-def _non_finite(value: Any) -> bool:
-    """Whether a float inside ``value`` is NaN or infinite (orjson writes those as null)."""
-    todo = [value]
-    while todo:
-        x = todo.pop()
-        if isinstance(x, float):
-            if not math.isfinite(x):
-                return True
-        elif isinstance(x, dict):
-            todo.extend(x.values())
-        elif isinstance(x, (list, tuple)):
-            todo.extend(x)
-    return False
+        return orjson.dumps(value, default=default, option=_OPTS)
+    except TypeError:
+        return json.dumps(value, separators=(",", ":"), default=default,
+                          allow_nan=False).encode()

@@ -39,7 +39,7 @@ ELIDE_BYTES = 4096
 
 
 def _dumps(v: Any) -> bytes:
-    return fastjson.dumps(v, default=repr, allow_nan=True)
+    return fastjson.dumps(v, default=repr)
 
 
 def elided(ev: Event, line_bytes: int, limit: int = ELIDE_BYTES) -> Event:
