@@ -29,6 +29,7 @@ import json
 import multiprocessing
 import os
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -43,6 +44,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "integration" / "drip")]
 from drip_mesh import Mesh  # noqa: E402
 
 from faults.hostile import Target  # noqa: E402
+from nodes.common import heapdiag  # noqa: E402
 from nodes.drip.hostile import Burst, HostileDrip, driver  # noqa: E402
 from nodes.drip.topology import figure1  # noqa: E402
 
@@ -54,6 +56,10 @@ KINDS: dict[str, Any] = {}
 ATTACKER_CPU: dict[str, float] = {}
 #: per phase tag: each client update's seconds
 LATENCY: dict[str, list[float]] = {}
+#: per phase tag: client updates committed so far (read by the progress sampler)
+COMMITTED: dict[str, int] = {}
+#: (seconds into the attack, hostile requests tried, per-node (RSS MiB, CPU s), commits)
+PROGRESS: list[tuple[float, int, dict[str, tuple[float, float]], int]] = []
 #: the kinds that meet the core's vote-round checks (their answers are printed)
 CORE_KINDS = ("commit-without-vote", "commit-other-initiator", "revote-applied",
               "sync-unsolicited", "vote-response-relayed-voters")
@@ -72,8 +78,13 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def sample(m: Mesh) -> dict[str, tuple[float, float]]:
-    """Per node: (RSS MiB, CPU seconds); ``bench``: this process's CPU (attacker, clients)."""
+def sample(m: Mesh, snap: bool = True) -> dict[str, tuple[float, float]]:
+    """Per node: (RSS MiB, CPU seconds); ``bench``: this process's CPU (attacker, clients).
+    With ``--heapdiag`` each node also writes a tracemalloc snapshot (nodes/common/heapdiag)."""
+    if snap and os.environ.get(heapdiag.ENV):
+        for n in m.ids:
+            m.procs[n].send_signal(signal.SIGUSR2)
+        time.sleep(3.0)  # the snapshots are written before the RSS below is read
     out = {n: (rss_mib(m.procs[n].pid), cpu_s(m.procs[n].pid)) for n in m.ids}
     return {**out, "bench": (0.0, time.process_time())}
 
@@ -94,6 +105,7 @@ async def updates(m: Mesh, s: aiohttp.ClientSession, clients: int, tag: str,
                 st = 0
             LATENCY.setdefault(tag, []).append(time.monotonic() - t0)
             counts[0 if st == 200 else 1] += 1
+            COMMITTED[tag] = counts[0]
             i += 1
 
     t0 = time.monotonic()
@@ -122,12 +134,17 @@ async def phase(m: Mesh, s: aiohttp.ClientSession, clients: int, tag: str, secon
     return out
 
 
-async def attack(h: HostileDrip, requests: int) -> dict[str, dict[str, Any]]:
+async def attack(h: HostileDrip, requests: int, progress: Any = None
+                 ) -> dict[str, dict[str, Any]]:
     """Send with ``h`` until ``requests`` were tried (written, or refused a connection:
-    ``failed``, e.g. reset by a node's per-source connection bucket); its counts."""
+    ``failed``, e.g. reset by a node's per-source connection bucket); its counts. The number
+    tried so far goes to ``progress`` (a shared ``multiprocessing.Value``), if given."""
     h.start()
     try:
-        while sum(v["sent"] + v.get("failed", 0) for v in h.counts().values()) < requests:
+        while (tried := sum(v["sent"] + v.get("failed", 0) for v in h.counts().values())
+               ) < requests:
+            if progress is not None:
+                progress.value = tried
             await asyncio.sleep(0.2)
     finally:
         await h.stop()
@@ -148,8 +165,8 @@ def only(kinds: str, drop: bool = False) -> None:
 
 
 def attacker_main(targets: list[Target], configs: dict[str, Any], requests: int,
-                  out: Any, kinds: str | None = None, drop: bool = False, nice: int = 0
-                  ) -> None:
+                  out: Any, kinds: str | None = None, drop: bool = False, nice: int = 0,
+                  progress: Any = None) -> None:
     """The attacker in a process of its own: the clients' event loop is then not the
     attacker's (in one loop the attack stalled the clients, which measured the bench);
     ``nice`` lowers its CPU priority so the nodes, not the attacker, are measured."""
@@ -158,7 +175,7 @@ def attacker_main(targets: list[Target], configs: dict[str, Any], requests: int,
     if kinds:
         only(kinds, drop)
     h = driver(targets, random.Random(26), configs)
-    counts = asyncio.run(attack(h, requests))
+    counts = asyncio.run(attack(h, requests, progress))
     out.send((counts, time.process_time()))
     out.close()
 
@@ -171,15 +188,17 @@ async def hostile_phase(m: Mesh, s: aiohttp.ClientSession, targets: list[Target]
     done = asyncio.Event()
     load = asyncio.create_task(updates(m, s, clients, "h", done))
     lag = asyncio.create_task(loop_lag(done))
+    ctx = multiprocessing.get_context("spawn")
+    tried = ctx.Value("q", 0)
+    watch = asyncio.create_task(sampler(m, tried, done))
     try:
         if same_loop:
-            counts = await attack(driver(targets, random.Random(26), configs), requests)
+            counts = await attack(driver(targets, random.Random(26), configs), requests, tried)
         else:
-            ctx = multiprocessing.get_context("spawn")
             recv, send = ctx.Pipe(duplex=False)
             p = ctx.Process(target=attacker_main, args=(targets, configs, requests, send,
                                                         KINDS.get("only"), KINDS.get("drop"),
-                                                        nice),
+                                                        nice, tried),
                             name="drip-hostile-attacker")
             p.start()
             send.close()
@@ -198,7 +217,43 @@ async def hostile_phase(m: Mesh, s: aiohttp.ClientSession, targets: list[Target]
     finally:
         done.set()
     LAG["h"] = await lag
+    await watch
     return await load, counts
+
+
+async def sampler(m: Mesh, tried: Any, done: asyncio.Event, step: float = 1.0) -> None:
+    """Every ``step`` s of the attack: hostile requests tried, each node's RSS and CPU, and
+    commits so far (`PROGRESS`), so the cost per hostile request can be told per third of
+    the attack: a cost that grows as the attack goes on is state the attack leaves behind."""
+    t0 = time.monotonic()
+    while not done.is_set():
+        PROGRESS.append((time.monotonic() - t0, tried.value, sample(m, False),
+                         COMMITTED.get("h", 0)))
+        await asyncio.sleep(step)
+    PROGRESS.append((time.monotonic() - t0, tried.value, sample(m, False),
+                         COMMITTED.get("h", 0)))
+
+
+def thirds(ids: list[str], quiet_ms_per_commit: float) -> list[str]:
+    """Per third of the hostile requests: node CPU (all nodes) per hostile request beyond the
+    commits' own quiet cost, commits, and the RSS of each node at its end."""
+    if len(PROGRESS) < 4:
+        return []
+    total = PROGRESS[-1][1]
+    marks = [PROGRESS[0]]
+    for k in (1, 2):
+        marks.append(next(p for p in PROGRESS if p[1] >= total * k / 3))
+    marks.append(PROGRESS[-1])
+    out = []
+    for k, (a, b) in enumerate(zip(marks, marks[1:], strict=False), 1):
+        cpu = sum(b[2][n][1] - a[2][n][1] for n in ids)
+        req, commits = b[1] - a[1], b[3] - a[3]
+        added = cpu - commits * quiet_ms_per_commit / 1000
+        rss = ", ".join(f"{b[2][n][0]:.0f}" for n in ids)
+        out.append(f"third {k}: {req} requests in {b[0] - a[0]:.0f} s, {commits} commits, "
+                   f"node CPU {cpu:.1f} s = {_ms(cpu, req)} per request, "
+                   f"{_ms(added, req)} beyond the commits' quiet cost; RSS MiB at its end: {rss}")
+    return out
 
 
 async def run(root: Path, requests: int, rate: float, clients: int, quiet_s: float,
@@ -218,7 +273,8 @@ async def run(root: Path, requests: int, rate: float, clients: int, quiet_s: flo
             quiet = await phase(m, s, clients, "q", quiet_s)
             before = sample(m)
             # a correct mesh is refused nothing: start, warm-up and quiet phase together
-            calm = {n: (await m.state(s, n)).get("refused", {}) for n in m.ids}
+            pre = {n: await m.state(s, n) for n in m.ids}
+            calm = {n: st.get("refused", {}) for n, st in pre.items()}
             load.append(os.getloadavg()[0])
             t_hostile = time.time()
             during, counts = await hostile_phase(m, s, targets, configs, requests, clients,
@@ -242,7 +298,8 @@ async def run(root: Path, requests: int, rate: float, clients: int, quiet_s: flo
             "failed": sum(v.get("failed", 0) for v in counts.values()),
             "status": {k: _sum(counts, k) for k in CORE_KINDS},
             "refused": {n: st.get("refused", {}) for n, st in states.items()},
-            "refused_quiet": calm}
+            "refused_quiet": calm,
+            "sizes": {n: (pre[n].get("sizes", {}), states[n].get("sizes", {})) for n in m.ids}}
 
 
 def abort_reasons(root: Path, ids: list[str], since: float) -> dict[str, int]:
@@ -332,7 +389,12 @@ def main() -> None:
     ap.add_argument("--node-option", action="append", default=[], metavar="KEY=JSON",
                     help="a node option for every node (repeatable), e.g. "
                          "charge_core_refusals=false: a lever off, to compare back to back")
+    ap.add_argument("--heapdiag", metavar="DIR", help="run the nodes under tracemalloc and "
+                    "write a snapshot of each before the quiet phase, before and after the "
+                    "attack to DIR (nodes/common/heapdiag.py; CPU figures are then void)")
     a = ap.parse_args()
+    if a.heapdiag:
+        os.environ[heapdiag.ENV] = str(Path(a.heapdiag).resolve())
     extra: dict[str, Any] = {}
     for kv in a.node_option:
         k, sep, v = kv.partition("=")
@@ -368,6 +430,8 @@ def main() -> None:
     added = node_cpu[1] - hc * node_cpu[0] / max(1, qc)
     print(f"node CPU the attack added: {added:.1f} s, {_ms(added, r['sent'])} per hostile "
           "request")
+    for line in thirds(sorted(r["alive"]), node_cpu[0] * 1000 / max(1, qc)):
+        print(line)
     print(f"load average (1 min) at start {r['load'][0]:.1f}, before the attack "
           f"{r['load'][1]:.1f}, at the end {r['load'][2]:.1f}")
     print(f"bench process (clients and attacker) CPU s/s: quiet "
@@ -389,6 +453,9 @@ def main() -> None:
     print("refused (all nodes):", json.dumps(_total(r["refused"])))
     print("aborts during hostile, by initiator and reason:", json.dumps(r["aborts"]))
     print("vote answers during hostile from a hop that had answered:", json.dumps(r["answers"]))
+    for n, (pre, post) in sorted(r["sizes"].items()):  # GET /admin/state sizes, issue 26
+        grown = {k: f"{pre.get(k, 0)}->{v}" for k, v in post.items() if v != pre.get(k, 0)}
+        print(f"{n} remembered (before->after the attack):", json.dumps(grown))
 
 
 if __name__ == "__main__":

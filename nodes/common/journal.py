@@ -60,11 +60,18 @@ def elided(ev: Event, line_bytes: int, limit: int = ELIDE_BYTES) -> Event:
 class Journal:
     """Append-only JSON-lines journal with a continuous ``seq`` and an in-memory tail."""
 
-    def __init__(self, path: Path | str, clock: Clock, tail_size: int = 50_000) -> None:
+    def __init__(self, path: Path | str, clock: Clock, tail_size: int = 50_000,
+                 tail_bytes: int | None = None) -> None:
+        """``tail_size`` events at most in memory, and (``tail_bytes``) at most that many
+        bytes of their JSON: events vary in size (a refusal's detail, an elided value), so a
+        count alone bounds the tail's memory only by the largest event times the count."""
         self.path = Path(path)
         self.clock = clock
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._tail: deque[Event] = deque(maxlen=tail_size)
+        self._sizes: deque[int] = deque(maxlen=tail_size)  # JSON bytes of each tail event
+        self.tail_bytes = tail_bytes
+        self._bytes = 0  # of the events in the tail
         self.torn_bytes = 0
         self.torn_type: str | None = None
         self.next_seq = self._recover()
@@ -92,7 +99,7 @@ class Journal:
                 except ValueError:
                     break
                 next_seq = ev["seq"] + 1
-                self._tail.append(elided(ev, len(line) - 1))
+                self._keep(ev, len(line) - 1)
                 good += len(line)
             size = f.seek(0, os.SEEK_END)
             if good < size:
@@ -115,8 +122,22 @@ class Journal:
         self._f.write(line)
         self._f.flush()
         self.next_seq += 1
-        self._tail.append(elided(ev, len(line) - 1))
+        self._keep(ev, len(line) - 1)
         return ev
+
+    def _keep(self, ev: Event, line_bytes: int) -> None:
+        """Put ``ev`` (elided) last in the tail; forget the oldest past either bound."""
+        kept = elided(ev, line_bytes)
+        size = line_bytes if kept is ev else len(_dumps(kept))
+        if len(self._tail) == self._tail.maxlen:
+            self._bytes -= self._sizes[0]  # the append below pushes it out
+        self._tail.append(kept)
+        self._sizes.append(size)
+        self._bytes += size
+        if self.tail_bytes is not None:
+            while self._bytes > self.tail_bytes and len(self._tail) > 1:
+                self._tail.popleft()
+                self._bytes -= self._sizes.popleft()
 
     def node_error(self, where: str, error: BaseException | str, *, evidence: bool,
                    logger: logging.Logger | None = None) -> Event:

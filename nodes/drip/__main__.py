@@ -8,6 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
+from nodes.common import heapdiag
 from nodes.common.config import ConfigError, parse_config
 from nodes.common.runtime import serve, setup_logging
 from nodes.drip.core import BUGS
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nodes.drip: {e}", file=sys.stderr)
         return 2
     setup_logging(cfg.id, str(cfg.options.get("log_level", "INFO")))
+    heapdiag.install(cfg.id)  # off unless NODE_HEAPDIAG is set (issue 26's diagnosis)
     logging.getLogger("nodes.drip").info("starting with bugs=%s", sorted(cfg.bugs))
     try:
         node = DripNode(cfg, extra)

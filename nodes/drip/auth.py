@@ -36,6 +36,7 @@ import binascii
 import hashlib
 import json
 import secrets
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,8 +85,8 @@ def covers(claims: dict[str, Any], digest: str) -> bool:
         return True
     if group_digest(reqs) != claims["req"]:
         return False
-    if len(_GROUPS) >= _MAX_GROUPS:
-        _GROUPS.clear()
+    while len(_GROUPS) >= _MAX_GROUPS:  # the oldest first: no cliff where all miss at once
+        _GROUPS.popitem(last=False)
     _GROUPS[claims["req"]] = list(reqs)
     return True
 
@@ -93,8 +94,13 @@ def covers(claims: dict[str, Any], digest: str) -> bool:
 #: group ``req`` -> the ``reqs`` list it was found to hash, so `covers` hashes a group once,
 #: not once per request it covers (a group token covers up to MAX_GROUP requests, each
 #: arriving once per path): a pure function of the list, remembered only after it matched
-_GROUPS: dict[str, list[str]] = {}
-_MAX_GROUPS = 4096
+_GROUPS: OrderedDict[str, list[str]] = OrderedDict()
+#: a group's requests arrive within seconds of each other; each entry is up to 16 digests
+#: (~2 KB), so 1,024 hold ~2 MB (4,096 held ~8 MB, issue 26, session 44)
+_MAX_GROUPS = 1024
+#: the longest ``jti`` taken: ours are 24 hex characters, and the replay table holds every
+#: one for up to 90 s, so its bytes must not be the signer's choice
+MAX_JTI = 64
 
 
 @dataclass
@@ -147,7 +153,7 @@ class Verifier:
     public_keys: dict[str, bytes] = field(default_factory=dict)
     leeway_s: float = 30.0
     #: token ids taken, with when they stop mattering (their exp + leeway)
-    seen: dict[str, float] = field(default_factory=dict)
+    seen: OrderedDict[str, float] = field(default_factory=OrderedDict)
     #: at most this many remembered ids: a peer signing faster than that is refused, not
     #: allowed to grow the table. A remembered token lives at most ONCE_TTL_S (+ leeway), so
     #: the table holds rate x 60 s: 3,300 requests/s of all peers together
@@ -156,8 +162,12 @@ class Verifier:
     #: arrives once per path and a relayed vote statement once per hop, and an ES256 check
     #: costs more CPU than the rest of the request. Only the signature check is skipped;
     #: iss, times, ``req`` and ``jti`` are checked on every use.
-    verified: dict[str, dict[str, Any]] = field(default_factory=dict)
+    verified: OrderedDict[str, dict[str, Any]] = field(default_factory=OrderedDict)
     max_verified: int = 4096
+    #: and at most this many characters of tokens in it (a token is up to ~8 KB, the header
+    #: line's limit; ours are 0.3-1.5 KB), the oldest forgotten first
+    max_verified_chars: int = 4 << 20
+    _verified_chars: int = 0
     _keys: dict[str, Any] = field(default_factory=dict)
     #: signatures checked so far (tokens not in ``verified``; GET /admin/state ``jwt``)
     checked: int = 0
@@ -170,13 +180,22 @@ class Verifier:
         claims = self.verified.get(token)
         if claims is None:
             claims = self._check_signature(token, expected_iss)
-            if len(self.verified) >= self.max_verified:
-                self.verified.clear()
-            self.verified[token] = claims
+            self._remember_verified(token, claims)
         elif claims.get("iss") != expected_iss:
             raise AuthError(f"token iss {claims.get('iss')!r} does not match DRiP-Node-ID "
                             f"{expected_iss!r}")
         return self._check_claims(dict(claims), now)
+
+    def _remember_verified(self, token: str, claims: dict[str, Any]) -> None:
+        """Cache a checked token; past either bound the oldest go first (clearing the whole
+        cache when full, as before session 44, made every token of the next moments miss)."""
+        v = self.verified
+        while v and (len(v) >= self.max_verified
+                     or self._verified_chars + len(token) > self.max_verified_chars):
+            old, _ = v.popitem(last=False)
+            self._verified_chars -= len(old)
+        v[token] = claims
+        self._verified_chars += len(token)
 
     def _check_signature(self, token: str, expected_iss: str) -> dict[str, Any]:
         self.checked += 1
@@ -214,7 +233,9 @@ class Verifier:
         """Take ``node``'s public key from an agreed membership (None: forget it), dropping
         whatever was verified or parsed with the old one."""
         self._keys.pop(node, None)
-        self.verified = {t: c for t, c in self.verified.items() if c.get("iss") != node}
+        self.verified = OrderedDict((t, c) for t, c in self.verified.items()
+                                    if c.get("iss") != node)
+        self._verified_chars = sum(len(t) for t in self.verified)
         if pem is None:
             self.public_keys.pop(node, None)
         else:
@@ -233,6 +254,9 @@ class Verifier:
             if not isinstance(claims.get(k), str) or not claims[k]:
                 raise AuthError(f"token has no {k!r} claim: DRiP tokens sign one request "
                                 "(docs/drip.md, Authorization)")
+        if len(claims["jti"]) > MAX_JTI:
+            raise AuthError(f"token jti is {len(claims['jti'])} characters, more than "
+                            f"{MAX_JTI}")
         return claims
 
     def bind(self, claims: dict[str, Any], digest: str, once: bool, now: float) -> None:
@@ -252,12 +276,33 @@ class Verifier:
         jti = claims["jti"]
         if jti in self.seen:
             raise AuthError(f"token replayed (jti {jti[:32]!r} was already taken)", "replayed")
+        self._expire(now)
         if len(self.seen) >= self.max_seen:
-            self.seen = {j: t for j, t in self.seen.items() if t > now}
+            self.seen = OrderedDict((j, t) for j, t in self.seen.items() if t > now)
             if len(self.seen) >= self.max_seen:
                 raise AuthError("too many live tokens to remember; retry later",
                                 "replay-table-full")
         self.seen[jti] = float(claims["exp"]) + self.leeway_s
+
+    def _expire(self, now: float) -> None:
+        """Forget the oldest remembered ids whose tokens expired, a few per request.
+
+        Why: the table was pruned only once it held ``max_seen`` (200,000) ids, so it grew
+        with every request made once (votes' answers, batches, heartbeats: the quiet mesh too)
+        to ~30 MB per node before the first prune, and each prune scanned all of it. Ids are
+        taken in about the order they expire (each lives ``exp + leeway``, and a token taken
+        once lives at most ONCE_TTL_S past its ``iat``, which is near now), so popping expired
+        ones from the front keeps the table at the live tokens. One that outlives those after
+        it holds them back at most its own lifetime (~90 s); the scan at ``max_seen`` stays
+        for that."""
+        seen = self.seen
+        for _ in range(8):  # bounded work per request; amortized, more than one is added
+            if not seen:
+                return
+            first = next(iter(seen))  # O(1) in an OrderedDict (a dict scans its dead slots)
+            if seen[first] > now:
+                return
+            seen.popitem(last=False)
 
 
 class CheckedHMAC(HMACAlgorithm):

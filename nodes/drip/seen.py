@@ -34,6 +34,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from nodes.drip.runs import Runs
+
 #: how many recent counters per initiator are remembered beyond the saved one
 SEEN_WINDOW = 4096
 #: how far ahead of an initiator's highest accepted counter a new one may be: about an hour of
@@ -68,7 +70,9 @@ class Window:
     reset_at: int | None
     low: int
     floor: int
-    recent: set[int] = field(default_factory=set)
+    #: kept as ready runs (nodes/drip/runs.py): saving the window with every message costs
+    #: the same whether 0 or 8,192 counters are listed (issue 26, session 44)
+    recent: Runs = field(default_factory=Runs)
     base: int | None = None
 
     def has(self, c: int) -> bool:
@@ -82,39 +86,34 @@ class Window:
             self._extend()
         elif c == self.low - 1:
             self.low = c
-            while self.low - 1 in self.recent:
-                self.low -= 1
-                self.recent.discard(self.low)
+            first = self.recent.take_down(self.low - 1)  # a listed run just below joins
+            if first is not None:
+                self.low = first
         else:
             self.recent.add(c)
         if len(self.recent) > 2 * SEEN_WINDOW:
             # forget the lowest counters, not all those a window below the highest: one
             # accepted far-ahead counter (a compromised member's, within the window) would
             # otherwise lift the floor over every real counter still to come (issue 26)
-            kept = sorted(self.recent)
-            base = kept[-SEEN_WINDOW - 1]
+            base = self.recent.keep_top(SEEN_WINDOW)
+            assert base is not None
             self.base = base if self.base is None else max(self.base, base)
-            self.recent = {x for x in kept[-SEEN_WINDOW:] if x > self.base}
+            self.recent.drop_upto(self.base)
             if self.low <= self.base + 1:  # the run meets the base: one
                 self.base = self.low = self.floor = max(self.base, self.floor)
                 self._extend()
 
     def _extend(self) -> None:
-        """Move listed counters that follow the run into it."""
-        while self.floor + 1 in self.recent:
-            self.floor += 1
-            self.recent.discard(self.floor)
+        """Move listed counters that follow the run into it (a listed run joins whole)."""
+        last = self.recent.take_up(self.floor + 1)
+        if last is not None:
+            self.floor = last
 
     def encode(self) -> str:
         """What is saved: ``[base, low, floor, [[first, last], ...]]`` (the listed counters
         as runs; JSON, as u64 counters must not become SQLite REALs)."""
-        runs: list[list[int]] = []
-        for c in sorted(self.recent):
-            if runs and runs[-1][1] == c - 1:
-                runs[-1][1] = c
-            else:
-                runs.append([c, c])
-        return json.dumps([self.base, self.low, self.floor, runs], separators=(",", ":"))
+        base = "null" if self.base is None else str(self.base)
+        return f"[{base},{self.low},{self.floor},{self.recent.text()}]"
 
     @classmethod
     def decode(cls, saved: int, reset_at: int | None, text: str | None) -> Window:
@@ -125,14 +124,14 @@ class Window:
         damaged = "the store is damaged; remove the node's data dir to resync it"
         try:
             base, low, floor, runs = json.loads(text)
-            n = sum(b - a + 1 for a, b in runs)
+            recent = Runs.of(runs)
+            n = len(recent)
         except (ValueError, TypeError) as e:
             raise ValueError(f"saved counter window {text[:80]!r} is not [base, low, floor, "
                              f"runs]: {damaged}") from e
         if n > 2 * SEEN_WINDOW:
             raise ValueError(f"saved counter window lists {n} counters, more than "
                              f"{2 * SEEN_WINDOW}: {damaged}")
-        recent = {c for a, b in runs for c in range(a, b + 1)}
         return cls(saved, reset_at, low, floor, recent, base)
 
 

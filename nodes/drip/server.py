@@ -78,6 +78,7 @@ from nodes.drip.entitlement import get_policy
 from nodes.drip.material import NodeFiles, client_context, peer_identity, server_context
 from nodes.drip.membership import dial_address, operator_entry, parse_peer
 from nodes.drip.records import Delivered
+from nodes.drip.sizes import JOURNAL_TAIL, JOURNAL_TAIL_BYTES, node_sizes
 from nodes.drip.store import Store
 
 log = logging.getLogger("drip.server")
@@ -214,7 +215,8 @@ class DripNode(JournalingHost):
         self.opts = Options.from_options(cfg.options)
         self.clock = Clock()
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
-        self.journal = Journal(cfg.data_dir / "events.jsonl", self.clock)
+        self.journal = Journal(cfg.data_dir / "events.jsonl", self.clock,
+                               tail_size=JOURNAL_TAIL, tail_bytes=JOURNAL_TAIL_BYTES)
         self.store = Store(cfg.data_dir / "drip.sqlite3", lean=True)  # values stay on disk
         self.signer: Signer
         self.verifier: Verifier
@@ -386,7 +388,8 @@ class DripNode(JournalingHost):
                 "batches": dict(self.batch_stats), "peer_connections": dict(self.conn_stats),
                 "group_commits": dict(self.store.commit_stats),
                 "jwt": {"signed": self.signer.signed, "checked": self.verifier.checked},
-                "admission": {"cap": round(self._slots.cap, 1), "active": self._slots.active}}
+                "admission": {"cap": round(self._slots.cap, 1), "active": self._slots.active},
+                "sizes": node_sizes(self)}
 
     def _note_refusal(self, reason: str, **detail: Any) -> None:
         """Count a refusal; journal it as ``refused`` within the per-reason budget."""

@@ -1,0 +1,63 @@
+"""How much a DRiP node remembers, structure by structure: ``sizes`` in ``GET /admin/state``.
+
+Why: issue 26 asks a node's memory to stay flat over a long attack, and an operator (or the
+hostile bench, which prints these before and after the attack) needs to see which of the
+node's bounded memories a flood fills. Cheap ``len()`` figures only (each a dict or set held
+anyway), so the endpoint costs no more under load; the bounds themselves are listed in
+docs/drip.md "Limits and refusals".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodes.drip import auth
+
+#: events the journal keeps in memory for ``/admin/events`` (older ones are read from the
+#: file; the harness reads the file): DRiP journals ~5 events per commit per node and the
+#: refusals of a flood, so the shared default of 50,000 filled over a long attack and held
+#: ~25-40 MB per node (issue 26, session 44); garlicfarm keeps 2,000 for the same reason
+JOURNAL_TAIL = 2_000
+#: and at most this many bytes of their JSON (an event's fields vary; elided past 4 KiB each)
+JOURNAL_TAIL_BYTES = 1 << 20
+
+
+def core_sizes(core: Any) -> dict[str, int]:
+    """The core's remembered state: vote rounds, ended updates, counter windows."""
+    d = core.d
+    return {
+        "tallies": len(core.tallies), "answered": len(core.answered), "voted": len(core.voted),
+        "aborted": len(core.aborted), "abort_rounds": len(core.abort_rounds),
+        "abort_proofs": len(core.abort_proofs), "lock_rounds": len(core.lock_rounds),
+        "expired": len(core.expired), "locks": len(d.locks), "kv": len(d.kv),
+        "applied": len(d.applied), "outbox_rows": sum(len(r) for r in d.outbox.values()),
+        "inflight": sum(len(r) for r in core.inflight.values()),
+        "seen_initiators": len(core.seen.windows),
+        "seen_listed": sum(len(w.recent) for w in core.seen.windows.values()),
+        "seen_listed_max": max((len(w.recent) for w in core.seen.windows.values()), default=0),
+        "saved_windows_chars": sum(len(x or "") for _, _, x in d.counters.values()),
+    }
+
+
+def node_sizes(node: Any) -> dict[str, int]:
+    """The core's figures and the server's: token memories, waiters, queues, the journal's
+    in-memory tail, connection buckets."""
+    out = core_sizes(node.core)
+    v = node.verifier
+    out.update({
+        "jti_remembered": len(v.seen), "tokens_verified": len(v.verified),
+        "groups_hashed": len(auth._GROUPS),
+        "peer_has": sum(len(x) for x in node._peer_has.values()),
+        "waiters": len(node.answers._futures),
+        "outq": sum(len(q) for q in node._outq.values()),
+        "journal_tail": len(node.journal._tail),
+        "refusal_reasons": len(node.refusals.counts),
+    })
+    conn = getattr(node.session, "connector", None)
+    if conn is not None:  # aiohttp's own pool: each TLS connection holds ~128 KiB of buffers
+        out["peer_conns_idle"] = sum(len(x) for x in getattr(conn, "_conns", {}).values())
+        out["peer_conns_busy"] = len(getattr(conn, "_acquired", ()))
+    listener = node._peer_listener
+    if listener is not None and listener.buckets is not None:
+        out["conn_sources"] = len(listener.buckets._b)
+    return out
