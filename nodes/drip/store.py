@@ -200,8 +200,17 @@ class Store:
         cur = self.db.cursor()
         cur.execute("BEGIN IMMEDIATE")
         try:
+            # each message taken saves its initiator's counters row (its window: up to
+            # ~120 KB with 8,192 far-ahead counters listed, issue 26); one transaction shows
+            # only its end state, so a group writes each initiator's last row once
+            counters: dict[str, Any] = {}
             for r in records:
-                _write(cur, r)
+                if isinstance(r, Counters):
+                    counters.update((row[0], row) for row in r.rows)
+                else:
+                    _write(cur, r)
+            if counters:
+                _write(cur, Counters(tuple(counters.values())))
             cur.execute("COMMIT")
         except BaseException:
             if self.db.in_transaction:  # a failed COMMIT (disk full) may leave it open

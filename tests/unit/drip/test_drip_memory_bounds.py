@@ -15,9 +15,11 @@ from nodes.common.journal import Journal
 from nodes.drip import auth, codec
 from nodes.drip.auth import MAX_JTI, AuthError, Verifier, load_auth
 from nodes.drip.material import ensure_shared_secret
+from nodes.drip.records import OWN, Counters, Init
 from nodes.drip.runs import Runs
 from nodes.drip.seen import SEEN_WINDOW, Seen
 from nodes.drip.sizes import JOURNAL_TAIL, JOURNAL_TAIL_BYTES
+from nodes.drip.store import Store
 
 NOW = 1_800_000_000.0
 
@@ -166,3 +168,18 @@ def test_a_drip_node_keeps_a_small_journal_tail() -> None:
     assert JOURNAL_TAIL <= 2_000 and JOURNAL_TAIL_BYTES <= 1 << 20
     src = (Path(__file__).resolve().parents[3] / "nodes" / "drip" / "server.py").read_text()
     assert "tail_size=JOURNAL_TAIL, tail_bytes=JOURNAL_TAIL_BYTES" in src
+
+
+def test_a_group_commit_writes_each_initiators_counters_row_once(tmp_path: Path) -> None:
+    """Each message taken saves its initiator's window (up to ~120 KB with a flood's far-ahead
+    counters listed): a group of them wrote every row, where its last alone survives."""
+    st = Store(tmp_path / "d.sqlite3")
+    writes: list[str] = []
+    st.db.set_trace_callback(lambda sql: writes.append(sql) if "INTO counters" in sql else None)
+    big = "[null,1,9,[" + ",".join(f"[{c},{c}]" for c in range(100, 4000, 2)) + "]]"
+    st.commit_records([Init(), *(Counters((("n1", 9 + i, None, big), (OWN, i, None, None)))
+                                 for i in range(20)), Counters((("n2", 3, None, None),))])
+    assert len(writes) == 3  # n1's last row, our own, n2's (was 41)
+    d = Store(tmp_path / "d.sqlite3").load()
+    assert d.counters["n1"] == (28, None, big) and d.counter == 19
+    assert d.counters["n2"] == (3, None, None)
