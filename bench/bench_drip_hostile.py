@@ -289,11 +289,12 @@ async def run(root: Path, requests: int, rate: float, clients: int, quiet_s: flo
         alive = {n: m.procs[n].poll() is None for n in m.ids}
         aborts = abort_reasons(root, m.ids, t_hostile)
         answers = later_answers(root, m.ids, t_hostile)
+        asks = lock_asks(root, m.ids, t_hostile)
     finally:
         m.close()
     return {"quiet": quiet, "during": during, "q0": q0, "before": before, "after": after,
             "load": load,
-            "alive": alive, "aborts": aborts, "answers": answers,
+            "alive": alive, "aborts": aborts, "answers": answers, "asks": asks,
             "sent": sum(v["sent"] + v.get("failed", 0) for v in counts.values()),
             "failed": sum(v.get("failed", 0) for v in counts.values()),
             "status": {k: _sum(counts, k) for k in CORE_KINDS},
@@ -316,6 +317,23 @@ def abort_reasons(root: Path, ids: list[str], since: float) -> dict[str, int]:
                     why = f"{n}: {ev.get('reason')}"
                     out[why] = out.get(why, 0) + 1
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def lock_asks(root: Path, ids: list[str], since: float) -> dict[str, int]:
+    """Outcome questions asked after wall time ``since`` (``lock-expired`` events: each sent
+    to every active peer) and by how many distinct locks: locks a flood left that no one can
+    end are asked about again and again (issue 26, session 44)."""
+    asks, locks = 0, set()
+    for n in ids:
+        with open(root / n / "data" / "events.jsonl", "rb") as f:
+            for line in f:
+                if b'"lock-expired"' not in line:
+                    continue
+                ev = json.loads(line)
+                if ev.get("type") == "lock-expired" and ev["t"] >= since:
+                    asks += len(ev.get("asked", ()))
+                    locks.add((n, ev.get("uid")))
+    return {"questions sent": asks, "locks": len(locks)}
 
 
 def later_answers(root: Path, ids: list[str], since: float) -> dict[str, int]:
@@ -453,6 +471,7 @@ def main() -> None:
     print("refused (all nodes):", json.dumps(_total(r["refused"])))
     print("aborts during hostile, by initiator and reason:", json.dumps(r["aborts"]))
     print("vote answers during hostile from a hop that had answered:", json.dumps(r["answers"]))
+    print("lock outcome questions during hostile (all nodes):", json.dumps(r["asks"]))
     for n, (pre, post) in sorted(r["sizes"].items()):  # GET /admin/state sizes, issue 26
         grown = {k: f"{pre.get(k, 0)}->{v}" for k, v in post.items() if v != pre.get(k, 0)}
         print(f"{n} remembered (before->after the attack):", json.dumps(grown))

@@ -133,6 +133,26 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
+#: a lock's outcome is asked every ``outcome_retry_s`` this many times (an abort crosses a
+#: line of the mesh one hop per retry), then ever less often, up to OUTCOME_RETRY_MAX_S
+OUTCOME_FAST_ASKS = 8
+OUTCOME_RETRY_MAX_S = 8.0
+
+
+def outcome_retry(cfg: CoreConfig, asks: int) -> float:
+    """Seconds to the next question about a lock's outcome after ``asks`` of them.
+
+    Why it backs off: a `/voting` a compromised member sends in its own name with a counter
+    far ahead of its real one (inside the window) takes a lock no one can ever end (the
+    initiator answers "unknown" to a round it has not reached and never signs one ahead), and
+    each such lock asked every peer every second, for good: the outcome queries of the locks
+    a long attack left grew past the attack's own requests (issue 26, session 44). A real lock
+    is answered within the fast asks; a peer that comes back is asked at once (`_reask`)."""
+    if asks < OUTCOME_FAST_ASKS:
+        return cfg.outcome_retry_s
+    return min(OUTCOME_RETRY_MAX_S, cfg.outcome_retry_s * 2 ** (asks - OUTCOME_FAST_ASKS + 1))
+
+
 def _remember(d: dict[K, V], key: K, value: V, cap: int) -> None:
     """Put ``key`` last (newest) in the insertion-ordered ``d`` and forget the oldest entries
     past ``cap``: the bounded memories of votes, answered tallies and known aborts."""
@@ -345,9 +365,9 @@ class DripCore:
         self.lock_rounds: dict[str, tuple[str, int]] = {
             k: (self.d.locks[k][0], c) for k, c in self.d.lock_rounds.items()
             if k in self.d.locks}
-        #: key -> uid of each peer's lock whose TTL ran out and that we asked about
-        #: (`_ask_outcome`): a peer that comes back is asked at once (`_reask`)
-        self.expired: dict[str, str] = {}
+        #: key -> (uid, times asked) of each peer's lock whose TTL ran out and that we asked
+        #: about (`_ask_outcome`): a peer that comes back is asked at once (`_reask`)
+        self.expired: dict[str, tuple[str, int]] = {}
         #: peers not yet heard alive since this process started: the first live answer of each
         #: is a return too (`_met`), so a lock read back from the store is asked about at once,
         #: not a whole TTL after the restart (ring5 hot keys, seed 7, session 42)
@@ -992,8 +1012,12 @@ class DripCore:
                                                    "asked": self.active_peers()})]
         q = OutcomeQuery(self.me, uid, initiator, self._lock_round(key))
         out += [Send(p, q) for p in self.active_peers()]
-        out.append(SetTimer(("lock", key, uid), now + self.cfg.outcome_retry_s))
-        self.expired[key] = uid
+        was = self.expired.get(key)
+        asks = was[1] + 1 if was is not None and was[0] == uid else 1
+        out.append(SetTimer(("lock", key, uid), now + outcome_retry(self.cfg, asks)))
+        if len(self.expired) > len(self.d.locks) + 64:  # keys released meanwhile: amortized
+            self.expired = {k: v for k, v in self.expired.items() if self._lock_uid(k) == v[0]}
+        self.expired[key] = (uid, asks)
         return out
 
     def _reask(self, peer: str) -> list[Effect]:
@@ -1004,7 +1028,7 @@ class DripCore:
         key for three TTLs, a whole ring5 run with no commit (chaos seed 4); an abort cut off
         1.5 s after the vote held the key to its TTL, 1.4 s into the next open window (seed 4,
         session 42). Asking is safe at any time (`_outcome_of`): an open vote is "undecided"."""
-        for key, uid in list(self.expired.items()):
+        for key, (uid, _) in list(self.expired.items()):
             if self._lock_uid(key) != uid:  # released, or a new vote's lock: nothing to ask
                 del self.expired[key]
         return [Send(peer, OutcomeQuery(self.me, uid, initiator, self._lock_round(key)))

@@ -77,6 +77,7 @@ from nodes.drip.core import (
 from nodes.drip.entitlement import get_policy
 from nodes.drip.material import NodeFiles, client_context, peer_identity, server_context
 from nodes.drip.membership import dial_address, operator_entry, parse_peer
+from nodes.drip.peerslots import PEER_CONNS, PeerSlots
 from nodes.drip.records import Delivered
 from nodes.drip.sizes import JOURNAL_TAIL, JOURNAL_TAIL_BYTES, node_sizes
 from nodes.drip.store import Store
@@ -275,6 +276,7 @@ class DripNode(JournalingHost):
         #: the flooded /voting and /commit each peer sent us, newest last: one of ours still
         #: waiting for that peer is not sent back to it (docs/drip.md "Duplicates spared")
         self._peer_has: dict[str, dict[tuple[Any, ...], None]] = {}
+        self._asking = PeerSlots()  # outcome questions on their way, per peer
         #: a batch's body stays under what a peer takes (its client_max_size, set in start)
         self._batch_bytes = self.opts.sync_batch_bytes
         #: /batch requests sent and taken, and the messages in them (docs/drip.md "Batches")
@@ -299,6 +301,7 @@ class DripNode(JournalingHost):
         # (docs/drip.md, session 44)
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=self.client_ssl, limit=64,
+                                           limit_per_host=PEER_CONNS,
                                            socket_factory=self._new_socket),
             timeout=aiohttp.ClientTimeout(total=self.opts.peer_timeout_s))
         # the largest peer body is a sync batch: its byte bound, or one largest value alone
@@ -473,6 +476,11 @@ class DripNode(JournalingHost):
                 log.debug("%s -> %s %s: %s %s", self.me, to, type(msg).__name__, status, body)
             self._queue((None, to, Outcome(msg, status, body)))
         return status
+
+    async def _ask(self, to: str, msg: codec.OutcomeQuery) -> None:
+        """An outcome question, at most OUTCOME_PER_PEER at once per peer (peerslots.py)."""
+        async with self._asking.slot(to):
+            await self._request(to, msg)
 
     def _send_batches(self, batches: dict[str, list[Message]]) -> None:
         """Queue the vote-path messages of a group for each peer. The flooded messages we
@@ -689,6 +697,8 @@ class DripNode(JournalingHost):
                     elif self.opts.batch and to not in self._no_batch \
                             and isinstance(msg, codec.BATCHED):
                         batches.setdefault(to, []).append(msg)
+                    elif isinstance(msg, codec.OutcomeQuery):  # a burst waits its turn
+                        self.background.spawn(self._ask(to, msg))
                     else:
                         self.background.spawn(self._request(to, msg))
                 self._send_batches(batches)

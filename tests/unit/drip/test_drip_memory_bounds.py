@@ -11,9 +11,18 @@ import jwt
 import pytest
 
 from nodes.common.clock import Clock
+from nodes.common.effects import Send, SetTimer
 from nodes.common.journal import Journal
 from nodes.drip import auth, codec
 from nodes.drip.auth import MAX_JTI, AuthError, Verifier, load_auth
+from nodes.drip.codec import OutcomeQuery, Update
+from nodes.drip.core import (
+    OUTCOME_FAST_ASKS,
+    OUTCOME_RETRY_MAX_S,
+    DripCore,
+    Inbound,
+    Outcome,
+)
 from nodes.drip.material import ensure_shared_secret
 from nodes.drip.records import OWN, Counters, Init
 from nodes.drip.runs import Runs
@@ -183,3 +192,33 @@ def test_a_group_commit_writes_each_initiators_counters_row_once(tmp_path: Path)
     d = Store(tmp_path / "d.sqlite3").load()
     assert d.counters["n1"] == (28, None, big) and d.counter == 19
     assert d.counters["n2"] == (3, None, None)
+
+
+def test_a_lock_no_one_can_end_is_asked_about_ever_less_often() -> None:
+    """A /voting in n1's name with a counter far ahead of n1's own (a compromised member
+    holding n1's key) takes a lock n1 answers "unknown" about for good. It was asked about
+    every second, of every peer, forever: the questions of the locks a long attack left
+    outgrew the attack (issue 26, session 44). The first OUTCOME_FAST_ASKS questions still
+    come every ``outcome_retry_s`` (an abort crosses a line one hop per retry)."""
+    c = DripCore("n2", ["n1", "n3"])
+    c.start(0)
+    c.on_message(Inbound("n1", 1), codec.Voting("n1", 2**19, False, Update("hx", "k", 1)), 0)
+    assert c.d.locks == {"k": ("hx", "n1")}
+    now, gaps, asked = 0.0, [], 0
+    timer = ("lock", "k", "hx")
+    due = c.cfg.lock_ttl_s
+    while now < 120:
+        now = due
+        out = c.on_timer(timer, now)
+        asked += sum(1 for e in out if isinstance(e, Send) and isinstance(e.msg, OutcomeQuery))
+        for e in out:  # every peer answers "unknown", as n1 does to a round it never reached
+            if isinstance(e, Send) and isinstance(e.msg, OutcomeQuery):
+                c.on_message(e.to, Outcome(e.msg, 200, {"outcome": "unknown"}), now)
+        (t,) = [e for e in out if isinstance(e, SetTimer) and e.name == timer]
+        gaps.append(t.at - now)
+        due = t.at
+    assert c.d.locks == {"k": ("hx", "n1")}  # still held: nothing proves it ended
+    assert gaps[:OUTCOME_FAST_ASKS - 1] == [c.cfg.outcome_retry_s] * (OUTCOME_FAST_ASKS - 1)
+    assert max(gaps) == OUTCOME_RETRY_MAX_S and gaps[-1] == OUTCOME_RETRY_MAX_S
+    assert asked < 2 * 40  # two peers: ~19 questions each in two minutes, was 2 x 117
+    assert len(c.expired) == 1
