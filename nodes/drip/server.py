@@ -626,8 +626,8 @@ class DripNode(JournalingHost):
     # by then in one transaction and one fsync, then releases their held sends and replies
     # in order. It commits on the event loop, not in a worker thread: the thread hand-off
     # (executor submit, the GIL passed back and forth, the loop woken through its self-pipe)
-    # cost more CPU than the fsync it freed the loop from (0.17 ms here): 10.6 -> 8.7 ms of
-    # CPU per update at 8 clients, 5.2 -> 4.8 at 32 (docs/drip.md, session 44). While the
+    # cost more CPU than the fsync it freed the loop from (0.13-0.17 ms here; docs/drip.md,
+    # "Commit speed, session 44", has the figures). While the
     # fsync runs, what arrives waits in the socket buffers and goes to the core in the next
     # turn together, so a slow disk makes groups bigger, not the promise weaker.
     def _queue(self, item: tuple[Any, Any, Any], answered_at_once: int | None = None) -> None:
