@@ -93,6 +93,13 @@ class Runs:
         self._text = None
         del self.lo[i], self.hi[i], self.txt[i]
 
+    def _drop_first(self, k: int) -> None:
+        """Forget the lowest ``k`` runs whole."""
+        if k:
+            self.count -= sum(self.hi[j] - self.lo[j] + 1 for j in range(k))
+            del self.lo[:k], self.hi[:k], self.txt[:k]
+            self._text = None
+
     def add(self, c: int) -> None:
         """Add ``c`` (a no-op if held), joining the runs either side of it."""
         i = bisect_right(self.lo, c)
@@ -151,10 +158,7 @@ class Runs:
             drop -= size
             k += 1
         top = self.hi[k - 1] if k else None
-        if k:
-            self.count -= sum(self.hi[j] - self.lo[j] + 1 for j in range(k))
-            del self.lo[:k], self.hi[:k], self.txt[:k]
-            self._text = None
+        self._drop_first(k)
         if drop > 0:
             a = self.lo[0]
             top = a + drop - 1
@@ -164,11 +168,7 @@ class Runs:
 
     def drop_upto(self, c: int) -> None:
         """Forget every held integer ``<= c``."""
-        k = bisect_right(self.hi, c)  # runs 0..k-1 end at or below c
-        if k:
-            self.count -= sum(self.hi[j] - self.lo[j] + 1 for j in range(k))
-            del self.lo[:k], self.hi[:k], self.txt[:k]
-            self._text = None
+        self._drop_first(bisect_right(self.hi, c))  # the runs that end at or below c
         if self.lo and self.lo[0] <= c:
             self.count -= c - self.lo[0] + 1
             self._set(0, c + 1, self.hi[0])
