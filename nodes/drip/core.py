@@ -1016,7 +1016,7 @@ class DripCore:
         asks = was[1] + 1 if was is not None and was[0] == uid else 1
         out.append(SetTimer(("lock", key, uid), now + outcome_retry(self.cfg, asks)))
         if len(self.expired) > len(self.d.locks) + 64:  # keys released meanwhile: amortized
-            self.expired = {k: v for k, v in self.expired.items() if self._lock_uid(k) == v[0]}
+            self._forget_released()
         self.expired[key] = (uid, asks)
         return out
 
@@ -1028,12 +1028,14 @@ class DripCore:
         key for three TTLs, a whole ring5 run with no commit (chaos seed 4); an abort cut off
         1.5 s after the vote held the key to its TTL, 1.4 s into the next open window (seed 4,
         session 42). Asking is safe at any time (`_outcome_of`): an open vote is "undecided"."""
-        for key, (uid, _) in list(self.expired.items()):
-            if self._lock_uid(key) != uid:  # released, or a new vote's lock: nothing to ask
-                del self.expired[key]
+        self._forget_released()
         return [Send(peer, OutcomeQuery(self.me, uid, initiator, self._lock_round(key)))
                 for key, (uid, initiator) in sorted(self.d.locks.items())
                 if initiator != self.me]
+
+    def _forget_released(self) -> None:
+        """Drop from ``expired`` the keys whose lock was released, or is a new vote's."""
+        self.expired = {k: v for k, v in self.expired.items() if self._lock_uid(k) == v[0]}
 
     def _met(self, peer: str) -> list[Effect]:
         """``peer`` answered alive, and was thought up already: if this is the first time since
