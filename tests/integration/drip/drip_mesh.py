@@ -4,6 +4,7 @@ and the bench, independent of the harness's Toxiproxy cluster."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -11,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,11 @@ import aiohttp
 
 from harness.spec import TestSpec
 from harness.suites.drip import PROTOCOL, node_extra
+from nodes.common.config import parse_config
+from nodes.drip.core import BUGS
 from nodes.drip.material import ensure_ca, ensure_jwt_keypair, issue_node_cert
 from nodes.drip.records import Item
+from nodes.drip.server import DripNode, Extra
 from nodes.drip.store import Store
 from osutil.ports import free_port
 
@@ -112,6 +116,25 @@ class Mesh:
         for nid in self.ids:
             self.start_node(nid)
         await asyncio.gather(*(self.wait_healthy(n) for n in self.ids))
+
+    @contextlib.asynccontextmanager
+    async def in_process(self, nid: str) -> AsyncIterator[DripNode]:
+        """``nid`` run in this process (so a test can reach into it: its store, its
+        connections), every other node as a process; yields once all are active, stops it
+        on the way out (`close` ends the processes)."""
+        raw = json.loads(self.configs[nid].read_text())
+        node = DripNode(parse_config(raw, BUGS), Extra.from_raw(raw))
+        others = [n for n in self.ids if n != nid]
+        for other in others:
+            self.start_node(other)
+        await node.start()
+        try:
+            await asyncio.gather(*(self.wait_healthy(n) for n in others))
+            async with aiohttp.ClientSession() as s:
+                await self.wait_all_active(s)
+            yield node
+        finally:
+            await node.stop()
 
     async def wait_healthy(self, nid: str, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout

@@ -10,34 +10,21 @@ processes; all talk over real TLS sockets."""
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
-import aiohttp
 from drip_mesh import Mesh
 
-from nodes.common.config import parse_config
 from nodes.drip import codec
-from nodes.drip.core import BUGS
 from nodes.drip.peerslots import OUTCOME_PER_PEER, PEER_CONNS
-from nodes.drip.server import DripNode, Extra
 
 QUESTIONS = 60
 
 
 def test_a_burst_of_outcome_questions_opens_a_few_connections(tmp_path: Path) -> None:
     m = Mesh(tmp_path, 3)
-    raw = json.loads(m.configs["n1"].read_text())
-    node = DripNode(parse_config(raw, BUGS), Extra.from_raw(raw))
 
     async def go() -> None:
-        m.start_node("n2")
-        m.start_node("n3")
-        await node.start()
-        try:
-            await asyncio.gather(m.wait_healthy("n2"), m.wait_healthy("n3"))
-            async with aiohttp.ClientSession() as s:
-                await m.wait_all_active(s)
+        async with m.in_process("n1") as node:
             before, sent = node.conn_stats["opened"], node.conn_stats["requests"]
             answered = node.refusals.counts.get("unproven-outcome", 0)
             for i in range(QUESTIONS):  # the path the core's Sends take
@@ -52,8 +39,6 @@ def test_a_burst_of_outcome_questions_opens_a_few_connections(tmp_path: Path) ->
             assert opened <= OUTCOME_PER_PEER + 4, f"{opened} connections for {QUESTIONS}"
             assert idle <= 2 * PEER_CONNS
             assert node.refusals.counts.get("unproven-outcome", 0) == answered
-        finally:
-            await node.stop()
 
     try:
         asyncio.run(go())

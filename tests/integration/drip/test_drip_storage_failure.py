@@ -16,18 +16,12 @@ from pathlib import Path
 import aiohttp
 from drip_mesh import Mesh
 
-from nodes.common.config import parse_config
-from nodes.drip.core import BUGS
-from nodes.drip.server import DripNode, Extra
-
 BIG = "x" * 200_000  # needs new pages: cannot fit a capped store
 
 
 def test_a_commit_whose_persist_fails_answers_its_client_and_rolls_back(tmp_path: Path
                                                                         ) -> None:
     m = Mesh(tmp_path, 3)
-    raw = json.loads(m.configs["n1"].read_text())
-    node = DripNode(parse_config(raw, BUGS), Extra.from_raw(raw))
 
     async def eventually(what: str, check: object, timeout: float = 15.0) -> None:
         deadline = time.monotonic() + timeout
@@ -36,43 +30,35 @@ def test_a_commit_whose_persist_fails_answers_its_client_and_rolls_back(tmp_path
             await asyncio.sleep(0.2)
 
     async def go() -> None:
-        m.start_node("n2")
-        m.start_node("n3")
-        await node.start()
-        try:
-            await asyncio.gather(m.wait_healthy("n2"), m.wait_healthy("n3"))
-            async with aiohttp.ClientSession() as s:
-                await m.wait_all_active(s)
-                assert (await m.update(s, "n1", "k", "small", "u1"))[0] == 200
-                pages = node.store.db.execute("PRAGMA page_count").fetchone()[0]
-                node.store.db.execute(f"PRAGMA max_page_count={pages}")  # the disk is full
-                t0 = time.monotonic()
-                status, body = await m.update(s, "n1", "k", BIG, "u2")
-                took = time.monotonic() - t0
-                assert status == 409 and "storage failure" in body["error"], (status, body)
-                assert took < 6.0, f"client waited {took:.1f} s (504 comes at 7 s)"
-                assert (await m.read(s, "n1", "k"))["value"] == "small"  # nothing undurable
-                st = await m.state(s, "n1")
-                assert st["locks"] == {} and st["in_flight"] == [], st
-                events = [json.loads(x) for x in (tmp_path / "n1" / "data" / "events.jsonl")
-                          .read_text().splitlines()]
-                failed = [e for e in events if e["type"] == "storage-failed"]
-                assert failed and "u2" in failed[0]["rolled_back"], failed
-                node.store.db.execute("PRAGMA max_page_count=1073741823")  # space again
+        async with m.in_process("n1") as node, aiohttp.ClientSession() as s:
+            assert (await m.update(s, "n1", "k", "small", "u1"))[0] == 200
+            pages = node.store.db.execute("PRAGMA page_count").fetchone()[0]
+            node.store.db.execute(f"PRAGMA max_page_count={pages}")  # the disk is full
+            t0 = time.monotonic()
+            status, body = await m.update(s, "n1", "k", BIG, "u2")
+            took = time.monotonic() - t0
+            assert status == 409 and "storage failure" in body["error"], (status, body)
+            assert took < 6.0, f"client waited {took:.1f} s (504 comes at 7 s)"
+            assert (await m.read(s, "n1", "k"))["value"] == "small"  # nothing undurable
+            st = await m.state(s, "n1")
+            assert st["locks"] == {} and st["in_flight"] == [], st
+            events = [json.loads(x) for x in (tmp_path / "n1" / "data" / "events.jsonl")
+                      .read_text().splitlines()]
+            failed = [e for e in events if e["type"] == "storage-failed"]
+            assert failed and "u2" in failed[0]["rolled_back"], failed
+            node.store.db.execute("PRAGMA max_page_count=1073741823")  # space again
 
-                async def commits() -> bool:  # voters hold u2's lock until lock_ttl_s
-                    st, _ = await m.update(s, "n1", "k", "after", f"u3-{time.monotonic()}")
-                    return st == 200
+            async def commits() -> bool:  # voters hold u2's lock until lock_ttl_s
+                st, _ = await m.update(s, "n1", "k", "after", f"u3-{time.monotonic()}")
+                return st == 200
 
-                await eventually("n1 commits again", commits)
+            await eventually("n1 commits again", commits)
 
-                async def everywhere() -> bool:
-                    return [(await m.read(s, n, "k"))["value"] for n in ("n2", "n3")] \
-                        == ["after", "after"]
+            async def everywhere() -> bool:
+                return [(await m.read(s, n, "k"))["value"] for n in ("n2", "n3")] \
+                    == ["after", "after"]
 
-                await eventually("the next commit reaches n2 and n3", everywhere)
-        finally:
-            await node.stop()
+            await eventually("the next commit reaches n2 and n3", everywhere)
 
     try:
         asyncio.run(go())
