@@ -45,6 +45,8 @@ import jwt
 from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
 from jwt.algorithms import HMACAlgorithm
 
+from nodes.common import fastjson
+
 SHARED_ALG = "HS256"
 PUBLIC_ALG = "ES256"
 
@@ -70,7 +72,7 @@ MAX_GROUP = 16
 
 def group_digest(digests: list[str]) -> str:
     """The ``req`` of a group token: SHA-256 (hex) of its ``reqs`` list as signed."""
-    return hashlib.sha256(json.dumps(digests, separators=(",", ":")).encode()).hexdigest()
+    return hashlib.sha256(fastjson.canonical(digests)).hexdigest()
 
 
 def covers(claims: dict[str, Any], digest: str) -> bool:

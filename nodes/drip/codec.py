@@ -288,8 +288,7 @@ def _statements(d: dict[str, Any]) -> tuple[tuple[str, str], ...]:
 def statement_digest(*words: Any) -> str:
     """SHA-256 (hex) of a signed statement's words as compact JSON: the one form of every
     statement a node signs about an update rather than a request (a vote, an outcome)."""
-    raw = json.dumps(list(words), separators=(",", ":"))
-    return hashlib.sha256(raw.encode()).hexdigest()
+    return hashlib.sha256(fastjson.canonical(list(words))).hexdigest()
 
 
 def vote_digest(uid: str, initiator: str, counter: int) -> str:
@@ -605,8 +604,7 @@ def signed_digest(msg: Message) -> str:
     headers = sorted((k.lower(), v) for k, v in req.headers.items()
                      if k not in (H_BUDGET, H_AUTH))
     view = [req.method, req.path, headers, req.body]
-    raw = json.dumps(view, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(raw.encode()).hexdigest()
+    return hashlib.sha256(fastjson.canonical(view)).hexdigest()
 
 
 def batch_digest(sender: str, body: bytes) -> str:
@@ -616,7 +614,7 @@ def batch_digest(sender: str, body: bytes) -> str:
     is needed; the receiver hashes what it read instead of encoding the decoded batch again,
     and the sender what it sends. The items' own tokens (flooded ones) keep `signed_digest`."""
     view = ["POST", "/batch", [[H_NODE.lower(), sender]], hashlib.sha256(body).hexdigest()]
-    return hashlib.sha256(json.dumps(view, separators=(",", ":")).encode()).hexdigest()
+    return hashlib.sha256(fastjson.canonical(view)).hexdigest()
 
 
 def _path_id(path_id: str, sender: str) -> None:

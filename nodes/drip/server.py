@@ -49,6 +49,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from nodes.common import fastjson
 from nodes.common.admin import AdminServer
 from nodes.common.clock import Clock
 from nodes.common.config import ConfigError, NodeConfig
@@ -101,8 +102,14 @@ def _url(peer_urls: dict[str, str], to: str) -> str:
     return url
 
 
+def _json(body: Any, status: int = 200) -> web.Response:
+    """A JSON answer encoded by orjson (aiohttp's ``json_response`` uses ``json.dumps``, ~1 %
+    of a node's CPU at 32 clients in session 45's profile)."""
+    return web.Response(body=fastjson.dumps(body), status=status, content_type="application/json")
+
+
 def _err(status: int, msg: str) -> web.Response:
-    return web.json_response({"error": msg}, status=status)
+    return _json({"error": msg}, status=status)
 
 
 def _client_token(path: str) -> str | None:
@@ -763,9 +770,9 @@ class DripNode(JournalingHost):
         if 400 <= answer.status < 500:
             self._charge(req, ident)  # refused by the core (its own count and journal)
         if isinstance(msg, codec.OutcomeQuery):  # our "aborted" as initiator goes out signed
-            return web.json_response(abort_proof.sign(answer.body, msg, self.me, self.signer,
+            return _json(abort_proof.sign(answer.body, msg, self.me, self.signer,
                                                       self.clock.wall()), status=answer.status)
-        return web.json_response(answer.body, status=answer.status)
+        return _json(answer.body, status=answer.status)
 
     def _refused(self, r: Refusal, ident: str | None, req: web.Request) -> web.Response:
         """A request the gate refused: counted, journaled, answered; charged to its source
@@ -773,7 +780,7 @@ class DripNode(JournalingHost):
         member's name (a correct relay passes on what its own checks let through)."""
         self._note_refusal(r.reason, peer=ident, status=r.status, error=r.error)
         self._charge_source(req, ident)
-        return web.json_response(r.body(), status=r.status)
+        return _json(r.body(), status=r.status)
 
     def _charge(self, req: web.Request, ident: str | None) -> None:
         """What passed the gate but was refused further on (``charge_core_refusals``):
@@ -820,7 +827,7 @@ class DripNode(JournalingHost):
                 a = Answer(500, {"error": f"node {self.me} could not handle it; see its "
                                           "journal"})
             answers.append({"status": a.status, "body": a.body})
-        return web.json_response({"answers": answers})
+        return _json({"answers": answers})
 
     # ---- our client endpoint (not in the spec) ------------------------------------------------
     async def handle_update(self, req: web.Request) -> web.Response:
@@ -928,9 +935,9 @@ class DripNode(JournalingHost):
                 answer = await fut
         except TimeoutError:
             self.answers.drop(key)
-            return web.json_response({"result": "unknown", "error": "no outcome in time"},
+            return _json({"result": "unknown", "error": "no outcome in time"},
                                      status=504)
-        return web.json_response(answer.body, status=answer.status)
+        return _json(answer.body, status=answer.status)
 
     async def handle_read(self, req: web.Request) -> web.Response:
         if (refused := self._client_auth(req)) is not None:
@@ -943,7 +950,7 @@ class DripNode(JournalingHost):
         answer = await fut  # after what it read is durable (group commit)
         if answer is None:
             return _err(500, f"node {self.me} could not read {key!r}; see its journal")
-        return web.json_response(answer.body, status=answer.status)
+        return _json(answer.body, status=answer.status)
 
 
 #: flooded messages remembered per peer for `DripNode._spare` (a few seconds of traffic)

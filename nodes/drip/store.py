@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from nodes.common import fastjson
 from nodes.drip.codec import Item
 from nodes.drip.records import (
     OWN,
@@ -255,7 +256,8 @@ def _write(cur: sqlite3.Cursor, r: Record) -> None:
         _merge(cur, it)
         cur.execute("DELETE FROM locks WHERE key=? AND uid=?", (it.key, it.uid))
         cur.executemany("INSERT OR REPLACE INTO outbox VALUES (?, ?, ?)",
-                        [(q.seq, q.peer, json.dumps(commit_payload(q.commit))) for q in r.queued])
+                        [(q.seq, q.peer, fastjson.dumps(commit_payload(q.commit)).decode())
+                         for q in r.queued])
     elif isinstance(r, Merged):
         for it in r.items:
             _merge(cur, it)

@@ -79,3 +79,28 @@ def test_dataclasses_and_unknown_types_go_to_default_as_with_json() -> None:
         json.dumps({"d": D(1), "s": {1}}, default=repr, separators=(",", ":")).encode()
     with pytest.raises(TypeError):
         fastjson.dumps({"d": D(1)})
+
+
+_no_float_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-2**80, max_value=2**80) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20)
+
+
+@given(_no_float_values)
+@settings(max_examples=300, deadline=None)
+def test_canonical_is_json_sorted_compact_form_without_floats(v: object) -> None:
+    """Digests of older nodes (``json.dumps`` canonical form) still match, floats aside."""
+    want = json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert fastjson.canonical(v) == want.encode("utf-8", "surrogatepass")
+
+
+@given(_json_values)
+@settings(max_examples=300, deadline=None)
+def test_canonical_depends_on_the_value_only(v: object) -> None:
+    """Both ends of a digest encode the value each decoded: key order and a trip through
+    the wire must not change the bytes."""
+    again = fastjson.loads(fastjson.dumps(v))
+    assert fastjson.canonical(again) == fastjson.canonical(v)
+    if isinstance(v, dict):
+        assert fastjson.canonical(dict(reversed(list(v.items())))) == fastjson.canonical(v)
