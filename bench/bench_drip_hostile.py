@@ -321,8 +321,9 @@ def abort_reasons(root: Path, ids: list[str], since: float) -> dict[str, int]:
 
 def lock_asks(root: Path, ids: list[str], since: float) -> dict[str, int]:
     """Outcome questions asked after wall time ``since`` (``lock-expired`` events: each sent
-    to every active peer) and by how many distinct locks: locks a flood left that no one can
-    end are asked about again and again (issue 26, session 44)."""
+    to every active peer) and by how many distinct locks: locks a flood left that no one could
+    end were asked about again and again (issue 26, session 44); since session 45 a lock of a
+    round forged in a member's name ends once that member is asked (it answers "aborted")."""
     asks, locks = 0, set()
     for n in ids:
         with open(root / n / "data" / "events.jsonl", "rb") as f:

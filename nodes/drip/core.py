@@ -60,6 +60,7 @@ from typing import Any, Protocol, TypeVar
 from nodes.common.effects import Effect, Emit, Persist, Reply, Send, SetTimer
 from nodes.common.refusals import Refusals
 from nodes.drip.codec import (
+    U64_MAX,
     Abort,
     Commit,
     Heartbeat,
@@ -125,6 +126,10 @@ ENDED_MAX = 10_000  # aborts we know of, to answer other voters' OutcomeQuery
 #: the initiators' signed proofs of those aborts we pass on (`nodes.drip.abort_proof`): up to
 #: ~1.5 KB each (a group token), and useless once expired (their 10-minute token life)
 PROOFS_MAX = 2_048
+#: `/voting`s forged in our own name remembered, to end their voters' locks
+#: (`DripCore._pass_asked_round`): ~150 B each; a node holds at most ``initiator_rounds``
+#: (128) locks of one initiator, so a few of them per lock
+FORGED_MAX = 2_048
 OK: dict[str, Any] = {"ok": True}
 #: the 200 answer to a /voting already seen (same initiator and counter): the sender stops
 #: waiting on us for it at once, as on a ``duplicate`` vote response, which it is spared
@@ -142,12 +147,15 @@ OUTCOME_RETRY_MAX_S = 8.0
 def outcome_retry(cfg: CoreConfig, asks: int) -> float:
     """Seconds to the next question about a lock's outcome after ``asks`` of them.
 
-    Why it backs off: a `/voting` a compromised member sends in its own name with a counter
-    far ahead of its real one (inside the window) takes a lock no one can ever end (the
-    initiator answers "unknown" to a round it has not reached and never signs one ahead), and
-    each such lock asked every peer every second, for good: the outcome queries of the locks
-    a long attack left grew past the attack's own requests (issue 26, session 44). A real lock
-    is answered within the fast asks; a peer that comes back is asked at once (`_reask`)."""
+    Why it backs off: a `/voting` a compromised member sends in another's name with a counter
+    far ahead of its real one (inside the window) took a lock no one could end (the initiator
+    answered "unknown" to a round it had not reached and never signs one ahead), and each
+    such lock asked every peer every second, for good: the outcome queries of the locks a
+    long attack left grew past the attack's own requests (issue 26, session 44). Since
+    session 45 the initiator ends a round it saw forged (`_pass_asked_round`), within the
+    fast asks; one it did not see (the flood did not reach it, or it restarted since) still
+    stays, asked ever less often. A real lock is answered within the fast asks; a peer that
+    comes back is asked at once (`_reask`)."""
     if asks < OUTCOME_FAST_ASKS:
         return cfg.outcome_retry_s
     return min(OUTCOME_RETRY_MAX_S, cfg.outcome_retry_s * 2 ** (asks - OUTCOME_FAST_ASKS + 1))
@@ -358,6 +366,10 @@ class DripCore:
         #: signed answer to an `OutcomeQuery`), passed on in our answers: an unproven
         #: "aborted" is taken as "undecided" by the asker's runtime (`nodes.drip.abort_proof`)
         self.abort_proofs: dict[str, dict[str, Any]] = {}
+        #: (uid, counter) of `/voting`s in our own name above our counter, refused as forged
+        #: with our key: a question about such a round moves our counter past it, and is
+        #: answered "aborted" (`_pass_asked_round`)
+        self.forged_rounds: dict[tuple[str, int], None] = {}
         #: the voting round (initiator's counter) of each lock we took for a peer, by key:
         #: our `OutcomeQuery` names it, so a proof of an earlier attempt of the same update
         #: id does not release a retry's lock (saved with the lock, `Lock.counter`: a lock
@@ -563,7 +575,8 @@ class DripCore:
         if isinstance(msg, NodeNotice):
             return self._on_node_notice(hop, msg), OK
         if isinstance(msg, OutcomeQuery):
-            return [], self._outcome_of(msg.uid, msg.initiator, msg.counter)
+            out = self._pass_asked_round(msg)  # persisted before the answer leaves
+            return out, self._outcome_of(msg.uid, msg.initiator, msg.counter)
         raise TypeError(f"no handler for {type(msg).__name__}")
 
     def _outcome(self, peer: str, o: Outcome, now: float) -> list[Effect]:
@@ -795,6 +808,8 @@ class DripCore:
         retake = False
         if up.uid in self.d.applied:  # before its counter is recorded (as a refused commit)
             raise Refused(409, "revote-applied", f"update {up.uid!r} is already applied here")
+        if msg.initiator == self.me and msg.counter > self.counter:  # refused by `_repeat`
+            _remember(self.forged_rounds, (up.uid, msg.counter), None, FORGED_MAX)
         if self._repeat(msg.initiator, msg.counter, msg.reset):
             if "retake-duplicate-votes" not in self.bugs:
                 return [], DUPLICATE
@@ -1053,6 +1068,52 @@ class DripCore:
         uid, counter = self.lock_rounds.get(key, (None, None))
         return counter if uid is not None and uid == self._lock_uid(key) else None
 
+    def _pass_asked_round(self, q: OutcomeQuery) -> list[Effect]:
+        """Asked as initiator about a voting round ``q.counter`` ahead of our own counter,
+        of a `/voting` in our name we refused as forged with our key (`forged_rounds`: a
+        compromised member holding it, `hostile._fresh`: inside the window, so every voter
+        took it and locks its key for us). We answered "unknown" to it for good, so those
+        locks never ended, and they count toward ``initiator_rounds``, which then refused our
+        real votings 429 (issue 26, session 45). Now our own counter first moves to that
+        round (persisted: its ``OWN`` counters row goes in the same group commit as the
+        answer, which leaves only after it is fsynced), and `_outcome_of` then answers it as
+        any past round: "aborted" (signed by the runtime, `abort_proof.sign`) unless the
+        update is applied or its vote is open.
+
+        Why that abort can never contradict a commit: we never sent that counter (it is above
+        ours, and a counter is saved before anything carrying it leaves), and from now on
+        every round we start takes a counter above it (`_next_counter`; also after a
+        restart: the row is durable before the answer), so no real round of ours ever has
+        it; and the signed statement names that round (`abort_proof.outcome_digest`), so it
+        proves nothing about any other round of the update id.
+
+        Why only for a round we saw forged: anyone may ask (a member holding only its own
+        key too), and a jump sends nothing, so two questions would move our counter past the
+        window of every node that had all our real messages: our next ones refused there for
+        good (a direct peer catches up from our heartbeat, `Seen.rebase`; a node further away
+        never). A round we saw forged was signed with our key, whose holder can silence us
+        anyway. Unseen (the flood did not reach us, or we restarted since: `forged_rounds` is
+        memory only), the round is answered "unknown" and the lock stays, as before.
+
+        Bounded: only when the round is less than ``counter_window`` ahead (our next counter,
+        one above it, is then within the window of a receiver that had all our messages); a
+        round further ahead is answered "unknown" and moves nothing. One question moves the
+        counter by less than the window, so reaching the wrap-around takes 2**44 of them.
+        Near the wrap-around: the asked counter is a u64, so a jump never wraps (the wrap
+        stays `next_counter`'s, with its reset); a round ahead only across the wrap (a small
+        counter while ours is within the window of ``2**64-1``: a round after a reset we have
+        not made) is answered "unknown" and moves nothing (`_across_wrap`)."""
+        c = q.counter
+        if (q.initiator != self.me or c is None or c <= self.counter
+                or c - self.counter >= self.cfg.counter_window
+                or (q.uid, c) not in self.forged_rounds or q.uid in self.d.applied):
+            return []
+        was, self.counter = self.counter, c
+        self.seen.before(self.me, c, False)  # our own window, as `_next_counter` keeps it
+        return [self._p(Counters((self._row(self.me),))),
+                Emit("counter-jump", {"from": was, "to": c, "uid": q.uid,
+                                      "asked_by": q.sender})]
+
     def _outcome_of(self, uid: str, initiator: str, counter: int | None = None
                     ) -> dict[str, Any]:
         """The answer to an `OutcomeQuery` for ``uid`` (of voting round ``counter``): only its
@@ -1067,14 +1128,22 @@ class DripCore:
                 return {"outcome": "unknown"}
             proof = self.abort_proofs.get(uid)
             return {"outcome": "aborted", **({"proof": proof} if proof else {})}
-        if counter is not None and counter > self.counter:
-            return {"outcome": "unknown"}  # no such round yet: never sign one ahead
+        if counter is not None and (counter > self.counter or self._across_wrap(counter)):
+            # no such round yet (beyond the window: `_pass_asked_round` moved nothing), or
+            # one only after a wrap-around we have not made: never sign one ahead
+            return {"outcome": "unknown"}
         t = self.tallies.get(uid)
         if (t is not None and t.upstream is None and not t.decided
                 and (counter is None or counter >= t.counter)):
             return {"outcome": "undecided"}  # its vote timer (< any lock TTL) ends it soon
         self._remember_abort(uid, initiator)
         return {"outcome": "aborted"}
+
+    def _across_wrap(self, counter: int) -> bool:
+        """``counter`` is below ours but ahead of it across the wrap-around by at most the
+        window: a round after a reset we have not made yet (ours near ``2**64-1``)."""
+        return counter < self.counter and \
+            counter + U64_MAX + 1 - self.counter <= self.cfg.counter_window
 
     def _remember_abort(self, uid: str, initiator: str) -> None:
         _remember(self.aborted, uid, initiator, ENDED_MAX)

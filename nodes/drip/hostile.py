@@ -73,6 +73,11 @@ INTENT: dict[str, str] = {
 }
 #: a fresh counter is this far ahead of its member's own, plus up to FRESH_SPREAD: inside the
 #: counter window (2^20, nodes/drip/seen.py), beyond any counter the real node reaches in a run
+#: by itself. The locks such a /voting takes used to stay for good (the member answered
+#: "unknown" about a round it never reached); since session 45 the member, asked about a
+#: round it saw forged in its name, moves its counter past it and answers "aborted", so they
+#: end after the voters' lock TTL (`DripCore._pass_asked_round`); the member's counter,
+#: read again before each burst (`Known`), then includes those jumps
 FRESH_AHEAD = 2**19
 FRESH_SPREAD = 2**18
 MAX_I63 = 2**63 - 1

@@ -28,7 +28,8 @@ def core_sizes(core: Any) -> dict[str, int]:
     return {
         "tallies": len(core.tallies), "answered": len(core.answered), "voted": len(core.voted),
         "aborted": len(core.aborted), "abort_rounds": len(core.abort_rounds),
-        "abort_proofs": len(core.abort_proofs), "lock_rounds": len(core.lock_rounds),
+        "abort_proofs": len(core.abort_proofs), "forged_rounds": len(core.forged_rounds),
+        "lock_rounds": len(core.lock_rounds),
         "expired": len(core.expired), "locks": len(d.locks), "kv": len(d.kv),
         "applied": len(d.applied), "outbox_rows": sum(len(r) for r in d.outbox.values()),
         "inflight": sum(len(r) for r in core.inflight.values()),

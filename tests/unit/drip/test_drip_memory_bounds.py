@@ -196,7 +196,8 @@ def test_a_group_commit_writes_each_initiators_counters_row_once(tmp_path: Path)
 
 def test_a_lock_no_one_can_end_is_asked_about_ever_less_often() -> None:
     """A /voting in n1's name with a counter far ahead of n1's own (a compromised member
-    holding n1's key) takes a lock n1 answers "unknown" about for good. It was asked about
+    holding n1's key) that n1 did not see itself takes a lock n1 answers "unknown" about for
+    good (one it saw forged it ends since session 45: test_drip_forged_rounds). It was asked about
     every second, of every peer, forever: the questions of the locks a long attack left
     outgrew the attack (issue 26, session 44). The first OUTCOME_FAST_ASKS questions still
     come every ``outcome_retry_s`` (an abort crosses a line one hop per retry)."""
