@@ -13,6 +13,8 @@ all.
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -148,6 +150,64 @@ def lean_item(it: Item) -> Item:
     return it if it.value is None or it.key.startswith(KEEP_VALUES) else replace(it, value=None)
 
 
+#: update ids a node's runtime keeps in memory of those applied (`AppliedIds`): ~110 B each
+APPLIED_RECENT = 65_536
+
+
+class AppliedIds:
+    """The update ids applied here, one per commit, for the node's life: what the
+    ``revote-applied`` refusal, `_outcome_of`'s "committed" and commit idempotence read.
+
+    Exact, and bounded in memory: the last ``cap`` ids added are kept here (the oldest
+    forgotten first), and a miss is answered by ``lookup`` (the node: a primary-key read of
+    the store's ``applied`` table, which keeps every id). Before session 45 the node held
+    them all in a set loaded whole at start, its largest memory in a long run (one id per
+    commit: 23,430 ids after the hostile bench's 10,000 requests, issue 26). Without
+    ``lookup`` (the simulator, unit tests: ``Durable()``) every id stays in memory, as then.
+
+    Why a miss may go to the store: an id leaves memory only ``cap`` adds after it came, and
+    a group commit (the runtime writes each loop turn's records in one) holds far fewer, so
+    every forgotten id is already committed there."""
+
+    __slots__ = ("_ids", "_order", "cap", "lookup", "lookups")
+
+    def __init__(self, ids: Iterable[str] = (), cap: int | None = None,
+                 lookup: Callable[[str], bool] | None = None) -> None:
+        if cap is not None and (lookup is None or cap < 1):
+            raise ValueError("a bounded AppliedIds needs a lookup for the ids it forgets")
+        self._ids: set[str] = set()
+        self._order: deque[str] = deque()
+        self.cap, self.lookup = cap, lookup
+        #: misses answered by ``lookup`` (``sizes``: the store reads they cost)
+        self.lookups = 0
+        for uid in ids:
+            self.add(uid)
+
+    def __contains__(self, uid: object) -> bool:
+        if uid in self._ids:
+            return True
+        if self.lookup is None or not isinstance(uid, str):
+            return False
+        self.lookups += 1
+        return self.lookup(uid)
+
+    def add(self, uid: str) -> None:
+        if uid in self._ids:
+            return
+        self._ids.add(uid)
+        self._order.append(uid)
+        if self.cap is not None and len(self._order) > self.cap:
+            self._ids.discard(self._order.popleft())
+
+    def __len__(self) -> int:
+        """How many are held in memory (all of them without a ``lookup``)."""
+        return len(self._order)
+
+    def recent(self) -> Iterator[str]:
+        """The ids held in memory, newest first."""
+        return reversed(self._order)
+
+
 @dataclass
 class Durable:
     """A node's durable state: what the store loads at start, and what the core keeps
@@ -158,7 +218,7 @@ class Durable:
     counters: dict[str, tuple[int, int | None, str | None]] = field(default_factory=dict)
     members: set[str] = field(default_factory=set)
     kv: dict[str, Item] = field(default_factory=dict)
-    applied: set[str] = field(default_factory=set)
+    applied: AppliedIds = field(default_factory=AppliedIds)
     locks: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> (uid, initiator)
     #: key -> the voting round of its lock, when the `Lock` named one
     lock_rounds: dict[str, int] = field(default_factory=dict)

@@ -21,8 +21,10 @@ from typing import Any
 from nodes.common import fastjson
 from nodes.drip.codec import Item
 from nodes.drip.records import (
+    APPLIED_RECENT,
     OWN,
     Applied,
+    AppliedIds,
     Counters,
     Delivered,
     Dropped,
@@ -68,9 +70,12 @@ CREATE INDEX IF NOT EXISTS kv_meta ON kv (key, version, uid, owner);
 class Store:
     """One SQLite database (``data_dir/drip.sqlite3``; ``":memory:"`` for tests)."""
 
-    def __init__(self, path: Path | str, lean: bool = False) -> None:
+    def __init__(self, path: Path | str, lean: bool = False,
+                 applied_recent: int = APPLIED_RECENT) -> None:
         self.path = str(path)
         self.lean = lean
+        #: applied update ids the loaded `Durable` keeps in memory (`records.AppliedIds`)
+        self.applied_recent = applied_recent
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
@@ -131,6 +136,10 @@ class Store:
             size += n
         return tuple(items), True
 
+    def has_applied(self, uid: str) -> bool:
+        """Is ``uid`` applied here (committed, or written in the open transaction)?"""
+        return self.db.execute("SELECT 1 FROM applied WHERE uid=?", (uid,)).fetchone() is not None
+
     # ---- reading (at start) ----------------------------------------------------------------
     def load(self) -> Durable:
         db = self.db
@@ -153,7 +162,9 @@ class Store:
         else:
             d.kv = {k: Item(k, json.loads(v), int(ver), u, o) for k, v, ver, u, o in
                     db.execute("SELECT key, value, version, uid, owner FROM kv")}
-        d.applied = {r[0] for r in db.execute("SELECT uid FROM applied")}
+        # not read whole: the last APPLIED_RECENT ids applied are kept in memory as they come,
+        # any other is a primary-key read here (`records.AppliedIds`)
+        d.applied = AppliedIds(cap=self.applied_recent, lookup=self.has_applied)
         for k, u, i, c in db.execute("SELECT key, uid, initiator, counter FROM locks"):
             d.locks[k] = (u, i)
             if c is not None:
