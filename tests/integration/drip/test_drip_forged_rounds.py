@@ -51,7 +51,9 @@ def test_forged_votings_no_longer_get_the_members_real_votings_refused(tmp_path:
                 v = codec.Voting("n1", base + 2**19 + i, False, Update(f"forged-{i}", f"f{i}", i))
                 got.append(await _send(m.ports["n2"]["peer"], creds.with_cert,
                                        hostile.signed(v, creds.signer)))
-            assert got == [200] * ROUNDS + [429] * (FORGED - ROUNDS), got
+            # 429 once n2 holds ROUNDS of n1's rounds (all of them unless a lock's 3 s TTL
+            # ran out while these were sent: a very slow machine)
+            assert got[:ROUNDS] == [200] * ROUNDS and 429 in got, got
             # held now: n1's real voting is refused at n2 (the bound works, on old code too)
             status, body = await m.update(s, "n1", "k", 1, "during")
             assert status == 409 and "n2" in body["error"], body
@@ -67,7 +69,7 @@ def test_forged_votings_no_longer_get_the_members_real_votings_refused(tmp_path:
             assert locks == {n: {} for n in m.ids}, locks
             assert (await m.state(s, "n1"))["counter"] >= base + 2**19 + ROUNDS - 1
             assert (await m.state(s, "n2"))["refused"].get("initiator-rounds") == \
-                FORGED - ROUNDS + 1  # the forged ones and n1's real one while they were held
+                got.count(429) + 1  # the forged ones and n1's real one while they were held
             for n in m.ids:
                 assert (await m.read(s, n, "k"))["value"] == 4
 
