@@ -36,6 +36,14 @@ _TYPE_RE = re.compile(rb'"type"\s*:\s*"([A-Za-z_-]+)"')
 
 #: a field whose JSON is longer than this is elided from the in-memory tail and from ``since``
 ELIDE_BYTES = 4096
+#: events the in-memory tail keeps for ``since`` (older ones are read from the file; the
+#: harness reads the file). A node journals several events per operation and a refusal per
+#: hostile request: a tail of 50,000 (the default before session 45) filled over a long run
+#: and held ~25-40 MB (DRiP, issue 26) or ~27 MB (garlicfarm under 30 clients)
+TAIL_EVENTS = 2_000
+#: and at most this many bytes of their JSON: an event's fields vary (elided past
+#: ``ELIDE_BYTES`` each), so a count alone bounds the tail only by the largest event
+TAIL_BYTES = 1 << 20
 
 
 def _dumps(v: Any) -> bytes:
@@ -60,8 +68,8 @@ def elided(ev: Event, line_bytes: int, limit: int = ELIDE_BYTES) -> Event:
 class Journal:
     """Append-only JSON-lines journal with a continuous ``seq`` and an in-memory tail."""
 
-    def __init__(self, path: Path | str, clock: Clock, tail_size: int = 50_000,
-                 tail_bytes: int | None = None) -> None:
+    def __init__(self, path: Path | str, clock: Clock, tail_size: int = TAIL_EVENTS,
+                 tail_bytes: int | None = TAIL_BYTES) -> None:
         """``tail_size`` events at most in memory, and (``tail_bytes``) at most that many
         bytes of their JSON: events vary in size (a refusal's detail, an elided value), so a
         count alone bounds the tail's memory only by the largest event times the count."""
@@ -148,6 +156,11 @@ class Journal:
         ev = effects.node_error(where, error, evidence=evidence)
         (logger or logging.getLogger("node")).warning("%s: %s", where, ev.fields["error"])
         return self.emit(ev.type, **ev.fields)
+
+    @property
+    def tail_events(self) -> int:
+        """Events held in memory now (the rest are on disk only)."""
+        return len(self._tail)
 
     def since(self, seq: int, limit: int = 10_000) -> tuple[list[Event], int]:
         """Events with ``seq >= seq`` (at most ``limit``) and the seq to ask for next, large

@@ -80,7 +80,7 @@ from nodes.drip.material import NodeFiles, client_context, peer_identity, server
 from nodes.drip.membership import dial_address, operator_entry, parse_peer
 from nodes.drip.peerslots import PEER_CONNS, PeerSlots
 from nodes.drip.records import Delivered
-from nodes.drip.sizes import JOURNAL_TAIL, JOURNAL_TAIL_BYTES, node_sizes
+from nodes.drip.sizes import node_sizes
 from nodes.drip.store import Store
 
 log = logging.getLogger("drip.server")
@@ -223,8 +223,7 @@ class DripNode(JournalingHost):
         self.opts = Options.from_options(cfg.options)
         self.clock = Clock()
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
-        self.journal = Journal(cfg.data_dir / "events.jsonl", self.clock,
-                               tail_size=JOURNAL_TAIL, tail_bytes=JOURNAL_TAIL_BYTES)
+        self.journal = Journal(cfg.data_dir / "events.jsonl", self.clock)
         self.store = Store(cfg.data_dir / "drip.sqlite3", lean=True)  # values stay on disk
         self.signer: Signer
         self.verifier: Verifier

@@ -13,14 +13,6 @@ from typing import Any
 
 from nodes.drip import auth
 
-#: events the journal keeps in memory for ``/admin/events`` (older ones are read from the
-#: file; the harness reads the file): DRiP journals ~5 events per commit per node and the
-#: refusals of a flood, so the shared default of 50,000 filled over a long attack and held
-#: ~25-40 MB per node (issue 26, session 44); garlicfarm keeps 2,000 for the same reason
-JOURNAL_TAIL = 2_000
-#: and at most this many bytes of their JSON (an event's fields vary; elided past 4 KiB each)
-JOURNAL_TAIL_BYTES = 1 << 20
-
 
 def core_sizes(core: Any) -> dict[str, int]:
     """The core's remembered state: vote rounds, ended updates, counter windows."""

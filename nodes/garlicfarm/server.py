@@ -72,10 +72,6 @@ log = logging.getLogger("garlicfarm")
 #: (docs/garlicfarm.md: that timeout should be at least 3 round trips)
 CONNECT_S = 3.0
 
-#: events the journal keeps in memory for /admin/events (older ones are read from the file).
-#: Under a 30-client load a node journals ~80 events/s at ~550 bytes each in memory: the
-#: shared default of 50,000 took ten minutes to fill and then held ~27 MB; 2,000 hold ~1 MB.
-JOURNAL_TAIL = 2_000
 #: idle connections kept per peer for calls (forwarded client requests, joins); a call that
 #: finds none opens one. Without a cap the pool kept one TLS connection (two 128 KiB buffers
 #: end to end) for every call ever concurrent to that peer, up to the client count.
@@ -109,8 +105,8 @@ class CallPool:
 
 
 def open_journal(path: Any, clock: Clock) -> Journal:
-    """The node's journal, its in-memory tail bounded by ``JOURNAL_TAIL`` events."""
-    return Journal(path, clock, tail_size=JOURNAL_TAIL)
+    """The node's journal (its in-memory tail bounded by the shared defaults)."""
+    return Journal(path, clock)
 
 
 class GarlicFarmNode(JournalingHost):

@@ -27,7 +27,6 @@ from nodes.drip.material import ensure_shared_secret
 from nodes.drip.records import OWN, Counters, Init
 from nodes.drip.runs import Runs
 from nodes.drip.seen import SEEN_WINDOW, Seen
-from nodes.drip.sizes import JOURNAL_TAIL, JOURNAL_TAIL_BYTES
 from nodes.drip.store import Store
 
 NOW = 1_800_000_000.0
@@ -172,11 +171,18 @@ def test_the_journal_tail_is_bounded_by_bytes_too(tmp_path: Path) -> None:
     j.close()
 
 
-def test_a_drip_node_keeps_a_small_journal_tail() -> None:
-    """The shared default (50,000 events) held ~25-40 MB per DRiP node over a long attack."""
-    assert JOURNAL_TAIL <= 2_000 and JOURNAL_TAIL_BYTES <= 1 << 20
-    src = (Path(__file__).resolve().parents[3] / "nodes" / "drip" / "server.py").read_text()
-    assert "tail_size=JOURNAL_TAIL, tail_bytes=JOURNAL_TAIL_BYTES" in src
+def test_a_journal_keeps_a_small_tail_by_default(tmp_path: Path) -> None:
+    """Every node's journal (DRiP's, garlicfarm's and the others') takes the shared bounds:
+    a tail of 50,000 events held ~25-40 MB per DRiP node over a long attack."""
+    j = Journal(tmp_path / "events.jsonl", Clock())
+    for i in range(2_500):
+        j.emit("vote", uid=f"u{i}", detail="x" * 200)
+    assert j.tail_events <= 2_000
+    assert j.since(0)[0][0]["uid"] == "u0"  # the older ones from the file
+    for i in range(300):
+        j.emit("refused", error="y" * 4_000, n=i)
+    assert j.tail_events * 4_000 <= 1.1 * (1 << 20)
+    j.close()
 
 
 def test_a_group_commit_writes_each_initiators_counters_row_once(tmp_path: Path) -> None:
