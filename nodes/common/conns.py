@@ -127,6 +127,10 @@ class SourceBuckets:
             raise ValueError(f"a connection bucket needs rate > 0 and burst >= 1, got "
                              f"{self.rate} and {self.burst}")
 
+    def __len__(self) -> int:
+        """Sources remembered (each a bucket)."""
+        return len(self._b)
+
     def _tokens(self, source: str, now: float) -> float:
         tokens, t = self._b.get(source, (self.burst, now))
         return min(self.burst, tokens + max(0.0, now - t) * self.rate)

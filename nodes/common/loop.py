@@ -205,6 +205,10 @@ class Answers:
     def __init__(self) -> None:
         self._futures: dict[Hashable, asyncio.Future[Any]] = {}
 
+    def __len__(self) -> int:
+        """Waiters not yet answered (``sizes`` in DRiP's ``/admin/state``)."""
+        return len(self._futures)
+
     def wait(self, key: Hashable) -> asyncio.Future[Any]:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._futures[key] = fut

@@ -100,6 +100,13 @@ _GROUPS: OrderedDict[str, list[str]] = OrderedDict()
 #: a group's requests arrive within seconds of each other; each entry is up to 16 digests
 #: (~2 KB), so 1,024 hold ~2 MB (4,096 held ~8 MB, issue 26, session 44)
 _MAX_GROUPS = 1024
+
+
+def groups_hashed() -> int:
+    """Group digests remembered (``sizes`` in ``/admin/state``)."""
+    return len(_GROUPS)
+
+
 #: the longest ``jti`` taken: ours are 24 hex characters, and the replay table holds every
 #: one for up to 90 s, so its bytes must not be the signer's choice
 MAX_JTI = 64

@@ -40,18 +40,20 @@ def node_sizes(node: Any) -> dict[str, int]:
     v = node.verifier
     out.update({
         "jti_remembered": len(v.seen), "tokens_verified": len(v.verified),
-        "groups_hashed": len(auth._GROUPS),
+        "groups_hashed": auth.groups_hashed(),
         "peer_has": sum(len(x) for x in node._peer_has.values()),
-        "waiters": len(node.answers._futures),
+        "waiters": len(node.answers),
         "outq": sum(len(q) for q in node._outq.values()),
-        "journal_tail": len(node.journal._tail),
+        "journal_tail": node.journal.tail_events,
         "refusal_reasons": len(node.refusals.counts),
     })
     conn = getattr(node.session, "connector", None)
-    if conn is not None:  # aiohttp's own pool: each TLS connection holds ~128 KiB of buffers
+    if conn is not None:  # aiohttp's own pool: each TLS connection holds ~128 KiB of buffers.
+        # aiohttp has no public count of pooled connections; read through getattr, so a
+        # change in aiohttp drops these two figures instead of failing /admin/state
         out["peer_conns_idle"] = sum(len(x) for x in getattr(conn, "_conns", {}).values())
         out["peer_conns_busy"] = len(getattr(conn, "_acquired", ()))
     listener = node._peer_listener
     if listener is not None and listener.buckets is not None:
-        out["conn_sources"] = len(listener.buckets._b)
+        out["conn_sources"] = len(listener.buckets)
     return out
