@@ -200,13 +200,55 @@ def slow_sends_in_turn(nodes: list[str], all_nodes: list[str], hold_s: float = 4
     return sch.explicit(steps)
 
 
-def test_bug_inactive_takes_part_is_caught(chaos_run) -> None:
-    """An inactive node must neither vote nor apply (spec 4.7); the bug does both."""
+def fast_clock_slow_sends(nodes: list[str], all_nodes: list[str], ms: int = 800,
+                          rate: float = 4.0, fast_s: float = 1.0) -> list[sch.Step]:
+    """Each node in turn has its sends slowed by ``ms`` and its clock run ``rate`` times fast
+    (libfaketime) for ``fast_s``: its own requests time out (its 2 s peer timeout is
+    2 / ``rate`` s of true time, less than the ``ms`` its requests take), so it turns
+    inactive within a heartbeat round (spec 4.7), while its peers, whose timeout is 2 s of
+    true time, still hear its answers after ``ms`` (2 x ``ms`` on a new TLS connection);
+    those answers said "active" until it turned inactive, so for about ``ms`` after that its
+    peers still take it for up and send it their votings and commits. Then its clock runs
+    at 1 / ``rate`` until it is back on true time (as NTP slews a clock back): the journal
+    stamps the liveness leaf reads, and the JWT times, end where they would have been.
+    Slowed sends alone (one timeout at both ends) are symmetric: each heartbeat crosses the
+    slowed flow once either way, so the node and its peers give each other up within a
+    heartbeat round (0.3 s) of one another, and a vote reached the inactive node only when
+    that race fell its way."""
+    slow_s = fast_s * (rate - 1) / (1 - 1 / rate)  # what the fast part gained, given back
+    steps: list[sch.Step] = []
+    for n in nodes:
+        links = [[n, m] for m in all_nodes if m != n]
+        steps += [(1.0, sch.op("start-latency", {"ms": ms, "links": links, "one_way": True})),
+                  (0.0, sch.op("clock-rate", {"node": n, "rate": rate})),
+                  (fast_s, sch.op("clock-rate", {"node": n, "rate": 1 / rate})),
+                  (1.0, sch.op("stop-latency")),
+                  (slow_s - 1.0, sch.op("clock-rate", {"node": n, "rate": 1.0}))]
+    return sch.explicit(steps)
+
+
+def went_inactive(run_dir: Path, node: str) -> bool:
+    """Whether ``node``'s journal says it turned inactive during the run."""
+    events, _ = read_journal(run_dir / "nodes" / node / "events.jsonl")
+    return any(e.get("type") == "state" and e.get("state") == "inactive" for e in events)
+
+
+def test_bug_inactive_takes_part_is_caught(chaos_run, request: pytest.FixtureRequest) -> None:
+    """An inactive node must neither vote nor apply (spec 4.7); the bug does both.
+    With slowed sends alone (``slow_sends_in_turn``) the bug was missed on seed 3 (sessions 43
+    and 44, and session 45: n2 turned inactive 54-58 ms before n3 and n4 gave it up, n1 42 ms
+    before it; n4 1 ms before n2, n5 91 ms before it; no voting came in between). Here the slowed
+    node's clock also runs fast (``fast_clock_slow_sends``), so it gives its peers up at once
+    and they keep sending it votings for at least the 0.8 s its answers take. Both runs must
+    show n2 and n4 inactive, from their journals, or the control proves nothing
+    (docs/drip.md, "Bug-mode tests made deterministic, session 45")."""
     five = [f"n{i}" for i in range(1, 6)]
     chaos_run(partial(spec, "drip-bug-inactive", 5, figure1, time_limit=14.0,
-                      bugs=["inactive-takes-part"], options={"rate": 20},
-                      schedule=slow_sends_in_turn(["n2", "n4"], five)),
+                      bugs=["inactive-takes-part"], options={"rate": 20, "clock_rate": True},
+                      schedule=fast_clock_slow_sends(["n2", "n4"], five)),
               expect="2pc", anomaly="inactive-participated", min_ok=MIN_OK_PER_S * 10)
+    for d in (Path(v) for k, v in request.node.user_properties if k == "run_dir"):
+        assert went_inactive(d, "n2") and went_inactive(d, "n4"), f"n2 or n4 never inactive: {d}"
 
 
 def test_bug_retake_duplicate_votes_is_caught(chaos_run) -> None:
@@ -273,10 +315,10 @@ def test_bug_commit_after_abort_is_caught(chaos_run, request: pytest.FixtureRequ
     itself, and each update n4 starts in the first second of a pause hears n5's yes after
     its abort; both runs must show such late yeses in n4's journal. 50 clients and
     ``min_initiating`` 16: the bug leaves an aborted update's client, and its admission slot
-    (at least 4), waiting for its 7 s timeout, so with 25 clients and 4 slots n4 started one
-    update in a pause when three of its slots were held by updates aborted at start-up
-    (seed 10: 3 updates caught); with 5 clients none at all (docs/drip.md, "Bug-mode tests
-    made deterministic, session 45")."""
+    (at least 4), waiting for its 7 s timeout: with 15 clients n4 started 1-2 updates in a
+    pause (seed 2), and with 25 clients and 4 slots one, when three of its slots were held by
+    updates aborted at start-up (seed 10) (docs/drip.md, "Bug-mode tests made deterministic,
+    session 45")."""
     chaos_run(partial(spec, "drip-bug-commit-after-abort", 5, line, time_limit=10.0,
                       bugs=["commit-after-abort"],
                       options={**LATE_VOTE_OPTIONS, "rate": 30, "keys": 64, "min_initiating": 16},
