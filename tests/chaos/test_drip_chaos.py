@@ -186,20 +186,6 @@ def test_bug_syncing_votes_no_is_caught(chaos_run, request: pytest.FixtureReques
         f"the control's n5 cast no vote while syncing (the run proves nothing): {control_dir}")
 
 
-def slow_sends_in_turn(nodes: list[str], all_nodes: list[str], hold_s: float = 4.0
-                       ) -> list[sch.Step]:
-    """Each node in turn has its own sends slowed past the peer timeout, while its peers'
-    requests reach it at once: its heartbeats go unanswered, so it turns inactive (spec 4.7),
-    and its peers, which still hear it answer, keep sending it votes until their next
-    heartbeat learns it is inactive."""
-    steps: list[sch.Step] = []
-    for n in nodes:
-        links = [[n, m] for m in all_nodes if m != n]
-        steps += [(1.0, sch.op("start-latency", {"ms": 3000, "links": links, "one_way": True})),
-                  (hold_s, sch.op("stop-latency"))]
-    return sch.explicit(steps)
-
-
 def fast_clock_slow_sends(nodes: list[str], all_nodes: list[str], ms: int = 800,
                           rate: float = 4.0, fast_s: float = 1.0) -> list[sch.Step]:
     """Each node in turn has its sends slowed by ``ms`` and its clock run ``rate`` times fast
@@ -235,13 +221,13 @@ def went_inactive(run_dir: Path, node: str) -> bool:
 
 def test_bug_inactive_takes_part_is_caught(chaos_run, request: pytest.FixtureRequest) -> None:
     """An inactive node must neither vote nor apply (spec 4.7); the bug does both.
-    With slowed sends alone (``slow_sends_in_turn``) the bug was missed on seed 3 (sessions 43
-    and 44, and session 45: n2 turned inactive 54-58 ms before n3 and n4 gave it up, n1 42 ms
-    before it; n4 1 ms before n2, n5 91 ms before it; no voting came in between). Here the slowed
-    node's clock also runs fast (``fast_clock_slow_sends``), so it gives its peers up at once
-    and they keep sending it votings for at least the 0.8 s its answers take. Both runs must
-    show n2 and n4 inactive, from their journals, or the control proves nothing
-    (docs/drip.md, "Bug-mode tests made deterministic, session 45")."""
+    With slowed sends alone (n2, then n4, 3 s for 4 s) the bug was missed on seed 3
+    (sessions 43 and 44, and session 45: n2 turned inactive 54-58 ms before n3 and n4 gave it
+    up, n1 42 ms before it; n4 1 ms before n2, n5 91 ms before it; no voting came in
+    between). Here the slowed node's clock also runs fast (``fast_clock_slow_sends``), so
+    it gives its peers up at once and they keep sending it votings for at least the 0.8 s
+    its answers take. Both runs must show n2 and n4 inactive, from their journals, or the
+    control proves nothing (docs/drip.md, "Bug-mode tests made deterministic, session 45")."""
     five = [f"n{i}" for i in range(1, 6)]
     chaos_run(partial(spec, "drip-bug-inactive", 5, figure1, time_limit=14.0,
                       bugs=["inactive-takes-part"], options={"rate": 20, "clock_rate": True},
@@ -259,27 +245,23 @@ def test_bug_retake_duplicate_votes_is_caught(chaos_run) -> None:
               expect="2pc", anomaly="propagated-twice", min_ok=MIN_OK_PER_S * 8)
 
 
-def late_votes(all_nodes: list[str]) -> list[sch.Step]:
-    """One node at a time has its sends slowed past the initiators' vote timeout: its yes
-    arrives after they aborted (and the updates it initiates hear back only late)."""
-    return slow_sends_in_turn(all_nodes[:3], all_nodes, hold_s=3.0)
+#: node options of the late-vote runs (n5 paused, ``pause_leaf``): a peer timeout past the
+#: 3 s pause, so that n4 still takes n5 for up and sends it its votings; 30 updates/s over 64
+#: keys and at least 16 admission slots (test_bug_commit_after_abort_is_caught says why)
+LATE_VOTE_OPTIONS = {"rate": 30, "keys": 64, "peer_timeout_s": 4.0, "min_initiating": 16}
 
 
-#: node options of the late-vote runs: a request may take longer than the 3 s the slowed
-#: sends take, so the slowed node's yes reaches the initiator after its 2 s vote timeout
-#: instead of being given up by its sender at the default 2 s (then only the requests sent
-#: as a slowdown ended got through, and seeds 1 and 2 of session 44 saw no late yes at all)
-LATE_VOTE_OPTIONS = {"rate": 20, "keys": 16, "peer_timeout_s": 4.0}
-
-
-def test_bug_act_on_late_votes_is_caught(chaos_run) -> None:
+def test_bug_act_on_late_votes_is_caught(chaos_run, request: pytest.FixtureRequest) -> None:
     """Spec 4.5.1: no action for vote responses after the timeout; the bug decides again
-    (and commits) when the late yes completes the vote."""
-    five = [f"n{i}" for i in range(1, 6)]
-    chaos_run(partial(spec, "drip-bug-late-votes", 5, full, time_limit=12.0,
+    (and commits) when the late yes completes the vote. Same fault as
+    ``test_bug_commit_after_abort_is_caught`` (``pause_leaf``): slowed sends on a full mesh
+    missed it on seed 1 of session 44."""
+    chaos_run(partial(spec, "drip-bug-late-votes", 5, line, time_limit=10.0,
                       bugs=["act-on-late-votes"], options=LATE_VOTE_OPTIONS,
-                      schedule=late_votes(five)),
+                      schedule=pause_leaf("n5"), concurrency=50),
               expect="2pc", anomaly="late-vote-acted-on", min_ok=MIN_OK_PER_S * 10)
+    for d in (Path(v) for k, v in request.node.user_properties if k == "run_dir"):
+        assert late_yeses(d, "n4", "n5"), f"no yes of n5 reached n4 late (nothing to judge): {d}"
 
 
 def pause_leaf(leaf: str, rounds: int = 2, hold_s: float = 3.0) -> list[sch.Step]:
@@ -306,22 +288,22 @@ def late_yeses(run_dir: Path, node: str, voter: str) -> list[dict[str, Any]]:
 def test_bug_commit_after_abort_is_caught(chaos_run, request: pytest.FixtureRequest) -> None:
     """The same late commit without a second decision in the journal: only the applies
     show that an update its initiator aborted was committed after all.
-    The slowed sends of ``late_votes`` met the bug on some seeds only (sessions 43 and 44:
-    seed 2 had one late yes): a peer link carries one batch at a time, so a slowed node got
-    one batch per peer per 3 s and answered few votings at all; on a full mesh every voting
-    also reaches it through each other member, whose late answer a relay drops, so its yes
-    went to the initiator only when the initiator's own copy came first. Here n5, the end of
-    a line, is paused twice (``pause_leaf``): its one neighbour n4 sends it every voting
-    itself, and each update n4 starts in the first second of a pause hears n5's yes after
-    its abort; both runs must show such late yeses in n4's journal. 50 clients and
-    ``min_initiating`` 16: the bug leaves an aborted update's client, and its admission slot
-    (at least 4), waiting for its 7 s timeout: with 15 clients n4 started 1-2 updates in a
-    pause (seed 2), and with 25 clients and 4 slots one, when three of its slots were held by
-    updates aborted at start-up (seed 10) (docs/drip.md, "Bug-mode tests made deterministic,
-    session 45")."""
+    Slowed sends (each of n1-n3 in turn, 3 s, on a full mesh) met the bug on some seeds only
+    (sessions 43 and 44: seed 2 had one late yes): a peer link carries one batch at a time, so a
+    slowed node got one batch per peer per 3 s and answered few votings at all; on a full mesh
+    every voting also reaches it through each other member, whose late answer a relay drops, so
+    its yes went to the initiator only when the initiator's own copy came first. Here n5, the
+    end of a line, is paused twice (``pause_leaf``): its one neighbour n4 sends it every voting
+    itself, and each update n4 starts in the first second of a pause hears n5's yes after its
+    abort; both runs must show such late yeses in n4's journal. 50 clients and
+    ``min_initiating`` 16: the bug leaves an aborted update's client, and its admission slot (at
+    least 4), waiting for its 7 s timeout: with 15 clients n4 started 1-2 updates in a pause
+    (seed 2), and with 25 clients and 4 slots one, when three of its slots were held by updates
+    aborted at start-up (seed 10) (docs/drip.md, "Bug-mode tests made deterministic, session
+    45")."""
     chaos_run(partial(spec, "drip-bug-commit-after-abort", 5, line, time_limit=10.0,
                       bugs=["commit-after-abort"],
-                      options={**LATE_VOTE_OPTIONS, "rate": 30, "keys": 64, "min_initiating": 16},
+                      options=LATE_VOTE_OPTIONS,
                       schedule=pause_leaf("n5"), concurrency=50),
               expect="2pc", anomaly="aborted-update-applied", min_ok=MIN_OK_PER_S * 10)
     for d in (Path(v) for k, v in request.node.user_properties if k == "run_dir"):
