@@ -64,7 +64,8 @@ def test_a_replay_plays_the_same_seed_and_fault_schedule(tmp_path):
     second = (store / "latest").resolve()  # stored beside the replayed run
     assert second != first and second.parent == first.parent
     a, b = (json.loads((d / "test.json").read_text()) for d in (first, second))
-    volatile = {"run_dir", "started", "finished", "ops", "status", "started_wall", "collect_s"}
+    volatile = {"run_dir", "started", "finished", "ops", "status", "started_wall", "collect_s",
+                "final_from_s"}
     assert {k: v for k, v in a.items() if k not in volatile} == \
         {k: v for k, v in b.items() if k not in volatile}
     assert b["seed"] == SEED and b["faults"] == {"kinds": KINDS, "interval_s": INTERVAL}
