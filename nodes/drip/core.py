@@ -630,9 +630,13 @@ class DripCore:
 
     def _next_counter(self) -> tuple[int, bool]:
         c, reset = next_counter(self.counter)
+        self._take_counter(c, reset)
+        return c, reset
+
+    def _take_counter(self, c: int, reset: bool) -> None:
+        """Our counter is now ``c``; our own window keeps it (saved by our ``OWN`` row)."""
         self.counter = c
         self.seen.before(self.me, c, reset)
-        return c, reset
 
     def _repeat(self, initiator: str, counter: int, reset: bool) -> bool:
         """`Seen.before`, except in our own name: every counter up to ours we sent (each saved
@@ -1123,8 +1127,8 @@ class DripCore:
                 or c - self.counter >= self.cfg.counter_window
                 or (q.uid, c) not in self.forged_rounds or q.uid in self.d.applied):
             return []
-        was, self.counter = self.counter, c
-        self.seen.before(self.me, c, False)  # our own window, as `_next_counter` keeps it
+        was = self.counter
+        self._take_counter(c, False)
         return [self._p(Counters((self._row(self.me),))),
                 Emit("counter-jump", {"from": was, "to": c, "uid": q.uid,
                                       "asked_by": q.sender})]
