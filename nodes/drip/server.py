@@ -770,7 +770,7 @@ class DripNode(JournalingHost):
             self._charge(req, ident)  # refused by the core (its own count and journal)
         if isinstance(msg, codec.OutcomeQuery):  # our "aborted" as initiator goes out signed
             return _json(abort_proof.sign(answer.body, msg, self.me, self.signer,
-                                                      self.clock.wall()), status=answer.status)
+                                          self.clock.wall()), status=answer.status)
         return _json(answer.body, status=answer.status)
 
     def _refused(self, r: Refusal, ident: str | None, req: web.Request) -> web.Response:
@@ -934,8 +934,7 @@ class DripNode(JournalingHost):
                 answer = await fut
         except TimeoutError:
             self.answers.drop(key)
-            return _json({"result": "unknown", "error": "no outcome in time"},
-                                     status=504)
+            return _json({"result": "unknown", "error": "no outcome in time"}, status=504)
         return _json(answer.body, status=answer.status)
 
     async def handle_read(self, req: web.Request) -> web.Response:
