@@ -43,6 +43,13 @@ def spec(name: str, nodes: int, topology: Any, *, time_limit: float = 15.0,
                     faults=Faults(nemesis, interval_s) if nemesis is not None else None)
 
 
+def bug_and_control_dirs(request: pytest.FixtureRequest) -> tuple[Path, Path]:
+    """The run dirs of a bug-mode test's two runs (``chaos_run`` records both): unpacking
+    fails unless there are exactly two, so a check over them cannot pass on none."""
+    bug_dir, control_dir = (Path(v) for k, v in request.node.user_properties if k == "run_dir")
+    return bug_dir, control_dir
+
+
 def split_while_voting(nodes: list[str], rounds: int = 4) -> list[sch.Step]:
     """Short partitions that split the mesh into halves every ~1 s: votes are in flight when
     the cut lands, and heal before the lock TTL so updates resume in between."""
@@ -179,7 +186,7 @@ def test_bug_syncing_votes_no_is_caught(chaos_run, request: pytest.FixtureReques
                       bugs=["syncing-votes-no"], schedule=restart_with_slow_sends("n5", five),
                       options={"rate": 20}, concurrency=15),
               expect="2pc", anomaly="syncing-voted-no", min_ok=MIN_OK_PER_S * 15)
-    bug_dir, control_dir = (Path(v) for k, v in request.node.user_properties if k == "run_dir")
+    bug_dir, control_dir = bug_and_control_dirs(request)
     bug_votes, control_votes = (votes_while_syncing(d, "n5") for d in (bug_dir, control_dir))
     assert bug_votes and all(e["vote"] == "no" for e in bug_votes), bug_votes[:5]
     assert control_votes and all(e["vote"] == "yes" for e in control_votes), (
@@ -233,7 +240,7 @@ def test_bug_inactive_takes_part_is_caught(chaos_run, request: pytest.FixtureReq
                       bugs=["inactive-takes-part"], options={"rate": 20, "clock_rate": True},
                       schedule=fast_clock_slow_sends(["n2", "n4"], five)),
               expect="2pc", anomaly="inactive-participated", min_ok=MIN_OK_PER_S * 10)
-    for d in (Path(v) for k, v in request.node.user_properties if k == "run_dir"):
+    for d in bug_and_control_dirs(request):
         assert went_inactive(d, "n2") and went_inactive(d, "n4"), f"n2 or n4 never inactive: {d}"
 
 
@@ -260,7 +267,7 @@ def test_bug_act_on_late_votes_is_caught(chaos_run, request: pytest.FixtureReque
                       bugs=["act-on-late-votes"], options=LATE_VOTE_OPTIONS,
                       schedule=pause_leaf("n5"), concurrency=50),
               expect="2pc", anomaly="late-vote-acted-on", min_ok=MIN_OK_PER_S * 10)
-    for d in (Path(v) for k, v in request.node.user_properties if k == "run_dir"):
+    for d in bug_and_control_dirs(request):
         assert late_yeses(d, "n4", "n5"), f"no yes of n5 reached n4 late (nothing to judge): {d}"
 
 
@@ -306,7 +313,7 @@ def test_bug_commit_after_abort_is_caught(chaos_run, request: pytest.FixtureRequ
                       options=LATE_VOTE_OPTIONS,
                       schedule=pause_leaf("n5"), concurrency=50),
               expect="2pc", anomaly="aborted-update-applied", min_ok=MIN_OK_PER_S * 10)
-    for d in (Path(v) for k, v in request.node.user_properties if k == "run_dir"):
+    for d in bug_and_control_dirs(request):
         assert late_yeses(d, "n4", "n5"), f"no yes of n5 reached n4 late (nothing to judge): {d}"
 
 
