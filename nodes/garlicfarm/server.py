@@ -104,11 +104,6 @@ class CallPool:
         self.idle.clear()
 
 
-def open_journal(path: Any, clock: Clock) -> Journal:
-    """The node's journal (its in-memory tail bounded by the shared defaults)."""
-    return Journal(path, clock)
-
-
 class GarlicFarmNode(JournalingHost):
     logger = log
 
@@ -169,7 +164,7 @@ class GarlicFarmNode(JournalingHost):
     async def start(self) -> None:
         cfg = self.cfg
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
-        self.journal = open_journal(cfg.data_dir / "events.jsonl", self.clock)
+        self.journal = Journal(cfg.data_dir / "events.jsonl", self.clock)
         self.storage = RaftStorage(cfg.data_dir, cfg.bugs)
         stored = self.storage.load()
         rep = self.storage.report

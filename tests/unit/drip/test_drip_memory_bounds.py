@@ -171,20 +171,6 @@ def test_the_journal_tail_is_bounded_by_bytes_too(tmp_path: Path) -> None:
     j.close()
 
 
-def test_a_journal_keeps_a_small_tail_by_default(tmp_path: Path) -> None:
-    """Every node's journal (DRiP's, garlicfarm's and the others') takes the shared bounds:
-    a tail of 50,000 events held ~25-40 MB per DRiP node over a long attack."""
-    j = Journal(tmp_path / "events.jsonl", Clock())
-    for i in range(2_500):
-        j.emit("vote", uid=f"u{i}", detail="x" * 200)
-    assert j.tail_events <= 2_000
-    assert j.since(0)[0][0]["uid"] == "u0"  # the older ones from the file
-    for i in range(300):
-        j.emit("refused", error="y" * 4_000, n=i)
-    assert j.tail_events * 4_000 <= 1.1 * (1 << 20)
-    j.close()
-
-
 def test_a_group_commit_writes_each_initiators_counters_row_once(tmp_path: Path) -> None:
     """Each message taken saves its initiator's window (up to ~120 KB with a flood's far-ahead
     counters listed): a group of them wrote every row, where its last alone survives."""

@@ -7,9 +7,8 @@ import json
 import tracemalloc
 import uuid
 
-from nodes.common.clock import Clock
 from nodes.garlicfarm.kv import KVStateMachine
-from nodes.garlicfarm.server import CallPool, open_journal
+from nodes.garlicfarm.server import CallPool
 
 
 def test_kv_results_stay_under_one_megabyte_after_30000_requests():
@@ -27,18 +26,6 @@ def test_kv_results_stay_under_one_megabyte_after_30000_requests():
     # the newest results (what the core reads right after applying a batch) are all kept
     last = kv.apply({"kv": "read", "key": "k1", "rid": "newest"})
     assert kv.results["newest"] == last
-
-
-def test_journal_memory_tail_is_bounded_and_older_events_come_from_the_file(tmp_path):
-    j = open_journal(tmp_path / "events.jsonl", Clock())
-    try:
-        for i in range(10_000):
-            j.emit("apply", index=i, digest="0123456789abcdef", app="kv")
-        assert len(j._tail) <= 2_000
-        events, nxt = j.since(0, limit=20_000)  # older than the tail: read from the file
-        assert [e["index"] for e in events] == list(range(10_000)) and nxt == 10_000
-    finally:
-        j.close()
 
 
 class _Conn:
