@@ -198,6 +198,18 @@ class Mesh:
         async with s.get(self.admin(nid) + "/admin/state") as r:
             return await r.json()
 
+    async def locks_once_released(self, s: aiohttp.ClientSession,
+                                  timeout: float = 10.0) -> dict[str, dict[str, Any]]:
+        """Every node's locks, polled until none holds any or ``timeout`` passes: an update
+        answers 200 once its commit is durable at the initiator, and its commits reach the
+        voters after that, so a voter can still hold the lock for an instant."""
+        deadline = time.monotonic() + timeout
+        while True:
+            locks = {n: (await self.state(s, n))["locks"] for n in self.ids}
+            if not any(locks.values()) or time.monotonic() >= deadline:
+                return locks
+            await asyncio.sleep(0.1)
+
     async def wait_all_active(self, s: aiohttp.ClientSession, timeout: float = 20.0,
                               nodes: list[str] | None = None) -> None:
         deadline = time.monotonic() + timeout

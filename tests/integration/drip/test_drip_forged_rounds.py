@@ -65,7 +65,7 @@ def test_forged_votings_no_longer_get_the_members_real_votings_refused(tmp_path:
             for i in range(3):  # was 409: "no vote from ['n2']" (its 429), for good
                 status, body = await m.update(s, "n1", "k", 2 + i, f"after-{i}")
                 assert status == 200, body
-            locks = {n: (await m.state(s, n))["locks"] for n in m.ids}
+            locks = await m.locks_once_released(s)
             assert locks == {n: {} for n in m.ids}, locks
             assert (await m.state(s, "n1"))["counter"] >= base + 2**19 + ROUNDS - 1
             assert (await m.state(s, "n2"))["refused"].get("initiator-rounds") == \
