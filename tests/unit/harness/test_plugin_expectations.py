@@ -88,6 +88,14 @@ def test_ok_client_ops_counts_client_completions_only() -> None:
     assert ok_client_ops(ops) == 1
 
 
+def test_ok_client_ops_leave_out_the_final_reads() -> None:
+    """A minimum of ok ops is about the run's work: final reads after it do not count."""
+    ops = [{"process": 0, "type": "ok", "f": "update", "time": 1_000_000_000},
+           *({"process": p, "type": "ok", "f": "read", "time": 9_000_000_000} for p in range(50))]
+    assert ok_client_ops(ops, before_s=8.0) == 1
+    assert ok_client_ops(ops) == 51
+
+
 # ---------------------------------------------------------------- bug-mode runs
 
 def vote_violation() -> Result:
