@@ -161,6 +161,24 @@ def test_an_initiator_over_its_vote_rounds_is_refused_from_the_head() -> None:
     assert isinstance(g.admit("n3", None, *c, NOW), Commit)
 
 
+def test_a_batch_item_voting_over_its_initiators_rounds_is_refused_as_a_request_is() -> None:
+    """Batch items (a POST /batch or a lane's exchange) meet the same bound: before session
+    46 a /voting inside a batch skipped it."""
+    g, _ = gate()
+    g.view = _View
+    g.initiator_rounds = 4  # _View: n3 holds 4 locks here, n2 none
+    v3 = Voting("n3", 51, False, Update("u3", "k", 1), Signer("n3", "public", KEYS["n3"][0])
+                .header(NOW, codec.signed_digest(Voting("n3", 51, False, Update("u3", "k", 1)))))
+    r = g.item("n2", v3, NOW)
+    assert isinstance(r, Refusal) and (r.status, r.reason) == (429, "initiator-rounds")
+    g.initiator_rounds = 5
+    assert g.item("n2", v3, NOW) == v3
+    g.initiator_rounds = 1
+    v2 = Voting("n2", 7, False, Update("u5", "j", 1), Signer("n2", "public", KEYS["n2"][0])
+                .header(NOW, codec.signed_digest(Voting("n2", 7, False, Update("u5", "j", 1)))))
+    assert g.item("n2", v2, NOW) == v2
+
+
 def test_the_read_only_window_check_is_what_before_would_raise() -> None:
     s = Seen({}, window=100)
     s.before("n1", 2**64 - 20, False)
