@@ -88,8 +88,10 @@ async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, Any]:
         phases = await where_time_goes(m, s, sent)
         sent_b = [st.get("batches", {}) for st in states]
         conns = [st.get("peer_connections", {}) for st in states]
-    reqs = sum(b.get("sent", 0) for b in sent_b)
-    items = sum(b.get("sent_items", 0) for b in sent_b)
+    posts = sum(b.get("sent", 0) for b in sent_b)
+    lanes = sum(b.get("lane_exchanges", 0) for b in sent_b)
+    reqs = posts + lanes  # a batch is a POST /batch or an exchange on a lane
+    items = sum(b.get("sent_items", 0) + b.get("lane_items", 0) for b in sent_b)
     lat.sort()
     per = max(len(lat), 1)
     return {"commits": len(lat), "aborted": refused.get(409, 0),
@@ -103,6 +105,14 @@ async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, Any]:
             #: they sent: reuse keeps the first near the number of links
             "peer_connections_opened": sum(c.get("opened", 0) for c in conns),
             "peer_requests": sum(c.get("requests", 0) for c in conns),
+            #: per committed update: HTTPS requests between the nodes, POST /batch among
+            #: them, and batch exchanges on WebSocket lanes (docs/drip.md "WebSocket lanes")
+            "peer_requests_per_update": round(sum(c.get("requests", 0) for c in conns) / per,
+                                              2),
+            "batch_posts_per_update": round(posts / per, 2),
+            "lane_exchanges_per_update": round(lanes / per, 2),
+            "lanes": {k: sum(b.get(k, 0) for b in sent_b)
+                      for k in ("lane_opened", "lane_failed", "lane_accepted")},
             #: SQLite group commits of all nodes per committed update (whole run)
             "group_commits_per_update": {
                 k: round(sum(st.get("group_commits", {}).get(k, 0) for st in states) / per, 2)

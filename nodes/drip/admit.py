@@ -37,7 +37,8 @@ from nodes.drip.sync import Refused
 
 #: messages a node sends on its own behalf: DRiP-Node-ID must be the TLS peer itself
 OWN_BEHALF = (codec.VoteResponse, codec.Heartbeat, codec.NodeNotice, codec.SyncRequest,
-              codec.SyncBatch, codec.StateQuery, codec.OutcomeQuery, codec.Batch)
+              codec.SyncBatch, codec.StateQuery, codec.OutcomeQuery, codec.Batch,
+              codec.LaneOpen)
 
 
 @dataclass(frozen=True)

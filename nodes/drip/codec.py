@@ -498,8 +498,18 @@ class Batch:
     items: tuple[Message, ...]
 
 
+@dataclass(frozen=True)
+class LaneOpen:
+    """GET /lane (ours, not in the spec): the WebSocket upgrade that opens a lane for the
+    sender's batches to this node (`nodes.drip.lane`). Signed like any request made on the
+    sender's own behalf (its token binds method, path and ``DRiP-Node-ID``; its ``jti`` is
+    taken once); the server handles it, never the core."""
+
+    sender: str
+
+
 Message = (Voting | VoteResponse | Commit | Abort | SyncBatch | Heartbeat | NodeNotice
-           | SyncRequest | StateQuery | OutcomeQuery | Batch)
+           | SyncRequest | StateQuery | OutcomeQuery | Batch | LaneOpen)
 
 #: what a Batch may carry: the commit/vote path; anything else travels alone
 BATCHED = (Voting, VoteResponse, Commit, Abort)
@@ -583,6 +593,8 @@ def encode(msg: Message) -> HttpRequest:
                 it["auth"] = m.auth
             items.append(it)
         return HttpRequest("POST", "/batch", {H_NODE: msg.sender}, {"items": items})
+    if isinstance(msg, LaneOpen):
+        return HttpRequest("GET", "/lane", {H_NODE: msg.sender})
     raise TypeError(f"not a DRiP message: {msg!r}")
 
 
@@ -645,6 +657,8 @@ def decode(method: str, path: str, headers: Any, body: bytes,
         return _decode_batch(sender, _doc(body, doc), limits)
     if method == "GET" and parts == ["state"]:
         return StateQuery(sender)
+    if method == "GET" and parts == ["lane"]:
+        return LaneOpen(sender)
     if method == "POST" and parts == ["voting"]:
         ttype = parse_ttype(headers.get(H_TTYPE))
         if ttype != "update":

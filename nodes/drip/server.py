@@ -36,12 +36,14 @@ Every refusal is counted by reason (``refused`` in ``/admin/state``) and journal
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import itertools
 import logging
 import secrets
 import socket
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -57,7 +59,7 @@ from nodes.common.conns import ConnGuard, Listener, SourceBuckets
 from nodes.common.journal import Journal
 from nodes.common.loop import Answers, CoreLoop, JournalingHost
 from nodes.common.tasks import Background
-from nodes.drip import abort_proof, codec
+from nodes.drip import abort_proof, codec, lane
 from nodes.drip.admission import Admission
 from nodes.drip.admit import Gate, Refusal
 from nodes.drip.auth import MAX_GROUP, Signer, Verifier, load_auth
@@ -87,6 +89,9 @@ log = logging.getLogger("drip.server")
 
 #: delivery marks carried at most, waiting for a durable group (then written on their own)
 _MAX_CARRIED = 4096
+#: a lane frame's bytes beyond its body, at most (node id and token; HTTP takes 8,190 bytes
+#: per header line)
+_LANE_HEAD = 8192
 
 def _cert_sha256(req: web.Request) -> str | None:
     """The SHA-256 of the TLS client certificate (DER) of ``req``'s connection."""
@@ -176,6 +181,11 @@ class Options:
     #: send the vote-path messages a turn releases to one peer as one POST /batch (ours;
     #: docs/drip.md "Batches"); a peer answering 404 to it gets single requests from then on
     batch: bool = True
+    #: carry those batches over one WebSocket per peer link (``GET /lane``, ours; docs/drip.md
+    #: "WebSocket lanes"): the same frames' checks and answers as POST /batch, less CPU per
+    #: exchange. False: this node neither opens lanes nor accepts them (404), so its peers
+    #: send it POST /batch
+    lane: bool = True
     #: commits on their way to one peer at once (the core's outbox window)
     outbox_window: int = 64
     #: vote-path requests (a /batch or a single one) on their way to one peer at once; what
@@ -275,6 +285,12 @@ class DripNode(JournalingHost):
         #: outbox delivery marks of groups that held nothing else, for the next durable group
         self._carried: list[Delivered] = []
         self._no_batch: set[str] = set()  # peers that answered 404 to /batch
+        #: our lanes to peers (at most one each), the peers that answered 404 to GET /lane,
+        #: one lock per peer so that one lane is opened at a time; the lanes peers opened to us
+        self._lanes: dict[str, lane.Outbound] = {}
+        self._no_lane: set[str] = set()
+        self._lane_locks: dict[str, asyncio.Lock] = {}
+        self._lanes_in: dict[str, web.WebSocketResponse] = {}
         #: vote-path messages waiting for a free pipeline slot to each peer, with the
         #: initiator token made for a flooded one; and the requests on their way to each peer
         self._outq: dict[str, list[tuple[Message, str | None]]] = {}
@@ -285,9 +301,17 @@ class DripNode(JournalingHost):
         self._asking = PeerSlots()  # outcome questions on their way, per peer
         #: a batch's body stays under what a peer takes (its client_max_size, set in start)
         self._batch_bytes = self.opts.sync_batch_bytes
+        #: the largest peer request body (a sync batch: its byte bound, or one largest value
+        #: alone); a lane frame's body too
+        self._peer_body_max = self.opts.sync_batch_bytes + self.opts.max_value_bytes + 64 * 1024
         #: /batch requests sent and taken, and the messages in them (docs/drip.md "Batches")
+        #: and the lanes': opened (ours, their upgrade answered), exchanges sent and their
+        #: items, exchanges that failed (and dropped their lane); lanes accepted from peers,
+        #: exchanges taken on them and their items
         self.batch_stats = {"sent": 0, "sent_items": 0, "taken": 0, "taken_items": 0,
-                            "spared": 0}
+                            "spared": 0, "lane_opened": 0, "lane_exchanges": 0,
+                            "lane_items": 0, "lane_failed": 0, "lane_accepted": 0,
+                            "lane_taken": 0, "lane_taken_items": 0}
         #: TLS connections this node opened to peers, and requests it sent: with keep-alive
         #: reuse the first stays near the peer count while the second grows with the load
         self.conn_stats = {"opened": 0, "requests": 0}
@@ -311,8 +335,8 @@ class DripNode(JournalingHost):
                                            socket_factory=self._new_socket),
             timeout=aiohttp.ClientTimeout(total=self.opts.peer_timeout_s))
         # the largest peer body is a sync batch: its byte bound, or one largest value alone
-        peer_app = web.Application(client_max_size=self.opts.sync_batch_bytes
-                                   + self.opts.max_value_bytes + 64 * 1024)
+        peer_app = web.Application(client_max_size=self._peer_body_max)
+        peer_app.router.add_get(lane.PATH, self.handle_lane, allow_head=False)
         peer_app.router.add_route("*", "/{tail:.*}", self.handle_peer)
         client_app = web.Application(client_max_size=self.opts.max_value_bytes + 64 * 1024)
         client_app.router.add_post("/client/update", self.handle_update)
@@ -361,6 +385,7 @@ class DripNode(JournalingHost):
             except Exception as e:  # noqa: BLE001 - costs redeliveries only
                 self.failed("writing delivery marks at stop", e)
             self._carried = []
+        await self._close_lanes()
         await self.background.close()
         await self.admin.stop()
         for srv in self.servers:
@@ -371,6 +396,15 @@ class DripNode(JournalingHost):
             await self.session.close()
         self.store.close()
         self.journal.close()
+
+    async def _close_lanes(self) -> None:
+        """Close every lane, ours and our peers' (their tasks end with them)."""
+        ours, self._lanes = list(self._lanes.values()), {}
+        theirs = list(self._lanes_in.values())
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(2.0):
+                await asyncio.gather(*(ln.close() for ln in ours),
+                                     *(ws.close() for ws in theirs), return_exceptions=True)
 
     # ---- Host: what the loop performs --------------------------------------------------------
     def send(self, to: Any, msg: Any) -> None:
@@ -555,12 +589,17 @@ class DripNode(JournalingHost):
         alongside, instead of reaching a peer that comes back long after its vote is over."""
         status = 0
         try:
-            if len(chunk) == 1 or to in self._no_batch:
+            tokens = {id(m): tok for m, tok in chunk if tok is not None}
+            laned = None
+            if self.opts.lane and to not in self._no_lane and to not in self._no_batch:
+                laned = await self._request_lane(to, [m for m, _ in chunk], tokens)
+            if laned is not None:
+                status = laned
+            elif len(chunk) == 1 or to in self._no_batch:
                 for m, tok in chunk:
                     status = await self._request(to, m, tok)
             else:
-                status = await self._request_batch(
-                    to, [m for m, _ in chunk], {id(m): tok for m, tok in chunk if tok is not None})
+                status = await self._request_batch(to, [m for m, _ in chunk], tokens)
         finally:
             self._flying[to] -= 1
             if status == 0:
@@ -577,18 +616,9 @@ class DripNode(JournalingHost):
         assert self.session is not None
         status, body = 0, None
         try:
-            items: list[Message] = []
-            for m in self._with_statements(msgs):
-                if isinstance(m, codec.FLOODED) and not m.auth:
-                    if id(m) not in tokens:
-                        tokens[id(m)] = self._auth_for(m)
-                    m = replace(m, auth=tokens[id(m)])
-                items.append(m)
-            batch = codec.Batch(self.me, tuple(items))
+            req, data = self._batch_body(msgs, tokens)
             self.batch_stats["sent"] += 1
-            self.batch_stats["sent_items"] += len(items)
-            req = codec.encode(batch)
-            data = req.body_bytes()  # encoded once: its token binds these very bytes
+            self.batch_stats["sent_items"] += len(msgs)
             headers = {**req.headers, "Content-Type": "application/json",
                        codec.H_AUTH: self._batch_auth(data)}
             self.conn_stats["requests"] += 1
@@ -612,6 +642,95 @@ class DripNode(JournalingHost):
             else:
                 self._batch_outcomes(to, msgs, status, body)
         return status
+
+    def _batch_body(self, msgs: list[Message], tokens: dict[int, str]
+                    ) -> tuple[codec.HttpRequest, bytes]:
+        """The POST /batch of ``msgs`` and its body bytes, encoded once: its token binds these
+        very bytes (`_batch_auth`)."""
+        items: list[Message] = []
+        for m in self._with_statements(msgs):
+            if isinstance(m, codec.FLOODED) and not m.auth:
+                if id(m) not in tokens:
+                    tokens[id(m)] = self._auth_for(m)
+                m = replace(m, auth=tokens[id(m)])
+            items.append(m)
+        req = codec.encode(codec.Batch(self.me, tuple(items)))
+        return req, req.body_bytes()
+
+    async def _request_lane(self, to: str, msgs: list[Message], tokens: dict[int, str]
+                            ) -> int | None:
+        """One batch exchange on our lane to ``to`` (opened if need be); its outcomes as a
+        POST /batch's (`_batch_outcomes`), and its status. A lane that closes, errs or gives
+        no answer in ``peer_timeout_s`` fails the exchange as a batch with no answer (status
+        0) and is dropped. None: the upgrade was answered without one, so the caller sends
+        ``msgs`` as it would without lanes (POST /batch or single requests), whose answer
+        says why; a peer that answered 404 (or 2xx/3xx: a server with no WebSocket there,
+        another implementation) gets no more upgrades."""
+        status, body, ln, fallback = 0, None, None, False
+        try:
+            try:
+                ln = await self._lane_to(to)
+            except aiohttp.WSServerHandshakeError as e:
+                if e.status == 404 or e.status < 400:
+                    self._no_lane.add(to)
+                    self.journal.emit("lane-unsupported", peer=to, status=e.status)
+                fallback = True
+                return None
+            _, data = self._batch_body(msgs, tokens)
+            frame = lane.pack_exchange(self.me, self._batch_auth(data), data)
+            self.batch_stats["lane_exchanges"] += 1
+            self.batch_stats["lane_items"] += len(msgs)
+            st, raw = await ln.exchange(frame, self.opts.peer_timeout_s)
+            try:
+                body = codec.decode_json(raw)
+            except CodecError as e:
+                self._note_refusal("malformed-reply", peer=to, error=str(e))
+            status = st
+        except (lane.LaneClosed, aiohttp.ClientError, TimeoutError, OSError) as e:
+            body = f"lane: {type(e).__name__}: {e}"
+            self.batch_stats["lane_failed"] += 1
+            if ln is not None:
+                self._drop_lane(to, ln)
+        finally:  # whatever ended it (as `_request_batch`: a commit left in flight would
+            if not fallback:  # stall the peer's outbox for good)
+                self._batch_outcomes(to, msgs, status, body)
+        return status
+
+    async def _lane_to(self, to: str) -> lane.Outbound:
+        """Our open lane to ``to``, or a new one (its upgrade signed as any request on our
+        own behalf, on the peer session: same TLS client certificate and server name)."""
+        async with self._lane_locks.setdefault(to, asyncio.Lock()):
+            ln = self._lanes.get(to)
+            if ln is not None and not ln.dead:
+                return ln
+            assert self.session is not None
+            url = _url(self.peer_urls, to) + lane.PATH
+            opening = codec.LaneOpen(self.me)
+            headers = {codec.H_NODE: self.me, codec.H_AUTH: self._auth_for(opening)}
+            self.conn_stats["requests"] += 1
+            async with asyncio.timeout(self.opts.peer_timeout_s):
+                ws = await self.session.ws_connect(
+                    url, headers=headers, server_hostname=to, autoping=True, compress=0,
+                    max_msg_size=self._peer_body_max,
+                    timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=1.0))
+            ln = lane.Outbound(ws)
+            self._lanes[to] = ln
+            self.batch_stats["lane_opened"] += 1
+            self.background.spawn(self._run_lane(to, ln))
+            return ln
+
+    async def _run_lane(self, to: str, ln: lane.Outbound) -> None:
+        try:
+            await ln.run()
+        finally:
+            if self._lanes.get(to) is ln:
+                del self._lanes[to]
+
+    def _drop_lane(self, to: str, ln: lane.Outbound) -> None:
+        if self._lanes.get(to) is ln:
+            del self._lanes[to]
+        ln.end("lane dropped: an exchange on it failed")
+        self.background.spawn(ln.ws.close())
 
     def _batch_outcomes(self, to: str, msgs: list[Message], status: int, body: Any) -> None:
         """Each item's answer, or the whole request's failure as each item's own."""
@@ -744,70 +863,179 @@ class DripNode(JournalingHost):
     # ---- incoming from peers ----------------------------------------------------------------
     async def handle_peer(self, req: web.Request) -> web.Response:
         ident = peer_identity(req.transport.get_extra_info("peercert") if req.transport else None)
-        now = self.clock.wall()
         # only a member added at run time has its certificate pinned (`_rewire`)
-        head = self.gate.head(ident, _cert_sha256(req) if ident in self._wired else None,
-                              req.headers, now, req.method, req.path)
+        cert = _cert_sha256(req) if ident in self._wired else None
+        status, body = await self._peer_exchange(ident, cert, req.method, req.path,
+                                                 req.headers, req.read, self.clock.wall(),
+                                                 req.remote)
+        return _json(body, status=status)
+
+    async def _admit(self, ident: str | None, cert: str | None, method: str, path: str,
+                     headers: Mapping[str, str], body: bytes | Callable[[], Awaitable[bytes]],
+                     now: float, source: str | None) -> Message | tuple[int, Any]:
+        """Every check on one peer request (`nodes.drip.admit.Gate`): the message for the
+        core, or the refusal's (status, body), counted, journaled and charged. ``body``: the
+        bytes, or how to read them (only once the head passed). The one way in for a
+        request, a lane's upgrade and each exchange on a lane."""
+        head = self.gate.head(ident, cert, headers, now, method, path)
         if isinstance(head, Refusal):
-            return self._refused(head, ident, req)
-        body = await req.read()
+            return self._refused(head, ident, source, headers)
+        raw = body if isinstance(body, bytes) else await body()
         unproven = self.refusals.counts.get("unproven-vote", 0)
-        msg = self.gate.body(head, req.method, req.path, req.headers, body, now)
+        msg = self.gate.body(head, method, path, headers, raw, now)
         if isinstance(msg, Refusal):
-            return self._refused(msg, ident, req)
+            return self._refused(msg, ident, source, headers)
         if self.refusals.counts.get("unproven-vote", 0) > unproven:
-            self._charge(req, ident)  # a yes naming voters it cannot prove
+            self._charge(source, ident, headers)  # a yes naming voters it cannot prove
+        return msg
+
+    async def _peer_exchange(self, ident: str | None, cert: str | None, method: str, path: str,
+                             headers: Mapping[str, str],
+                             body: bytes | Callable[[], Awaitable[bytes]], now: float,
+                             source: str | None, lane_: bool = False) -> tuple[int, Any]:
+        """One peer request, from an HTTP request or a lane's frame (``lane_``): checked by
+        `_admit`, handled, answered as (status, JSON body) once what it answers is durable."""
+        msg = await self._admit(ident, cert, method, path, headers, body, now, source)
+        if isinstance(msg, tuple):
+            return msg
+        assert ident is not None  # the gate refuses a request without a peer certificate
         if isinstance(msg, codec.Batch):
-            return await self._handle_batch(ident, msg, now)
+            return await self._handle_batch(ident, msg, now, lane_)
+        if isinstance(msg, codec.LaneOpen):  # a WebSocket upgrade, not a request
+            return 400, {"error": f"GET {lane.PATH} opens a lane: a WebSocket upgrade"}
         key, fut = self._waiter()
         self._queue((None, Inbound(ident, key), msg), key)
         answer = await fut
         if answer is None:  # the core failed on it (journaled as a node error)
-            return _err(500, f"node {self.me} could not handle {type(msg).__name__}; "
-                             "see its journal")
+            return 500, {"error": f"node {self.me} could not handle {type(msg).__name__}; "
+                                  "see its journal"}
         assert isinstance(answer, Answer)
         if 400 <= answer.status < 500:
-            self._charge(req, ident)  # refused by the core (its own count and journal)
+            self._charge(source, ident, headers)  # refused by the core (its own count, journal)
         if isinstance(msg, codec.OutcomeQuery):  # our "aborted" as initiator goes out signed
-            return _json(abort_proof.sign(answer.body, msg, self.me, self.signer,
-                                          self.clock.wall()), status=answer.status)
-        return _json(answer.body, status=answer.status)
+            return answer.status, abort_proof.sign(answer.body, msg, self.me, self.signer,
+                                                   self.clock.wall())
+        return answer.status, answer.body
 
-    def _refused(self, r: Refusal, ident: str | None, req: web.Request) -> web.Response:
+    def _refused(self, r: Refusal, ident: str | None, source: str | None,
+                 headers: Mapping[str, str] | None) -> tuple[int, Any]:
         """A request the gate refused: counted, journaled, answered; charged to its source
         address's connection bucket (``conn_rate``) unless a peer relayed it in another
         member's name (a correct relay passes on what its own checks let through)."""
         self._note_refusal(r.reason, peer=ident, status=r.status, error=r.error)
-        self._charge_source(req, ident)
-        return _json(r.body(), status=r.status)
+        self._charge_source(source, ident, headers)
+        return r.status, r.body()
 
-    def _charge(self, req: web.Request, ident: str | None) -> None:
+    def _charge(self, source: str | None, ident: str | None,
+                headers: Mapping[str, str] | None) -> None:
         """What passed the gate but was refused further on (``charge_core_refusals``):
         charged to its source like a gate refusal. The flood's commits with no vote, re-votes
         and unproven yeses were admitted free and so kept the attacker's connections coming
         (a TLS handshake each)."""
         if self.opts.charge_core_refusals:
-            self._charge_source(req, ident)
+            self._charge_source(source, ident, headers)
 
-    def _charge_source(self, req: web.Request, ident: str | None) -> None:
+    def _charge_source(self, source: str | None, ident: str | None,
+                       headers: Mapping[str, str] | None) -> None:
         """One token off the source address's connection bucket, unless a peer relayed the
-        request in another member's name."""
-        if self._peer_listener is not None and not self._relayed(req, ident):
-            self._peer_listener.charge(req.remote)
+        request in another member's name (``headers`` None: never relayed)."""
+        if self._peer_listener is not None and not (headers is not None
+                                                    and self._relayed(headers, ident)):
+            self._peer_listener.charge(source)
 
     @staticmethod
-    def _relayed(req: web.Request, ident: str | None) -> bool:
-        """Whether ``req`` carries another member's message (a well-formed DRiP-Node-ID
+    def _relayed(headers: Mapping[str, str], ident: str | None) -> bool:
+        """Whether a request carries another member's message (a well-formed DRiP-Node-ID
         other than the TLS peer's)."""
         try:
-            return codec.parse_node_id(req.headers.get(codec.H_NODE)) != ident
+            return codec.parse_node_id(headers.get(codec.H_NODE)) != ident
         except CodecError:
             return False
 
-    async def _handle_batch(self, ident: str, batch: codec.Batch, now: float) -> web.Response:
+    # ---- lanes: batches over one WebSocket per link (nodes/drip/lane.py) ----------------------
+    async def handle_lane(self, req: web.Request) -> web.StreamResponse:
+        """GET /lane: a peer opens its lane to us. The upgrade is admitted as any request
+        (`_admit`); each frame then is a POST /batch (`_serve_lane`)."""
+        if not self.opts.lane:  # as a node without the extension: the sender uses /batch
+            return _err(404, f"no DRiP endpoint GET {lane.PATH} on {self.me} (option lane off)")
+        ident = peer_identity(req.transport.get_extra_info("peercert") if req.transport else None)
+        cert = _cert_sha256(req) if ident in self._wired else None
+        got = await self._admit(ident, cert, req.method, req.path, req.headers, b"",
+                                self.clock.wall(), req.remote)
+        if isinstance(got, tuple):
+            return _json(got[1], status=got[0])
+        if not isinstance(got, codec.LaneOpen) or ident is None:
+            return _err(400, f"{req.method} {req.path}: not a lane upgrade")
+        ws = web.WebSocketResponse(compress=False, autoping=True,
+                                   max_msg_size=self._peer_body_max + 2 * _LANE_HEAD)
+        if not ws.can_prepare(req).ok:
+            return _err(400, f"GET {lane.PATH} must be a WebSocket upgrade")
+        await ws.prepare(req)
+        old = self._lanes_in.get(ident)
+        if old is not None:  # at most one lane per peer: the newest replaces the old
+            self.background.spawn(old.close())
+        self._lanes_in[ident] = ws
+        self.batch_stats["lane_accepted"] += 1
+        try:
+            await self._serve_lane(ws, ident, cert, req.remote)
+        finally:
+            if self._lanes_in.get(ident) is ws:
+                del self._lanes_in[ident]
+            await ws.close()
+        return ws
+
+    async def _serve_lane(self, ws: web.WebSocketResponse, ident: str, cert: str | None,
+                          source: str | None) -> None:
+        """Each exchange frame handled as a POST /batch from ``ident`` (concurrently, as
+        requests on several connections would be), its answer frame sent in order."""
+        order: asyncio.Queue[asyncio.Task[Any] | None] = asyncio.Queue()
+        writer = self.background.spawn(self._lane_answers(ws, order))
+        try:
+            while True:
+                msg = await ws.receive()
+                if msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING,
+                                aiohttp.WSMsgType.CLOSED):
+                    return
+                why = None
+                if msg.type != aiohttp.WSMsgType.BINARY:
+                    why = (f"a {msg.type.name} frame on a lane: only binary exchange frames "
+                           f"({msg.data if msg.type == aiohttp.WSMsgType.ERROR else 'text'})")
+                else:
+                    try:
+                        node, token, body = lane.unpack_exchange(msg.data)
+                        if len(body) > self._peer_body_max:
+                            why = (f"lane frame body of {len(body)} bytes: at most "
+                                   f"{self._peer_body_max}, as a POST /batch")
+                    except lane.LaneFrameError as e:
+                        why = str(e)
+                if why is not None:  # the framing cannot be trusted: the lane ends
+                    self._note_refusal("lane-frame", peer=ident, status=400, error=why)
+                    self._charge_source(source, ident, None)
+                    return
+                headers = {codec.H_NODE: node, codec.H_AUTH: token}
+                self.batch_stats["lane_taken"] += 1
+                order.put_nowait(self.background.spawn(self._peer_exchange(
+                    ident, cert, "POST", "/batch", headers, body, self.clock.wall(), source,
+                    lane_=True)))
+        finally:
+            order.put_nowait(None)
+            writer.cancel()
+
+    async def _lane_answers(self, ws: web.WebSocketResponse,
+                            order: asyncio.Queue[asyncio.Task[Any] | None]) -> None:
+        while (task := await order.get()) is not None:
+            got = await task  # guarded: None when it raised (journaled)
+            status, body = got if got is not None else (
+                500, {"error": f"node {self.me} could not handle it; see its journal"})
+            await ws.send_bytes(lane.pack_answer(status, fastjson.dumps(body)))
+
+    async def _handle_batch(self, ident: str, batch: codec.Batch, now: float,
+                            lane_: bool = False) -> tuple[int, Any]:
         """Each item judged on its own; all go to the core in one pass (one fsync)."""
-        self.batch_stats["taken"] += 1
-        self.batch_stats["taken_items"] += len(batch.items)
+        self.batch_stats["lane_taken_items" if lane_ else "taken"] += (
+            len(batch.items) if lane_ else 1)
+        if not lane_:
+            self.batch_stats["taken_items"] += len(batch.items)
         waits: list[asyncio.Future[Any] | Answer] = []
         for m in batch.items:
             admitted = self.gate.item(ident, m, now)
@@ -826,7 +1054,7 @@ class DripNode(JournalingHost):
                 a = Answer(500, {"error": f"node {self.me} could not handle it; see its "
                                           "journal"})
             answers.append({"status": a.status, "body": a.body})
-        return _json({"answers": answers})
+        return 200, {"answers": answers}
 
     # ---- our client endpoint (not in the spec) ------------------------------------------------
     async def handle_update(self, req: web.Request) -> web.Response:

@@ -37,7 +37,7 @@ async def _batches(m: Mesh, s: aiohttp.ClientSession) -> dict[str, dict[str, int
 
 @pytest.mark.parametrize("jwt_mode", ["public", "shared"])
 def test_a_batch_with_one_refused_update_commits_the_others(mesh, jwt_mode: str) -> None:
-    m = mesh(options={"jwt_mode": jwt_mode, "batch": True, "max_initiating": 16})
+    m = mesh(options={"jwt_mode": jwt_mode, "batch": True, "lane": False, "max_initiating": 16})
 
     async def go() -> None:
         await m.start()
@@ -73,7 +73,7 @@ def test_a_batch_with_one_refused_update_commits_the_others(mesh, jwt_mode: str)
 
 def test_a_batch_over_a_partition_aborts_every_update_in_it_then_commits(mesh) -> None:
     lock_ttl = 3.0  # the node's default, named here because the wait below is bounded by it
-    m = mesh(options={"batch": True, "max_initiating": 16, "vote_timeout_s": 1.0,
+    m = mesh(options={"batch": True, "lane": False, "max_initiating": 16, "vote_timeout_s": 1.0,
                       "peer_timeout_s": 0.8, "lock_ttl_s": lock_ttl})
 
     async def go() -> None:

@@ -5,12 +5,13 @@ flight and the peer's outbox stalls for good)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from nodes.drip import codec
+from nodes.drip import codec, lane
 from nodes.drip.core import Outcome
 from nodes.drip.server import DripNode
 
@@ -40,6 +41,7 @@ def _node(exc: BaseException) -> tuple[SimpleNamespace, list[Any]]:
         _note_refusal=lambda *a, **k: None,
         background=SimpleNamespace(spawn=lambda c: c.close()), _queue=queued.append)
     n._batch_outcomes = lambda *a: DripNode._batch_outcomes(n, *a)  # type: ignore[arg-type]
+    n._batch_body = lambda *a: DripNode._batch_body(n, *a)  # type: ignore[arg-type]
     return n, queued
 
 
@@ -72,7 +74,7 @@ def test_a_link_sends_one_batch_at_a_time_and_a_lost_one_fails_what_waits() -> N
         sent.append(msgs)
         return 0  # no answer
 
-    n = SimpleNamespace(opts=SimpleNamespace(peer_pipeline=1), _outq={}, _flying={},
+    n = SimpleNamespace(opts=SimpleNamespace(peer_pipeline=1, lane=False), _outq={}, _flying={},
                         _batch_bytes=1 << 20, _no_batch=set(), _auth_for=lambda m: "token",
                         background=SimpleNamespace(spawn=spawned.append), _queue=queued.append,
                         _request_batch=request_batch)
@@ -89,3 +91,83 @@ def test_a_link_sends_one_batch_at_a_time_and_a_lost_one_fails_what_waits() -> N
     assert sent == [MSGS] and not spawned and n._flying["n2"] == 0
     (outcome,) = [o for _, to, o in queued if to == "n2"]
     assert outcome.request == later and outcome.status == 0
+
+
+class _Lane:
+    """A lane whose exchange ends as given: raises ``exc``, or answers ``answer``."""
+
+    def __init__(self, exc: BaseException | None = None,
+                 answer: tuple[int, bytes] | None = None) -> None:
+        self.exc, self.answer, self.ended = exc, answer, False
+        self.ws = SimpleNamespace(close=self._close)
+        self.frames: list[bytes] = []
+
+    async def _close(self) -> None:
+        return None
+
+    async def exchange(self, frame: bytes, timeout: float) -> tuple[int, bytes]:
+        self.frames.append(frame)
+        if self.exc is not None:
+            raise self.exc
+        assert self.answer is not None
+        return self.answer
+
+    def end(self, why: str) -> None:
+        self.ended = True
+
+
+def _laned(ln: _Lane) -> tuple[SimpleNamespace, list[Any]]:
+    n, queued = _node(RuntimeError("no POST expected"))
+    n.batch_stats.update(lane_exchanges=0, lane_items=0, lane_failed=0)
+    n._lanes = {"n2": ln}
+    n._no_lane = set()
+
+    async def lane_to(to: str) -> _Lane:
+        return ln
+
+    n._lane_to = lane_to
+    n._drop_lane = lambda to, x: DripNode._drop_lane(n, to, x)  # type: ignore[arg-type]
+    return n, queued
+
+
+@pytest.mark.parametrize("exc", [ConnectionResetError("reset by peer"), TimeoutError(),
+                                 lane.LaneClosed("closed"), RuntimeError("unexpected"),
+                                 asyncio.CancelledError()])
+def test_every_item_of_a_failed_lane_exchange_reaches_the_core_as_a_failure(
+        exc: BaseException) -> None:
+    ln = _Lane(exc)
+    n, queued = _laned(ln)
+    try:
+        asyncio.run(DripNode._request_lane(n, "n2", list(MSGS), {}))  # type: ignore[arg-type]
+    except (RuntimeError, asyncio.CancelledError):
+        pass  # unexpected ones still propagate to the task guard, after the outcomes
+    outs = [o for _, to, o in queued if to == "n2"]
+    assert [o.request for o in outs] == MSGS
+    assert all(isinstance(o, Outcome) and o.status == 0 and not o.ok for o in outs)
+    if isinstance(exc, OSError | TimeoutError | lane.LaneClosed):  # dropped: the next opens anew
+        assert ln.ended and "n2" not in n._lanes and n.batch_stats["lane_failed"] == 1
+
+
+def test_a_lane_exchange_carries_the_batch_and_its_answers_reach_the_core_one_by_one() -> None:
+    answer = {"answers": [{"status": 200, "body": {"ok": True}},
+                          {"status": 409, "body": {"error": "no"}}]}
+    ln = _Lane(answer=(200, json.dumps(answer).encode()))
+    n, queued = _laned(ln)
+    assert asyncio.run(DripNode._request_lane(n, "n2", list(MSGS), {})) == 200  # type: ignore
+    node, token, body = lane.unpack_exchange(ln.frames[0])
+    assert (node, token) == ("n1", "token")
+    assert body == codec.encode(codec.Batch("n1", tuple(MSGS))).body_bytes()
+    outs = [o for _, to, o in queued if to == "n2"]
+    assert [(o.request, o.status) for o in outs] == [(MSGS[0], 200), (MSGS[1], 409)]
+    assert n.batch_stats["lane_exchanges"] == 1 and n.batch_stats["lane_items"] == 2
+
+
+def test_lane_frames_round_trip_and_bad_framing_is_refused() -> None:
+    f = lane.pack_exchange("n1", "Bearer t", b'{"items":[]}')
+    assert lane.unpack_exchange(f) == ("n1", "Bearer t", b'{"items":[]}')
+    assert lane.unpack_answer(lane.pack_answer(401, b"{}")) == (401, b"{}")
+    for bad in (b"", b"\x05ab", b"\x02n1\xff\xff", b"\x01\xff\x00\x00", b"\x01a\x00\x01\xff"):
+        with pytest.raises(lane.LaneFrameError):
+            lane.unpack_exchange(bad)
+    with pytest.raises(lane.LaneFrameError):
+        lane.unpack_answer(b"\x01")

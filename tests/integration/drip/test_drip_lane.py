@@ -1,0 +1,299 @@
+"""WebSocket lanes (GET /lane, ours) between real DRiP processes: the vote path's batches go
+over one WebSocket per link, with the checks and answers of POST /batch; a peer with lanes
+off gets POST /batch; forged frames are refused and counted; a lane that dies is replaced."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from drip_mesh import Mesh
+
+from nodes.drip import codec, lane
+from nodes.drip.hostile import Creds
+from nodes.drip.topology import figure1
+from tests.waiting import eventually
+
+IDS5 = [f"n{i}" for i in range(1, 6)]
+
+
+@pytest.fixture
+def mesh(tmp_path: Path):
+    made: list[Mesh] = []
+
+    def make(**kw: Any) -> Mesh:
+        m = Mesh(tmp_path / f"m{len(made)}", 5, figure1(IDS5), **kw)
+        made.append(m)
+        return m
+
+    yield make
+    for m in made:
+        m.close()
+
+
+async def _batches(m: Mesh, s: aiohttp.ClientSession) -> dict[str, dict[str, int]]:
+    return {n: (await m.state(s, n))["batches"] for n in IDS5}
+
+
+async def _everywhere(m: Mesh, s: aiohttp.ClientSession, want: dict[str, Any]) -> bool:
+    for n in IDS5:
+        for k, v in want.items():
+            if (await m.read(s, n, k))["value"] != v:
+                return False
+    return True
+
+
+@pytest.mark.parametrize("jwt_mode", ["public", "shared"])
+def test_updates_commit_over_lanes_and_no_batch_request_is_sent(mesh, jwt_mode: str) -> None:
+    m = mesh(options={"jwt_mode": jwt_mode, "max_initiating": 16})
+
+    async def go() -> None:
+        await m.start()
+        async with aiohttp.ClientSession() as s:
+            await m.wait_all_active(s)
+            res = await asyncio.gather(*(m.update(s, IDS5[i % 5], f"k{i}", i, f"u{i}")
+                                         for i in range(15)))
+            assert all(st == 200 for st, _ in res), res
+            for i in range(15, 20):  # one at a time: single-item exchanges go on lanes too
+                assert (await m.update(s, "n1", f"k{i}", i, f"u{i}"))[0] == 200
+            assert await eventually(lambda: _everywhere(m, s, {f"k{i}": i for i in range(20)}),
+                                    10)
+            b = await _batches(m, s)
+            assert all(x["sent"] == 0 and x["taken"] == 0 for x in b.values()), b  # no /batch
+            sent = sum(x["lane_exchanges"] for x in b.values())
+            taken = sum(x["lane_taken"] for x in b.values())
+            assert sent > 0 and taken == sent, b
+            assert sum(x["lane_items"] for x in b.values()) >= sent, b
+            # one lane per direction of each link, kept open: figure 1 has 6 links
+            assert sum(x["lane_opened"] for x in b.values()) <= 12, b
+            assert sum(x["lane_accepted"] for x in b.values()) <= 12, b
+            assert not any(x["lane_failed"] for x in b.values()), b
+            for n in IDS5:
+                assert not (await m.state(s, n))["refused"], n
+    asyncio.run(go())
+
+
+def test_a_peer_with_lanes_off_gets_post_batch_and_the_others_keep_their_lanes(mesh) -> None:
+    m = mesh(options={"max_initiating": 16})
+    m.set_options("n3", lane=False)  # n3's links: n1, n2, n5
+
+    async def go() -> None:
+        await m.start()
+        async with aiohttp.ClientSession() as s:
+            await m.wait_all_active(s)
+            for rnd in range(2):
+                res = await asyncio.gather(*(m.update(s, IDS5[i % 5], f"k{i}", [rnd, i],
+                                                      f"u{rnd}-{i}") for i in range(10)))
+                assert all(st == 200 for st, _ in res), res
+            assert await eventually(lambda: _everywhere(
+                m, s, {f"k{i}": [1, i] for i in range(10)}), 10)
+            b = await _batches(m, s)
+            assert b["n3"]["lane_opened"] == 0 and b["n3"]["lane_accepted"] == 0, b
+            assert b["n3"]["taken"] > 0 and b["n3"]["lane_taken"] == 0, b
+            assert b["n4"]["sent"] == 0 and b["n4"]["lane_exchanges"] > 0, b  # not n3's peer
+            assert b["n3"]["sent"] > 0, b  # n3 opens no lane either
+            for n in ("n1", "n2", "n5"):  # 404 once, then POST /batch to n3
+                assert b[n]["sent"] > 0 and b[n]["lane_exchanges"] > 0, (n, b)
+            assert not any(x["lane_failed"] for x in b.values()), b
+            for n in IDS5:
+                assert not (await m.state(s, n))["refused"], n
+    asyncio.run(go())
+
+
+def _creds(m: Mesh, nid: str) -> Creds:
+    return Creds.load(nid, m.extra[nid]["tls"], m.extra[nid]["jwt"])
+
+
+async def _open(m: Mesh, s: aiohttp.ClientSession, creds: Creds, target: str,
+                sender: str | None = None) -> aiohttp.ClientWebSocketResponse:
+    """A lane to ``target`` opened with ``creds``' certificate and a valid upgrade token."""
+    sender = sender or creds.node
+    auth = creds.signer.header(time.time(), codec.signed_digest(codec.LaneOpen(sender)),
+                               once=True)
+    return await s.ws_connect(f"https://127.0.0.1:{m.ports[target]['peer']}{lane.PATH}",
+                              headers={codec.H_NODE: sender, codec.H_AUTH: auth},
+                              ssl=creds.with_cert, max_msg_size=0)
+
+
+def _bare_yes(sender: str) -> bytes:
+    """A batch body of one harmless item: the spec's bodiless vote response."""
+    req = codec.encode(codec.Batch(sender, (codec.VoteResponse(sender, True, None, None,
+                                                                None),)))
+    return req.body_bytes()
+
+
+async def _answer(ws: aiohttp.ClientWebSocketResponse) -> tuple[int, Any]:
+    msg = await asyncio.wait_for(ws.receive(), 10)
+    assert msg.type == aiohttp.WSMsgType.BINARY, msg
+    status, raw = lane.unpack_answer(msg.data)
+    return status, json.loads(raw)
+
+
+async def _closed(ws: aiohttp.ClientWebSocketResponse) -> bool:
+    msg = await asyncio.wait_for(ws.receive(), 10)
+    return msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED,
+                        aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.ERROR)
+
+
+def test_forged_frames_on_a_real_lane_are_refused_counted_and_change_nothing(mesh) -> None:
+    small = {"sync_batch_bytes": 64 * 1024, "max_value_bytes": 16 * 1024}
+    m = mesh(options={"jwt_mode": "public", **small})
+    body_max = small["sync_batch_bytes"] + small["max_value_bytes"] + 64 * 1024
+
+    async def go() -> None:
+        await m.start()
+        n2, n3 = _creds(m, "n2"), _creds(m, "n3")  # a compromised member n2 (n1's peer)
+        async with aiohttp.ClientSession() as s:
+            await m.wait_all_active(s)
+            assert (await m.update(s, "n1", "x", "before", "x0"))[0] == 200
+            before = await m.state(s, "n1")
+
+            # the upgrade itself: no token, a token for another path, another node's name
+            for headers in ({codec.H_NODE: "n2"},
+                            {codec.H_NODE: "n2", codec.H_AUTH: n2.signer.header(
+                                time.time(), codec.signed_digest(codec.StateQuery("n2")),
+                                once=True)}):
+                with pytest.raises(aiohttp.WSServerHandshakeError) as e:
+                    await s.ws_connect(f"https://127.0.0.1:{m.ports['n1']['peer']}/lane",
+                                       headers=headers, ssl=n2.with_cert)
+                assert e.value.status == 401
+            with pytest.raises(aiohttp.WSServerHandshakeError) as e:
+                await _open(m, s, _creds(m, "n4"), "n1")  # n4 is no peer of n1
+            assert e.value.status == 403
+            with pytest.raises(aiohttp.WSServerHandshakeError) as e:  # n3's name, n2's cert
+                await s.ws_connect(
+                    f"https://127.0.0.1:{m.ports['n1']['peer']}/lane", ssl=n2.with_cert,
+                    headers={codec.H_NODE: "n3", codec.H_AUTH: n3.signer.header(
+                        time.time(), codec.signed_digest(codec.LaneOpen("n3")), once=True)})
+            assert e.value.status == 403
+            with pytest.raises(aiohttp.WSServerHandshakeError) as e:  # n3's name, n2's token
+                await _open(m, s, n2, "n1", sender="n3")
+            assert e.value.status == 401
+
+            ws = await _open(m, s, n2, "n1")
+            body = _bare_yes("n2")
+            good = lane.pack_exchange("n2", n2.signer.header(
+                time.time(), codec.batch_digest("n2", body), once=True), body)
+            await ws.send_bytes(good)
+            status, ans = await _answer(ws)
+            assert status == 200 and len(ans["answers"]) == 1, (status, ans)
+            cases = [  # (frame, status, reason counted)
+                (lane.pack_exchange("n2", "Bearer not.a.token", body), 401, "bad-token"),
+                (good, 401, "replayed"),
+                (lane.pack_exchange("n2", n2.signer.header(  # signs another body
+                    time.time(), codec.batch_digest("n2", b'{"items":[]}'), once=True),
+                    body), 401, None),
+                (lane.pack_exchange("n3", n3.signer.header(  # another node's name and token
+                    time.time(), codec.batch_digest("n3", _bare_yes("n3")), once=True),
+                    _bare_yes("n3")), 403, "not-own-behalf"),
+                (lane.pack_exchange("n2", n3.signer.header(  # n3's token in n2's name
+                    time.time(), codec.batch_digest("n2", body), once=True), body), 401, None),
+                (lane.pack_exchange("n2", n2.signer.header(  # not a batch
+                    time.time(), codec.batch_digest("n2", b"[1]"), once=True), b"[1]"), 400,
+                 "malformed"),
+            ]
+            for frame, want, reason in cases:
+                r0 = (await m.state(s, "n1"))["refused"]
+                await ws.send_bytes(frame)
+                status, ans = await _answer(ws)
+                assert status == want, (status, ans)
+                r1 = (await m.state(s, "n1"))["refused"]
+                grew = {k for k in r1 if r1[k] > r0.get(k, 0)}
+                assert grew and (reason is None or reason in grew), (r0, r1)
+            await ws.close()
+
+            # framing errors close the lane: garbage, a text frame, an oversize body
+            oversize = lane.pack_exchange("n2", "Bearer x", b" " * (body_max + 1))
+            for send in (lambda w: w.send_bytes(b"\x07ab"), lambda w: w.send_str("{}"),
+                         lambda w: w.send_bytes(oversize),
+                         lambda w: w.send_bytes(b"\x00" + b"\xff" * 100_000)):
+                r0 = (await m.state(s, "n1"))["refused"].get("lane-frame", 0)
+                ws = await _open(m, s, n2, "n1")
+                await send(ws)
+                assert await _closed(ws)
+                await ws.close()
+                assert (await m.state(s, "n1"))["refused"]["lane-frame"] == r0 + 1
+
+            after = await m.state(s, "n1")
+            assert after["locks"] == before["locks"] == {}
+            assert (await m.read(s, "n1", "x"))["value"] == "before"
+            # the node is alive, and the real n2's lane (replaced by ours) comes back
+            res = await asyncio.gather(*(m.update(s, IDS5[i % 5], f"k{i}", i, f"u{i}")
+                                         for i in range(10)))
+            assert all(st == 200 for st, _ in res), res
+            assert await eventually(lambda: _everywhere(m, s, {f"k{i}": i
+                                                              for i in range(10)}), 10)
+    asyncio.run(go())
+
+
+def test_a_lane_that_dies_fails_its_exchanges_and_a_new_one_takes_over(mesh) -> None:
+    m = mesh(options={"max_initiating": 16, "vote_timeout_s": 1.0, "peer_timeout_s": 0.8})
+
+    async def go() -> None:
+        await m.start()
+        async with aiohttp.ClientSession() as s:
+            await m.wait_all_active(s)
+            res = await asyncio.gather(*(m.update(s, "n1", f"a{i}", i, f"a{i}")
+                                         for i in range(6)))
+            assert all(st == 200 for st, _ in res), res
+            opened0 = (await m.state(s, "n1"))["batches"]["lane_opened"]
+
+            m.pause("n2")  # n1's lane to n2 gets no answer: its exchanges time out
+            try:
+                res = await asyncio.gather(*(m.update(s, "n1", f"p{i}", i, f"p{i}")
+                                             for i in range(6)))
+                assert all(st in (200, 409) for st, _ in res), res
+                assert (await m.state(s, "n1"))["batches"]["lane_failed"] > 0
+            finally:
+                m.resume("n2")
+            m.kill("n2")  # every lane to and from n2 is reset
+            res = await asyncio.gather(*(m.update(s, "n1", f"q{i}", i, f"q{i}")
+                                         for i in range(6)))
+            assert all(st in (200, 409) for st, _ in res), res
+            m.start_node("n2")
+            await m.wait_healthy("n2")
+            await m.wait_all_active(s)
+            assert await eventually(lambda: _unlocked(m, s), 8)
+            res = await asyncio.gather(*(m.update(s, IDS5[i % 5], f"r{i}", i, f"r{i}")
+                                         for i in range(10)))
+            assert all(st == 200 for st, _ in res), res
+            assert await eventually(lambda: _everywhere(m, s, {f"r{i}": i
+                                                              for i in range(10)}), 10)
+            b = await _batches(m, s)
+            assert b["n1"]["lane_opened"] > opened0, b  # a new lane to n2
+            assert b["n2"]["lane_accepted"] > 0 and b["n2"]["lane_taken"] > 0, b
+            for key, want in [(f"p{i}", i) for i in range(6)] + [(f"q{i}", i) for i in range(6)]:
+                vals = {(await m.read(s, n, key))["value"] for n in IDS5}
+                assert len(vals) == 1 and vals <= {want, None}, (key, vals)  # all or nothing
+    asyncio.run(go())
+
+
+async def _unlocked(m: Mesh, s: aiohttp.ClientSession) -> bool:
+    return not any([(await m.state(s, n))["locks"] for n in IDS5])
+
+
+def test_stopping_a_node_closes_its_lanes_both_ways_and_leaves_no_task(mesh) -> None:
+    m = mesh(options={"max_initiating": 16})
+
+    async def go() -> None:
+        async with m.in_process("n1") as node, aiohttp.ClientSession() as s:
+            res = await asyncio.gather(*(m.update(s, IDS5[i % 5], f"k{i}", i, f"u{i}")
+                                         for i in range(10)))
+            assert all(st == 200 for st, _ in res), res
+
+            async def both_ways() -> bool:  # n1's peers: n2 and n3
+                return set(node._lanes) == set(node._lanes_in) == {"n2", "n3"}
+
+            assert await eventually(both_ways, 10), (node._lanes, node._lanes_in)
+            ours, theirs = list(node._lanes.values()), list(node._lanes_in.values())
+        assert all(ln.dead and ln.ws.closed for ln in ours), ours
+        assert all(ws.closed for ws in theirs), theirs
+        assert not node.background.tasks, node.background.tasks
+        left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        assert not left, left
+    asyncio.run(go())
