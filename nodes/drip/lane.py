@@ -37,6 +37,10 @@ PATH = "/lane"
 #: the most bytes of a frame's node id and token fields (beyond these it is malformed)
 MAX_NODE = 255
 MAX_TOKEN = 65535
+#: exchanges a receiver handles on one lane at once, answers not yet sent included; past
+#: them it stops reading the lane until the oldest answer has left (ours send one at a time,
+#: ``peer_pipeline``)
+MAX_IN_FLIGHT = 32
 
 
 class LaneFrameError(ValueError):

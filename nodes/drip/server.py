@@ -987,8 +987,11 @@ class DripNode(JournalingHost):
     async def _serve_lane(self, ws: web.WebSocketResponse, ident: str, cert: str | None,
                           source: str | None) -> None:
         """Each exchange frame handled as a POST /batch from ``ident`` (concurrently, as
-        requests on several connections would be), its answer frame sent in order."""
-        order: asyncio.Queue[asyncio.Task[Any] | None] = asyncio.Queue()
+        requests on several connections would be), its answer frame sent in order. At most
+        `lane.MAX_IN_FLIGHT` exchanges wait for their answer to leave; past them the lane is
+        not read (TCP pushes back), as a peer cannot send a request on a connection whose
+        previous answer it has not read."""
+        order: asyncio.Queue[asyncio.Task[Any]] = asyncio.Queue(maxsize=lane.MAX_IN_FLIGHT)
         writer = self.background.spawn(self._lane_answers(ws, order))
         try:
             while True:
@@ -1014,20 +1017,30 @@ class DripNode(JournalingHost):
                     return
                 headers = {codec.H_NODE: node, codec.H_AUTH: token}
                 self.batch_stats["lane_taken"] += 1
-                order.put_nowait(self.background.spawn(self._peer_exchange(
+                task = self.background.spawn(self._peer_exchange(
                     ident, cert, "POST", "/batch", headers, body, self.clock.wall(), source,
-                    lane_=True)))
+                    lane_=True))
+                if not order.full():
+                    order.put_nowait(task)
+                    continue
+                put = asyncio.ensure_future(order.put(task))
+                await asyncio.wait({put, writer}, return_when=asyncio.FIRST_COMPLETED)
+                if not put.done():  # the answers stopped: the lane is gone
+                    put.cancel()
+                    return
         finally:
-            order.put_nowait(None)
             writer.cancel()
 
     async def _lane_answers(self, ws: web.WebSocketResponse,
                             order: asyncio.Queue[asyncio.Task[Any] | None]) -> None:
-        while (task := await order.get()) is not None:
-            got = await task  # guarded: None when it raised (journaled)
+        while True:
+            got = await (await order.get())  # guarded: None when it raised (journaled)
             status, body = got if got is not None else (
                 500, {"error": f"node {self.me} could not handle it; see its journal"})
-            await ws.send_bytes(lane.pack_answer(status, fastjson.dumps(body)))
+            try:
+                await ws.send_bytes(lane.pack_answer(status, fastjson.dumps(body)))
+            except ConnectionError:  # the peer went: its exchanges fail at its end
+                return
 
     async def _handle_batch(self, ident: str, batch: codec.Batch, now: float,
                             lane_: bool = False) -> tuple[int, Any]:
