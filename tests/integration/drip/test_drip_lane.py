@@ -221,7 +221,8 @@ def test_forged_frames_on_a_real_lane_are_refused_counted_and_change_nothing(mes
             oversize = lane.pack_exchange("n2", "Bearer x", b" " * (body_max + 1))
             for send in (lambda w: w.send_bytes(b"\x07ab"), lambda w: w.send_str("{}"),
                          lambda w: w.send_bytes(oversize),
-                         lambda w: w.send_bytes(b"\x00" + b"\xff" * 100_000)):
+                         lambda w: w.send_bytes(b"\x00\x00\x03\xff\xfe\xfd"),  # token not text
+                         lambda w: w.send_bytes(b"\x00" * (body_max + 40_000))):  # > max_msg_size
                 r0 = (await m.state(s, "n1"))["refused"].get("lane-frame", 0)
                 ws = await _open(m, s, n2, "n1")
                 await send(ws)
