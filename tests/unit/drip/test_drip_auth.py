@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
+from typing import Any
 
 import jwt
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nodes.drip import codec
 from nodes.drip.auth import MAX_GROUP, ONCE_TTL_S, AuthError, Signer, Verifier, load_auth
@@ -295,3 +299,49 @@ def test_checked_hmac_remembers_a_good_secret_and_refuses_a_key_shaped_one_every
     for _ in range(2):  # a refusal is not remembered as a pass
         with pytest.raises(jwt.InvalidKeyError):
             jwt.encode(claims, pem, algorithm="HS256")
+
+
+_SEGMENT_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_=+/.! \x00\xff"
+
+
+def _outcome(f: Any, seg: bytes) -> tuple[str, Any]:
+    try:
+        return "ok", f(seg, "payload")
+    except Exception as e:  # noqa: BLE001 - the kind and text of a refusal are compared
+        return type(e).__name__, str(e)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.one_of(
+    st.binary(max_size=24),
+    st.lists(st.sampled_from(list(_SEGMENT_BYTES)), max_size=40).map(bytes),
+    st.binary(max_size=60).map(lambda b: base64.urlsafe_b64encode(b)),  # padded
+    st.binary(max_size=60).map(lambda b: base64.urlsafe_b64encode(b).rstrip(b"=")),
+))
+def test_the_fast_segment_check_answers_as_pyjwts_own(seg: bytes) -> None:
+    """FastSegmentJWS decodes a token segment (or refuses it) exactly as PyJWT's function."""
+    from jwt.api_jws import PyJWS
+
+    from nodes.drip.auth import FastSegmentJWS
+
+    assert _outcome(FastSegmentJWS._decode_base64url_segment, seg) == \
+        _outcome(PyJWS._decode_base64url_segment, seg)
+
+
+def test_signer_and_verifier_check_segments_in_c(pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The node's tokens go through FastSegmentJWS, and PyJWT's alphabet scan never runs for
+    a well-formed token (it would for a padded or stray-byte segment)."""
+    from jwt.api_jws import PyJWS
+
+    s, v, _ = pair
+    scanned: list[bytes] = []
+    orig = PyJWS._decode_base64url_segment
+    monkeypatch.setattr(PyJWS, "_decode_base64url_segment",
+                        staticmethod(lambda seg, name: scanned.append(seg) or orig(seg, name)))
+    tok = s.group_token(NOW, _other_votes(6))
+    assert "reqs" in v.verify(tok, "n1", NOW)
+    assert scanned == []
+    h, p, sig = tok.split(".")
+    with pytest.raises(AuthError, match="DecodeError: Invalid .* padding"):
+        v.verify(f"{h}.{p}.{sig}!", "n1", NOW)
+    assert scanned  # the odd segment went to PyJWT's own check
