@@ -315,8 +315,14 @@ def _may_hold_surrogates(raw: bytes) -> bool:
     """False only when no string parsed from ``raw`` can hold a lone surrogate: UTF-8 (json
     takes UTF-16/32 when the first bytes hold a NUL or a BOM) with no ``\\u`` escape and no
     0xED byte (the UTF-8 lead byte of U+D800-U+DFFF, which json decodes with surrogatepass)."""
-    return b"\\u" in raw or b"\xed" in raw or b"\x00" in raw[:4] or raw[:2] in (
-        b"\xff\xfe", b"\xfe\xff")
+    # a one-byte search is a memchr (0.2 us for 9 KB), the two-byte one 7 us: look for a
+    # backslash first, as most bodies have none (tokens and ids are base64 and hex)
+    return b"\\" in raw and b"\\u" in raw or b"\xed" in raw or b"\x00" in raw[:4] \
+        or raw[:2] in (b"\xff\xfe", b"\xfe\xff")
+
+
+#: what JSON nests (the parsers give exactly these)
+_CONTAINERS = (dict, list)
 
 
 def _check_tree(d: Any, strings: bool = True, deep: bool = True) -> None:
@@ -324,6 +330,16 @@ def _check_tree(d: Any, strings: bool = True, deep: bool = True) -> None:
     string can hold a surrogate (`_may_hold_surrogates`); ``deep`` False: the raw body has
     fewer brackets than MAX_DEPTH. Each skips work that was most of a batch's decoding."""
     if not strings and not deep:
+        return
+    if not strings:  # depth alone: level by level, containers only (5x the walk's speed)
+        level = [d] if isinstance(d, _CONTAINERS) else []
+        depth = 0
+        while level:
+            if depth >= MAX_DEPTH:
+                raise CodecError(f"body: JSON nested deeper than {MAX_DEPTH}")
+            level = [y for x in level for y in (x.values() if isinstance(x, dict) else x)
+                     if isinstance(y, _CONTAINERS)]
+            depth += 1
         return
     todo: list[tuple[Any, int]] = [(d, 0)]
     while todo:
@@ -334,11 +350,7 @@ def _check_tree(d: Any, strings: bool = True, deep: bool = True) -> None:
         elif isinstance(x, dict | list):
             if depth >= MAX_DEPTH:
                 raise CodecError(f"body: JSON nested deeper than {MAX_DEPTH}")
-            if strings:
-                items = [*x.keys(), *x.values()] if isinstance(x, dict) else x
-            else:
-                items = [y for y in (x.values() if isinstance(x, dict) else x)
-                         if isinstance(y, dict | list)]
+            items = [*x.keys(), *x.values()] if isinstance(x, dict) else x
             todo.extend((y, depth + 1) for y in items)
 
 

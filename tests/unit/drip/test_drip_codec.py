@@ -259,3 +259,39 @@ def test_only_the_planted_mode_raises_the_version_bound() -> None:
         codec.decode("POST", "/commit", _UPDATE_H, _commit(2**63 - 1))
     with pytest.raises(CodecError, match="exceeds the maximum"):
         codec.decode("POST", "/commit", _UPDATE_H, _commit(2**64), limits=unbound)
+
+
+deep_values = st.recursive(st.integers(0, 9) | st.text(alphabet="ab", max_size=2),
+                           lambda c: st.lists(c, max_size=2) | st.dictionaries(
+                               st.text(alphabet="xy", max_size=2), c, max_size=2),
+                           max_leaves=60)
+
+
+def _nest(n: int) -> object:
+    v: object = 1
+    for i in range(n):
+        v = [v] if i % 2 else {"k": v}
+    return v
+
+
+def _refused(d: object, strings: bool) -> bool:
+    try:
+        codec._check_tree(d, strings, True)
+    except CodecError:
+        return True
+    return False
+
+
+@given(st.one_of(deep_values, st.integers(25, 40).map(_nest),
+                 st.tuples(st.integers(28, 36), deep_values).map(lambda t: [_nest(t[0]), t[1]])))
+def test_the_depth_only_check_refuses_exactly_what_the_full_walk_does(d: object) -> None:
+    """`_check_tree`'s depth-only pass (a body with no possible surrogate) and its full walk
+    agree on every value, at the MAX_DEPTH boundary too."""
+    assert _refused(d, False) == _refused(d, True)
+
+
+def test_the_depth_bound_is_max_depth_levels_of_containers() -> None:
+    for strings in (False, True):
+        assert not _refused(_nest(codec.MAX_DEPTH), strings)
+        assert _refused(_nest(codec.MAX_DEPTH + 1), strings)
+        assert _refused([1, {"a": [2, _nest(codec.MAX_DEPTH)]}], strings)
