@@ -9,7 +9,9 @@ batch's bytes through `Gate.body`: parse, decode, batch token checked and bound,
 `Gate.item` on every item: each flooded item's initiator token, each relayed yes's
 statements). Each group token reaches the receiver over two paths, so one arrival checks
 its signature and the other hits the verified-token cache, about the split of a 32-client
-`bench_drip.py` run (5.9 signature checks for 22 token verifications per update).
+`bench_drip.py` run (5.9 signature checks for 22 token verifications per update). Also
+printed: the receiver's share spent on the batch as a whole (head, parse, decode, the batch's
+own token) and `codec.decode_json` of one batch body alone.
 
 Figures are ``time.process_time`` per batch and per item, best of ``--rounds``; compare
 runs of two checkouts on the same machine (`--json` for a machine-readable line). Not a
@@ -152,12 +154,15 @@ def run(mode: str, n_batches: int) -> dict[str, float]:
     again = [snd.send(items) for items in prepared]
     gate = receiver(mode, keys)
     n_items = 0
+    body_s = 0.0
     t0 = time.process_time()
     for h, data in [*wire, *again]:
+        t1 = time.process_time()
         head = gate.head("n2", None, h, NOW, "POST", "/batch")
         assert not isinstance(head, Refusal), head
         msg = gate.body(head, "POST", "/batch", h, data, NOW)
         assert isinstance(msg, codec.Batch), msg
+        body_s += time.process_time() - t1
         for m in msg.items:
             got = gate.item("n2", m, NOW)
             assert not isinstance(got, Refusal), got
@@ -165,9 +170,17 @@ def run(mode: str, n_batches: int) -> dict[str, float]:
                 assert got.voters == ("n2", "n3"), got
             n_items += 1
     receiver_s = time.process_time() - t0
+    t0 = time.process_time()
+    for _, data in wire:
+        codec.decode_json(data)
+    decode_json_s = time.process_time() - t0
     n_sent = sum(len(b) for b in batches)
     return {"sender_us_per_item": 1e6 * sender_s / n_sent,
             "receiver_us_per_item": 1e6 * receiver_s / n_items,
+            # of which the batch as a whole (Gate.head and Gate.body: parse, decode, its token)
+            "receiver_batch_us_per_item": 1e6 * body_s / n_items,
+            # the parse and checks of the body's JSON alone (codec.decode_json)
+            "decode_json_us_per_batch": 1e6 * decode_json_s / len(wire),
             "items_per_batch": n_sent / len(batches),
             "batch_bytes": sum(len(d) for _, d in wire) / len(wire)}
 
