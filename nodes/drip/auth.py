@@ -210,23 +210,40 @@ class Verifier:
         self._verified_chars += len(token)
 
     def _check_signature(self, token: str, expected_iss: str) -> dict[str, Any]:
+        """The claims of a token signed by ``expected_iss`` that says so, or AuthError.
+
+        The token is checked with ``expected_iss``'s key straight away, and then its verified
+        ``iss`` must be ``expected_iss``: a token signed with that key that names another
+        issuer is refused as before, and one naming ``expected_iss`` but signed otherwise
+        fails its signature. The issuer is read by hand from the unverified payload only
+        when the check fails, to refuse with the same words as before this order (an
+        ``iss`` other than DRiP-Node-ID first): reading it first cost a second base64 and
+        JSON decoding of every token (6 of 21 us for a six-request group token). A forger
+        gains no cheaper refusal either way: naming the header's node as ``iss`` always
+        reached the signature check."""
         self.checked += 1
-        iss = _unverified_iss(token)
-        if iss != expected_iss:
-            raise AuthError(f"token iss {iss!r} does not match DRiP-Node-ID {expected_iss!r}")
-        if self.mode == "shared":
-            key: Any = self.shared_key
-            alg = SHARED_ALG
-        else:
-            key = self._public_key(expected_iss)
-            alg = PUBLIC_ALG
         try:
+            if self.mode == "shared":
+                key: Any = self.shared_key
+                alg = SHARED_ALG
+            else:
+                key = self._public_key(expected_iss)
+                alg = PUBLIC_ALG
             claims: dict[str, Any] = _JWT.decode(
                 token, key, algorithms=[alg], leeway=self.leeway_s,
                 options={"require": ["iss", "iat", "exp"], "verify_iat": False,
                          "verify_exp": False})
-        except jwt.PyJWTError as e:
+        except (AuthError, jwt.PyJWTError) as e:
+            iss = _unverified_iss(token)  # "not a JWT" for what has no readable payload
+            if iss != expected_iss:
+                raise AuthError(f"token iss {iss!r} does not match DRiP-Node-ID "
+                                f"{expected_iss!r}") from None
+            if isinstance(e, AuthError):  # no public key for the issuer
+                raise
             raise AuthError(f"token rejected: {type(e).__name__}: {e}") from None
+        if claims.get("iss") != expected_iss:
+            raise AuthError(f"token iss {claims.get('iss')!r} does not match DRiP-Node-ID "
+                            f"{expected_iss!r}")
         return claims
 
     def _public_key(self, iss: str) -> Any:

@@ -345,3 +345,27 @@ def test_signer_and_verifier_check_segments_in_c(pair, monkeypatch: pytest.Monke
     with pytest.raises(AuthError, match="DecodeError: Invalid .* padding"):
         v.verify(f"{h}.{p}.{sig}!", "n1", NOW)
     assert scanned  # the odd segment went to PyJWT's own check
+
+
+def test_a_good_token_is_decoded_once_and_refusals_keep_their_words(
+        pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issuer is read by hand from an unverified payload only when the check fails (a
+    good token is decoded once, by PyJWT); refusals are worded as before."""
+    from nodes.drip import auth
+
+    s, v, tmp_path = pair
+    read: list[str] = []
+    orig = auth._unverified_iss
+    monkeypatch.setattr(auth, "_unverified_iss", lambda t: read.append(t) or orig(t))
+    assert v.verify(s.header(NOW, D), "n1", NOW)["iss"] == "n1"
+    assert read == []
+    with pytest.raises(AuthError, match="iss 'n1' does not match DRiP-Node-ID 'n2'"):
+        v.verify(s.header(NOW, D), "n2", NOW)
+    with pytest.raises(AuthError, match="not a JWT"):
+        v.verify("Bearer eyJ0e...", "n1", NOW)
+    if s.mode == "public":
+        with pytest.raises(AuthError, match="iss 'n1' does not match DRiP-Node-ID 'n9'"):
+            v.verify(s.header(NOW, D), "n9", NOW)  # no key for n9: the issuer is named first
+        n9 = Signer("n9", "public", ensure_jwt_keypair(tmp_path / "n9", "n9")[0].read_bytes())
+        with pytest.raises(AuthError, match="no public key known for issuer 'n9'"):
+            v.verify(n9.header(NOW, D), "n9", NOW)
