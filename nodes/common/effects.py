@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
+from nodes.common.fastinit import fast_frozen_init
+
 P = TypeVar("P")  # how the protocol names a peer (node id string, numeric id, ...)
 M = TypeVar("M")  # the protocol's message type
 N = TypeVar("N")  # the protocol's timer name
@@ -25,6 +27,7 @@ N = TypeVar("N")  # the protocol's timer name
 EVERYONE: Final = "*"
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Send(Generic[P, M]):
     """Deliver ``msg`` to peer ``to`` (or to every peer: ``EVERYONE``); delivery may fail
@@ -34,6 +37,7 @@ class Send(Generic[P, M]):
     msg: M
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class SetTimer(Generic[N]):
     """Call the core's ``on_timer(name, now)`` at time ``at`` (seconds, the core's clock)."""
@@ -42,6 +46,7 @@ class SetTimer(Generic[N]):
     at: float
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Persist:
     """Make ``record`` durable in the store named ``what``; the protocol's runtime knows
@@ -51,6 +56,7 @@ class Persist:
     record: Any
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Reply:
     """The answer to the client command that carried ``token``."""
@@ -59,6 +65,7 @@ class Reply:
     value: Any
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Emit:
     """One journal event: its type and fields (each protocol's docs list its types)."""

@@ -29,6 +29,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from nodes.common.fastinit import fast_frozen_init
 from nodes.drip import codec
 from nodes.drip.auth import AuthError, Verifier, covers
 from nodes.drip.codec import CodecError, Message
@@ -41,6 +42,7 @@ OWN_BEHALF = (codec.VoteResponse, codec.Heartbeat, codec.NodeNotice, codec.SyncR
               codec.LaneOpen)
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Refusal:
     """A request refused before the core: answered ``status`` with ``{"error": error,
@@ -70,6 +72,7 @@ class NodeView(Protocol):
     def locks_of(self, initiator: str) -> int: ...
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Head:
     """A request whose head passed: who sent it over TLS, who it says it is, its token."""

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodes.common import fastjson
+from nodes.common.fastinit import fast_frozen_init
 
 H_NODE = "DRiP-Node-ID"
 H_COUNTER = "DRiP-Node-Counter"
@@ -68,6 +69,7 @@ class CodecError(ValueError):
         self.status = status
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Limits:
     """The bounds a node puts on what it decodes; ``max_budget_ms`` None: no cap (tests)."""
@@ -194,6 +196,7 @@ def next_counter(counter: int) -> tuple[int, bool]:
 # --------------------------------------------------------------------------- bodies
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Update:
     """One key-value change. ``uid`` is unique per update (the harness's op id)."""
@@ -236,6 +239,7 @@ class Update:
         return cls(uid, key, d["value"], owner, size)
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Item:
     """A stored key as sync transfers it: value plus the version that orders commits."""
@@ -357,6 +361,7 @@ def _check_tree(d: Any, strings: bool = True, deep: bool = True) -> None:
 # --------------------------------------------------------------------------- messages
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Voting:
     """POST /voting: the initiator asks (through forwarders) whether the update may commit."""
@@ -371,6 +376,7 @@ class Voting:
     budget_ms: int | None = None
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class VoteResponse:
     """POST /voting/peernode/{responder}/response/{yes|no} back to whoever asked.
@@ -398,6 +404,7 @@ class VoteResponse:
     statements: tuple[tuple[str, str], ...] = ()
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Commit:
     """POST /commit with DRiP-Transaction-Type: update."""
@@ -410,6 +417,7 @@ class Commit:
     auth: str | None = field(default=None, compare=False)
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Abort:
     """POST /abort (our extension; the spec has no abort message): the initiator decided not to
@@ -424,6 +432,7 @@ class Abort:
     auth: str | None = field(default=None, compare=False)
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class OutcomeQuery:
     """POST /outcome (ours, not in the spec): a voter whose lock ran out of time asks a peer
@@ -440,6 +449,7 @@ class OutcomeQuery:
     counter: int | None = None
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class SyncBatch:
     """POST /commit with DRiP-Transaction-Type: sync: part of a full store transfer."""
@@ -452,6 +462,7 @@ class SyncBatch:
     items: tuple[Item, ...]
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Heartbeat:
     """POST /heartbeat/node/{sender}; body (ours): sender's state, known members, sync owed."""
@@ -465,6 +476,7 @@ class Heartbeat:
     counter: int | None = None
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class NodeNotice:
     """POST /node/{sender}/active|inactive."""
@@ -473,6 +485,7 @@ class NodeNotice:
     active: bool
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class SyncRequest:
     """PUT /sync/node/{requester}: please send me your whole store, or (body ours,
@@ -488,6 +501,7 @@ class SyncRequest:
     summary: tuple[tuple[str, str], ...] = ()
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class StateQuery:
     """GET /state (spec 4.2.3): which state is the peer in? Answered ``{"state"}``, or 503
@@ -496,6 +510,7 @@ class StateQuery:
     sender: str
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Batch:
     """POST /batch (ours, not in the spec): several vote-path messages from one hop to one
@@ -528,6 +543,7 @@ BATCHED = (Voting, VoteResponse, Commit, Abort)
 MAX_BATCH = 256
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class HttpRequest:
     method: str

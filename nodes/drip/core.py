@@ -58,6 +58,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 from nodes.common.effects import Effect, Emit, Persist, Reply, Send, SetTimer
+from nodes.common.fastinit import fast_frozen_init
 from nodes.common.refusals import Refusals
 from nodes.drip.codec import (
     U64_MAX,
@@ -187,6 +188,7 @@ class Unavailable(Exception):
 # --------------------------------------------------------------------------- runtime types
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Inbound:
     """A peer's request on an HTTP connection: ``hop`` is its TLS identity, ``conn`` the
@@ -196,6 +198,7 @@ class Inbound:
     conn: Hashable
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Answer:
     """An HTTP answer: to a peer's request (``Send``), or to a client command (``Reply``)."""
@@ -204,6 +207,7 @@ class Answer:
     body: dict[str, Any]
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Outcome:
     """How a request this node sent ended: the peer's HTTP status and JSON body, or status 0
@@ -218,6 +222,7 @@ class Outcome:
         return self.status == 200
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class ClientUpdate:
     """``POST /client/update``: initiate ``update``; answered once it is decided."""
@@ -225,6 +230,7 @@ class ClientUpdate:
     update: Update
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class ClientRead:
     """``GET /client/read?key=``: a local, possibly stale read."""
@@ -232,6 +238,7 @@ class ClientRead:
     key: str
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class ClientMembers:
     """Admin ``POST /admin/members``: add and/or decommission members. The change is an

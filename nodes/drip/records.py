@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from nodes.common.fastinit import fast_frozen_init
 from nodes.drip.codec import Commit, Item, Update
 
 #: ``Persist.what`` of every DRiP record (one store: ``data_dir/drip.sqlite3``)
@@ -26,12 +27,14 @@ STORE = "drip"
 OWN = "__self__"
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Init:
     """The first thing a node writes: a node that finds it restarts (and syncs); one that
     does not starts fresh (active at once)."""
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Counters:
     """Saved counters (spec 4.4): ``(node, counter, reset_at, window)``; ``OWN`` is our own
@@ -40,6 +43,7 @@ class Counters:
     rows: tuple[tuple[str, int, int | None, str | None], ...]
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Members:
     """Mesh members learned (configured, or from heartbeats)."""
@@ -47,6 +51,7 @@ class Members:
     nodes: tuple[str, ...]
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Lock:
     """A yes vote in progress: ``key`` is held for update ``uid`` of ``initiator``, taken in
@@ -59,6 +64,7 @@ class Lock:
     counter: int | None = None
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Unlock:
     """The vote for ``uid`` on ``key`` is over (aborted, expired, or committed by sync)."""
@@ -67,6 +73,7 @@ class Unlock:
     uid: str
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Queued:
     """One outbox row: ``commit`` still to be delivered to ``peer``."""
@@ -76,6 +83,7 @@ class Queued:
     commit: Commit
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Applied:
     """A commit applied once: its applied mark, the key if ``item`` is newer, the release of
@@ -85,6 +93,7 @@ class Applied:
     queued: tuple[Queued, ...] = ()
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Merged:
     """Sync items merged (each key moves only to a higher ``(version, uid)``)."""
@@ -92,6 +101,7 @@ class Merged:
     items: tuple[Item, ...]
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Delivered:
     """Outbox row ``seq`` reached ``peer``. The one record the store commits without an
@@ -101,6 +111,7 @@ class Delivered:
     seq: int
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Dropped:
     """Everything queued for ``peer`` is dropped, and the peer is owed a sync (spec 4.7)."""
@@ -108,6 +119,7 @@ class Dropped:
     peer: str
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Owe:
     """``peers`` are owed a sync (their queued commits stay queued)."""
@@ -115,6 +127,7 @@ class Owe:
     peers: tuple[str, ...]
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Paid:
     """A full sync reached ``peer``: it is owed nothing any more."""
@@ -122,6 +135,7 @@ class Paid:
     peer: str
 
 
+@fast_frozen_init
 @dataclass(frozen=True)
 class Fence:
     """The next update of ``key`` takes a version above ``version``: a decommissioned
