@@ -792,6 +792,27 @@ class _Headers(dict[str, str]):
         return super().get(k.lower(), default)
 
 
+def _item_headers(it: Any) -> _Headers | None:
+    """A batch item's headers with lowered names, or None when the item is not ``{method,
+    path, headers: {str: str}, ...}``: checked and lowered in one pass (a check pass and a
+    lowering pass cost twice the CPU, ~1.3 us an item)."""
+    if not isinstance(it, dict) or not isinstance(it.get("method"), str) \
+            or not isinstance(it.get("path"), str) or not isinstance(it.get("headers"), dict):
+        return None
+    h = _Headers()
+    for k, v in it["headers"].items():
+        if not (isinstance(k, str) and isinstance(v, str)):
+            return None
+        h[k.lower()] = v
+    return h
+
+
+def _is_batch_path(path: str) -> bool:
+    """Whether ``path``'s only non-empty segment is ``batch`` (``decode`` routes it to
+    `Batch`): slashes around it, and nothing else."""
+    return path.strip("/") == "batch"
+
+
 def _decode_batch(sender: str, d: Any, limits: Limits) -> Batch:
     if not isinstance(d, dict) or not isinstance(d.get("items"), list) or not d["items"]:
         raise CodecError("batch body: expected {items: [{method, path, headers, body, auth?}]}")
@@ -800,18 +821,15 @@ def _decode_batch(sender: str, d: Any, limits: Limits) -> Batch:
                          "rest in another batch")
     out: list[Message] = []
     for i, it in enumerate(d["items"]):
-        if not isinstance(it, dict) or not isinstance(it.get("method"), str) \
-                or not isinstance(it.get("path"), str) or not isinstance(it.get("headers"), dict) \
-                or not all(isinstance(k, str) and isinstance(v, str)
-                           for k, v in it["headers"].items()):
+        h = _item_headers(it)
+        if h is None:
             raise CodecError(f"batch item {i}: expected {{method, path, headers: {{str: str}}, "
                              "body, auth?}")
         auth = it.get("auth")
         if auth is not None and not isinstance(auth, str):
             raise CodecError(f"batch item {i}.auth: expected a JWT string")
-        if [p for p in it["path"].split("/") if p] == ["batch"]:  # no nesting, no recursion
+        if _is_batch_path(it["path"]):  # no nesting, no recursion
             raise CodecError(f"batch item {i}: Batch cannot be batched; send it alone")
-        h = _Headers({k.lower(): v for k, v in it["headers"].items()})
         try:
             m = decode(it["method"], it["path"], h, b"", auth, limits, doc=it.get("body"))
         except CodecError as e:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nodes.drip import codec
 from nodes.drip.codec import (
@@ -64,3 +66,22 @@ def test_only_vote_path_messages_batch_and_size_is_capped() -> None:
     with pytest.raises(CodecError, match="at most"):
         codec.decode("POST", "/batch", {codec.H_NODE: "n1"},
                      codec.HttpRequest("POST", "/batch", {}, {"items": many}).body_bytes())
+
+
+@given(st.lists(st.sampled_from(["", "batch", "voting", " batch", "batch ", "b", ".."]),
+                max_size=5).map("/".join))
+def test_a_nested_batch_is_found_as_decode_routes_it(path: str) -> None:
+    """`_is_batch_path` is decode's routing test for /batch (its non-empty segments are
+    exactly ["batch"]), for any slashes around or between segments."""
+    assert codec._is_batch_path(path) == ([p for p in path.split("/") if p] == ["batch"])
+
+
+@given(st.dictionaries(st.sampled_from(["DRiP-Node-ID", "drip-node-id", "X", "x"]),
+                       st.sampled_from(["n1", "n2", 3, None]), max_size=4))
+def test_item_headers_are_checked_and_lowered_as_before(headers: dict) -> None:
+    it = {"method": "POST", "path": "/voting", "headers": headers}
+    ok = all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
+    got = codec._item_headers(it)
+    assert (got is None) == (not ok)
+    if ok:
+        assert dict(got) == {k.lower(): v for k, v in headers.items()}
