@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -226,3 +226,29 @@ class Mesh:
             await asyncio.sleep(0.3)  # a state holds every value: polls cost
         raise TimeoutError("nodes not all active: " + str([
             (n, (await self.state(s, n))["state"]) for n in nodes]))
+
+
+#: the five nodes of the spec's figure 1
+IDS5 = [f"n{i}" for i in range(1, 6)]
+
+
+def figure1_meshes(root: Path) -> Iterator[Callable[..., Mesh]]:
+    """A fixture's body: five-node figure-1 meshes made on demand under ``root`` (keyword
+    arguments as `Mesh`'s), every one closed when the test ends."""
+    from nodes.drip.topology import figure1
+
+    made: list[Mesh] = []
+
+    def make(**kw: Any) -> Mesh:
+        m = Mesh(root / f"m{len(made)}", 5, figure1(IDS5), **kw)
+        made.append(m)
+        return m
+
+    yield make
+    for m in made:
+        m.close()
+
+
+async def batch_counters(m: Mesh, s: aiohttp.ClientSession) -> dict[str, dict[str, int]]:
+    """Each node's ``batches`` counters from /admin/state."""
+    return {n: (await m.state(s, n))["batches"] for n in m.ids}

@@ -5,34 +5,17 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
-from drip_mesh import Mesh
+from drip_mesh import IDS5, batch_counters, figure1_meshes
 
-from nodes.drip.topology import figure1
 from tests.waiting import eventually
-
-IDS5 = [f"n{i}" for i in range(1, 6)]
 
 
 @pytest.fixture
 def mesh(tmp_path: Path):
-    made: list[Mesh] = []
-
-    def make(**kw: Any) -> Mesh:
-        m = Mesh(tmp_path / f"m{len(made)}", 5, figure1(IDS5), **kw)
-        made.append(m)
-        return m
-
-    yield make
-    for m in made:
-        m.close()
-
-
-async def _batches(m: Mesh, s: aiohttp.ClientSession) -> dict[str, dict[str, int]]:
-    return {n: (await m.state(s, n))["batches"] for n in IDS5}
+    yield from figure1_meshes(tmp_path)
 
 
 @pytest.mark.parametrize("jwt_mode", ["public", "shared"])
@@ -51,7 +34,7 @@ def test_a_batch_with_one_refused_update_commits_the_others(mesh, jwt_mode: str)
             (st5, _), (st1, b1), *rest = res
             assert all(st == 200 for st, _ in rest), rest
             assert not (st5 == 200 and st1 == 200), res[:2]
-            sent = await _batches(m, s)
+            sent = await batch_counters(m, s)
             assert sent["n1"]["sent"] > 0 and sent["n1"]["sent_items"] > sent["n1"]["sent"], sent
             assert sum(b["taken"] for b in sent.values()) >= sent["n1"]["sent"], sent
             # keep-alive: the TLS connections to a peer are reused, not one per request

@@ -12,32 +12,16 @@ from typing import Any
 
 import aiohttp
 import pytest
-from drip_mesh import Mesh
+from drip_mesh import IDS5, Mesh, batch_counters, figure1_meshes
 
 from nodes.drip import codec, lane
 from nodes.drip.hostile import Creds
-from nodes.drip.topology import figure1
 from tests.waiting import eventually
-
-IDS5 = [f"n{i}" for i in range(1, 6)]
 
 
 @pytest.fixture
 def mesh(tmp_path: Path):
-    made: list[Mesh] = []
-
-    def make(**kw: Any) -> Mesh:
-        m = Mesh(tmp_path / f"m{len(made)}", 5, figure1(IDS5), **kw)
-        made.append(m)
-        return m
-
-    yield make
-    for m in made:
-        m.close()
-
-
-async def _batches(m: Mesh, s: aiohttp.ClientSession) -> dict[str, dict[str, int]]:
-    return {n: (await m.state(s, n))["batches"] for n in IDS5}
+    yield from figure1_meshes(tmp_path)
 
 
 async def _everywhere(m: Mesh, s: aiohttp.ClientSession, want: dict[str, Any]) -> bool:
@@ -63,7 +47,7 @@ def test_updates_commit_over_lanes_and_no_batch_request_is_sent(mesh, jwt_mode: 
                 assert (await m.update(s, "n1", f"k{i}", i, f"u{i}"))[0] == 200
             assert await eventually(lambda: _everywhere(m, s, {f"k{i}": i for i in range(20)}),
                                     10)
-            b = await _batches(m, s)
+            b = await batch_counters(m, s)
             assert all(x["sent"] == 0 and x["taken"] == 0 for x in b.values()), b  # no /batch
             sent = sum(x["lane_exchanges"] for x in b.values())
             taken = sum(x["lane_taken"] for x in b.values())
@@ -92,7 +76,7 @@ def test_a_peer_with_lanes_off_gets_post_batch_and_the_others_keep_their_lanes(m
                 assert all(st == 200 for st, _ in res), res
             assert await eventually(lambda: _everywhere(
                 m, s, {f"k{i}": [1, i] for i in range(10)}), 10)
-            b = await _batches(m, s)
+            b = await batch_counters(m, s)
             assert b["n3"]["lane_opened"] == 0 and b["n3"]["lane_accepted"] == 0, b
             assert b["n3"]["taken"] > 0 and b["n3"]["lane_taken"] == 0, b
             assert b["n4"]["sent"] == 0 and b["n4"]["lane_exchanges"] > 0, b  # not n3's peer
@@ -275,7 +259,7 @@ def test_a_lane_that_dies_fails_its_exchanges_and_a_new_one_takes_over(mesh) -> 
             assert all(st == 200 for st, _ in res), res
             assert await eventually(lambda: _everywhere(m, s, {f"r{i}": i
                                                               for i in range(10)}), 10)
-            b = await _batches(m, s)
+            b = await batch_counters(m, s)
             assert b["n1"]["lane_opened"] > opened0, b  # a new lane to n2
             assert b["n2"]["lane_accepted"] > 0 and b["n2"]["lane_taken"] > 0, b
             for key, want in [(f"p{i}", i) for i in range(6)] + [(f"q{i}", i) for i in range(6)]:
