@@ -499,11 +499,7 @@ class DripNode(JournalingHost):
                     timeout=aiohttp.ClientTimeout(total=timeout)) as r:
                 raw = await r.read()
                 status = r.status
-                try:
-                    body = codec.decode_json(raw)
-                except CodecError as e:  # a reply too deep or malformed: its status still counts
-                    self._note_refusal("malformed-reply", peer=to, error=str(e))
-                    body = None
+                body = self._reply_body(to, raw)
                 if isinstance(msg, codec.OutcomeQuery):  # only the initiator's word aborts
                     body, why = abort_proof.check(body, msg, self.verifier, self.clock.wall())
                     if why is not None:
@@ -516,6 +512,15 @@ class DripNode(JournalingHost):
                 log.debug("%s -> %s %s: %s %s", self.me, to, type(msg).__name__, status, body)
             self._queue((None, to, Outcome(msg, status, body)))
         return status
+
+    def _reply_body(self, to: str, raw: bytes) -> Any:
+        """A peer's JSON answer, or None when it is malformed or too deep (noted as a
+        ``malformed-reply``); the answer's status still counts."""
+        try:
+            return codec.decode_json(raw)
+        except CodecError as e:
+            self._note_refusal("malformed-reply", peer=to, error=str(e))
+            return None
 
     async def _ask(self, to: str, msg: codec.OutcomeQuery) -> None:
         """An outcome question, at most OUTCOME_PER_PEER at once per peer (peerslots.py)."""
@@ -628,10 +633,7 @@ class DripNode(JournalingHost):
                     timeout=aiohttp.ClientTimeout(total=self.opts.peer_timeout_s)) as r:
                 raw = await r.read()
                 status = r.status
-                try:
-                    body = codec.decode_json(raw)
-                except CodecError as e:
-                    self._note_refusal("malformed-reply", peer=to, error=str(e))
+                body = self._reply_body(to, raw)
         except (aiohttp.ClientError, TimeoutError, OSError) as e:
             body = f"{type(e).__name__}: {e}"
         finally:
@@ -680,12 +682,8 @@ class DripNode(JournalingHost):
             frame = lane.pack_exchange(self.me, self._batch_auth(data), data)
             self.batch_stats["lane_exchanges"] += 1
             self.batch_stats["lane_items"] += len(msgs)
-            st, raw = await ln.exchange(frame, self.opts.peer_timeout_s)
-            try:
-                body = codec.decode_json(raw)
-            except CodecError as e:
-                self._note_refusal("malformed-reply", peer=to, error=str(e))
-            status = st
+            status, raw = await ln.exchange(frame, self.opts.peer_timeout_s)
+            body = self._reply_body(to, raw)
         except (lane.LaneClosed, aiohttp.ClientError, TimeoutError, OSError) as e:
             body = f"lane: {type(e).__name__}: {e}"
             self.batch_stats["lane_failed"] += 1
@@ -1045,9 +1043,10 @@ class DripNode(JournalingHost):
     async def _handle_batch(self, ident: str, batch: codec.Batch, now: float,
                             lane_: bool = False) -> tuple[int, Any]:
         """Each item judged on its own; all go to the core in one pass (one fsync)."""
-        self.batch_stats["lane_taken_items" if lane_ else "taken"] += (
-            len(batch.items) if lane_ else 1)
-        if not lane_:
+        if lane_:  # (the lane's exchanges are counted as they are read: ``lane_taken``)
+            self.batch_stats["lane_taken_items"] += len(batch.items)
+        else:
+            self.batch_stats["taken"] += 1
             self.batch_stats["taken_items"] += len(batch.items)
         waits: list[asyncio.Future[Any] | Answer] = []
         for m in batch.items:

@@ -42,6 +42,7 @@ def _node(exc: BaseException) -> tuple[SimpleNamespace, list[Any]]:
         background=SimpleNamespace(spawn=lambda c: c.close()), _queue=queued.append)
     n._batch_outcomes = lambda *a: DripNode._batch_outcomes(n, *a)  # type: ignore[arg-type]
     n._batch_body = lambda *a: DripNode._batch_body(n, *a)  # type: ignore[arg-type]
+    n._reply_body = lambda *a: DripNode._reply_body(n, *a)  # type: ignore[arg-type]
     return n, queued
 
 
@@ -49,18 +50,24 @@ MSGS = [codec.VoteResponse("n1", True, None, None, None),
         codec.VoteResponse("n1", False, None, None, None)]
 
 
-@pytest.mark.parametrize("exc", [ConnectionResetError("reset by peer"), TimeoutError(),
-                                 RuntimeError("unexpected"), asyncio.CancelledError()])
-def test_every_item_of_a_failed_batch_reaches_the_core_as_a_failure(exc: BaseException
-                                                                    ) -> None:
-    n, queued = _node(exc)
+def _assert_each_item_failed(send: Any, queued: list[Any]) -> None:
+    """Run ``send`` (a batch to n2 of MSGS) and check that each message's outcome reached the
+    core as a failure (status 0), whatever ended the send."""
     try:
-        asyncio.run(DripNode._request_batch(n, "n2", list(MSGS), {}))  # type: ignore[arg-type]
+        asyncio.run(send)
     except (RuntimeError, asyncio.CancelledError):
         pass  # unexpected ones still propagate to the task guard, after the outcomes
     outs = [o for _, to, o in queued if to == "n2"]
     assert [o.request for o in outs] == MSGS
     assert all(isinstance(o, Outcome) and o.status == 0 and not o.ok for o in outs)
+
+
+@pytest.mark.parametrize("exc", [ConnectionResetError("reset by peer"), TimeoutError(),
+                                 RuntimeError("unexpected"), asyncio.CancelledError()])
+def test_every_item_of_a_failed_batch_reaches_the_core_as_a_failure(exc: BaseException
+                                                                    ) -> None:
+    n, queued = _node(exc)
+    _assert_each_item_failed(DripNode._request_batch(n, "n2", list(MSGS), {}), queued)
 
 
 def test_a_link_sends_one_batch_at_a_time_and_a_lost_one_fails_what_waits() -> None:
@@ -137,13 +144,7 @@ def test_every_item_of_a_failed_lane_exchange_reaches_the_core_as_a_failure(
         exc: BaseException) -> None:
     ln = _Lane(exc)
     n, queued = _laned(ln)
-    try:
-        asyncio.run(DripNode._request_lane(n, "n2", list(MSGS), {}))  # type: ignore[arg-type]
-    except (RuntimeError, asyncio.CancelledError):
-        pass  # unexpected ones still propagate to the task guard, after the outcomes
-    outs = [o for _, to, o in queued if to == "n2"]
-    assert [o.request for o in outs] == MSGS
-    assert all(isinstance(o, Outcome) and o.status == 0 and not o.ok for o in outs)
+    _assert_each_item_failed(DripNode._request_lane(n, "n2", list(MSGS), {}), queued)
     if isinstance(exc, OSError | TimeoutError | lane.LaneClosed):  # dropped: the next opens anew
         assert ln.ended and "n2" not in n._lanes and n.batch_stats["lane_failed"] == 1
 
