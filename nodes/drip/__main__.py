@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import sys
@@ -10,7 +9,7 @@ from pathlib import Path
 
 from nodes.common import heapdiag
 from nodes.common.config import ConfigError, parse_config
-from nodes.common.runtime import serve, setup_logging
+from nodes.common.runtime import run, serve, setup_logging
 from nodes.drip.core import BUGS
 from nodes.drip.server import DripNode, Extra
 
@@ -38,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:  # unreadable key material, bad options
         print(f"nodes.drip: cannot start {cfg.id}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
-    asyncio.run(serve(node))
+    run(serve(node), node.opts.event_loop)
     return 0
 
 

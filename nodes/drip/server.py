@@ -58,6 +58,7 @@ from nodes.common.config import ConfigError, NodeConfig
 from nodes.common.conns import ConnGuard, Listener, SourceBuckets
 from nodes.common.journal import Journal
 from nodes.common.loop import Answers, CoreLoop, JournalingHost
+from nodes.common.runtime import EVENT_LOOPS
 from nodes.common.tasks import Background
 from nodes.drip import abort_proof, codec, lane
 from nodes.drip.admission import Admission
@@ -196,6 +197,14 @@ class Options:
     #: a file holding the bearer token the client API asks for (``Authorization: Bearer T``
     #: on /client/update and /client/read); empty: the client API is open (the default)
     client_token_file: str = ""
+    #: the node process's event loop (`nodes.common.runtime.EVENT_LOOPS`): uvloop spends
+    #: 10-20 % less CPU per committed update than asyncio's own (docs/drip.md "uvloop")
+    event_loop: str = "uvloop"
+
+    def __post_init__(self) -> None:
+        if self.event_loop not in EVENT_LOOPS:
+            raise ConfigError(f"options.event_loop {self.event_loop!r}: one of "
+                              f"{', '.join(EVENT_LOOPS)}")
 
     @classmethod
     def from_options(cls, o: dict[str, Any]) -> Options:
@@ -432,7 +441,9 @@ class DripNode(JournalingHost):
                 "group_commits": dict(self.store.commit_stats),
                 "jwt": {"signed": self.signer.signed, "checked": self.verifier.checked},
                 "admission": {"cap": round(self._slots.cap, 1), "active": self._slots.active},
-                "sizes": node_sizes(self)}
+                "sizes": node_sizes(self),
+                # what runs the node (`Options.event_loop`): "uvloop" or "asyncio"
+                "event_loop": type(asyncio.get_running_loop()).__module__.split(".")[0]}
 
     def _note_refusal(self, reason: str, **detail: Any) -> None:
         """Count a refusal; journal it as ``refused`` within the per-reason budget."""
