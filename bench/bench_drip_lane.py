@@ -6,12 +6,15 @@ Run: ``.venv/bin/python bench/bench_drip_lane.py [--n 2000] [--items 3] [--jwt-m
 
 Each exchange is sequential (one in flight, as ``peer_pipeline`` 1) and carries ``--items``
 bodiless vote responses (the spec's example form: the receiver's gate checks and decodes them
-and its core answers each, with nothing to persist), signed with a fresh batch token each
-time, so both ways do the same signing, checking and handling and differ in the transport
-only. Printed per exchange: the sender's CPU (this process, ``time.process_time``), the
-receiver's (its /proc CPU, less what it spends idle over the same time: heartbeats to n1,
-whose own process is stopped for the run), and their sum. CPU, not time: the figures do not
-depend on the machine's load (the elapsed times do, and are printed only for reference).
+and its core answers each, with nothing to persist). A POST /batch is signed with a fresh
+batch token each time (as a node sends it); a lane exchange, since session 47, carries no
+token: its frame is MAC'd under the lane's key, which the one signed upgrade carried
+(docs/drip.md "Lane frames under a per-lane key"). Printed per exchange: the sender's CPU
+(this process, ``time.process_time``), the receiver's (its /proc CPU, less what it spends
+idle over the same time: heartbeats to n1, whose own process is stopped for the run), their
+sum, and the JWTs signed by the sender and checked by the receiver (its /admin/state
+``jwt``; idle heartbeats included). CPU, not time: the figures do not depend on the
+machine's load (the elapsed times do, and are printed only for reference).
 """
 
 from __future__ import annotations
@@ -77,21 +80,29 @@ async def run(n: int, items: int, jwt_mode: str) -> dict[str, Any]:
                         assert r.status == 200, (r.status, raw)
                         json.loads(raw)
 
+                key = lane.new_key()
+                opening = codec.LaneOpen("n1", key.hex())
                 ws = await s.ws_connect(base + lane.PATH, headers={
-                    codec.H_NODE: "n1", codec.H_AUTH: creds.signer.header(
-                        time.time(), codec.signed_digest(codec.LaneOpen("n1")), once=True)})
+                    **codec.encode(opening).headers, codec.H_AUTH: creds.signer.header(
+                        time.time(), codec.signed_digest(opening), once=True)})
+                seal = lane.Seal(key)
 
                 async def exchange() -> None:
-                    await ws.send_bytes(lane.pack_exchange("n1", token(), body))
+                    await ws.send_bytes(seal.exchange(body))
                     msg = await ws.receive()
-                    status, raw = lane.unpack_answer(msg.data)
+                    status, raw = seal.take_answer(msg.data)
                     assert status == 200, (status, raw)
                     json.loads(raw)
+
+                async def checked() -> int:
+                    async with s.get(m.admin("n2") + "/admin/state") as r:
+                        return int((await r.json())["jwt"]["checked"])
 
                 for name, one in (("post_batch", post), ("lane", exchange),
                                   ("post_batch_2", post), ("lane_2", exchange)):
                     for _ in range(50):  # warm: connections, caches
                         await one()
+                    j0, s0 = await checked(), creds.signer.signed
                     p0, c0, t0 = time.process_time(), cpu_s(pid), time.monotonic()
                     for _ in range(n):
                         await one()
@@ -100,7 +111,9 @@ async def run(n: int, items: int, jwt_mode: str) -> dict[str, Any]:
                     rcv = (cpu_s(pid) - c0 - idle_per_s * dt) / n
                     out[name] = {"sender_us": round(1e6 * snd), "receiver_us": round(1e6 * rcv),
                                  "total_us": round(1e6 * (snd + rcv)),
-                                 "elapsed_us": round(1e6 * dt / n)}
+                                 "elapsed_us": round(1e6 * dt / n),
+                                 "jwt_signed": round((creds.signer.signed - s0) / n, 2),
+                                 "jwt_checked": round((await checked() - j0) / n, 2)}
                 await ws.close()
             out["receiver_idle_cpu_ms_per_s"] = round(1e3 * idle_per_s, 2)
             out["load_average"] = os.getloadavg()

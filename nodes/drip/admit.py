@@ -12,7 +12,8 @@ Two phases, as the server reads a request: `Gate.head` (before the body is read:
 ``DRiP-Node-ID``, and the refusals the node's state makes from the head alone) and `Gate.body`
 (decoding with the codec's bounds, then the token's signature and times, the token bound to
 this very request and its replay id, own-behalf, and the signed statements behind a relayed
-yes); `Gate.admit` is both at once. The order and the checks are those listed in
+yes); `Gate.admit` is both at once. A batch on a lane has no token: its frame's MAC under the
+lane's key, which the upgrade's token bound, stands for it (`Gate.body`'s ``laned``). The order and the checks are those listed in
 `nodes.drip.server`'s docstring.
 
 Cheapest first (issue 26: a flood of validly signed refusals cost the mesh a third of its
@@ -170,23 +171,35 @@ class Gate:
         return None
 
     def body(self, h: Head, method: str, path: str, headers: Mapping[str, str], body: bytes,
-             now: float) -> Message | Refusal:
+             now: float, *, laned: bool = False) -> Message | Refusal:
         """Checks 4-6 on a request whose head passed: decoding first (no signature check
         for a body the bounds refuse), then the token; a relayed yes keeps only its proven
-        voters (`proven`)."""
+        voters (`proven`).
+
+        ``laned``: a batch that came as an exchange frame on a lane whose MAC and seq the
+        caller checked under the key its signed upgrade carried (`nodes.drip.lane`). That
+        stands for the batch token, so there is none to check; everything else is as for a
+        POST /batch (bounds, own behalf, and each item's own checks in `item`). Only a batch
+        comes this way: anything else is refused as malformed."""
         try:
             msg = codec.decode(method, path, headers, body, h.auth, self.limits)
         except CodecError as e:
             return Refusal(e.status, "malformed", str(e))
         except Exception as e:  # noqa: BLE001 - a decoder bug must be a 400, never a 500
             return Refusal(400, "malformed", f"undecodable request: {type(e).__name__}: {e}")
-        try:
-            claims = self.verifier.verify(h.auth, h.sender, now)
-            digest = codec.batch_digest(msg.sender, body) if isinstance(msg, codec.Batch) \
-                else codec.signed_digest(msg)  # a batch binds the bytes read, not a re-encoding
-            self.verifier.bind(claims, digest, once=not isinstance(msg, codec.FLOODED), now=now)
-        except AuthError as e:
-            return Refusal(401, e.reason, str(e))
+        if laned:
+            if not isinstance(msg, codec.Batch):
+                return Refusal(400, "malformed", "a lane frame carries a batch, not a "
+                               f"{type(msg).__name__}")
+        else:
+            try:
+                claims = self.verifier.verify(h.auth, h.sender, now)
+                digest = codec.batch_digest(msg.sender, body) if isinstance(msg, codec.Batch) \
+                    else codec.signed_digest(msg)  # a batch binds the bytes read, not a re-encoding
+                self.verifier.bind(claims, digest, once=not isinstance(msg, codec.FLOODED),
+                                   now=now)
+            except AuthError as e:
+                return Refusal(401, e.reason, str(e))
         if isinstance(msg, OWN_BEHALF) and h.sender != h.ident:
             return Refusal(403, "not-own-behalf", f"{codec.H_NODE} {h.sender!r} is not the "
                            f"TLS peer {h.ident!r}")
@@ -223,7 +236,10 @@ class Gate:
 
     def proven(self, msg: codec.VoteResponse, hop: str, now: float) -> codec.VoteResponse:
         """Only voters whose own signed statement checks out count: a relay cannot invent a
-        yes. The responder's own yes is proven by the request's token itself."""
+        yes. The responder's own yes (``hop``, the TLS peer, which own-behalf made the
+        responder) is proven by how the request came: by its own token (a single request, a
+        POST /batch's batch token), or on a lane by the frame's MAC under the key that the
+        responder's signed upgrade carried (docs/drip.md "Lane frames under a per-lane key")."""
         if msg.uid is None or msg.initiator is None or msg.counter is None:
             return msg
         if "trust-relayed-voters" in self.bugs:  # planted: a relay's list taken as is

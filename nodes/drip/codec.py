@@ -40,6 +40,8 @@ H_TTYPE = "DRiP-Transaction-Type"
 H_BUDGET = "DRiP-Vote-Budget-Ms"  # ours; absent from the spec, ignored by those who do not know it
 H_SYNC_COMPLETE = "DRiP-Sync-Complete"
 H_AUTH = "Authorization"
+#: ours: the key of a lane's frames, carried by its signed upgrade (`LaneOpen`)
+H_LANE_KEY = "DRiP-Lane-Key"
 
 U64_MAX = 2**64 - 1
 #: the highest version a node takes: SQLite's INTEGER holds 2**63-1, and the next commit of the
@@ -48,6 +50,9 @@ MAX_VERSION = 2**63 - 2
 _DIGITS = re.compile(r"[0-9]{1,20}")
 _BUDGET = re.compile(r"[0-9]{1,9}")  # ASCII digits only: str.isdigit() takes "²" and "١"
 _NODE_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+#: a lane key: 32 bytes as 64 lowercase hex digits (one spelling, so one signed digest)
+LANE_KEY_BYTES = 32
+_LANE_KEY = re.compile(r"[0-9a-f]{64}")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 MAX_KEY = 256
 #: a requester's sync id (`SyncRequest.sync_id`)
@@ -127,6 +132,17 @@ def parse_node_id(v: str | None, what: str = H_NODE) -> str:
         raise CodecError(f"missing {what} header")
     if not _NODE_ID.fullmatch(v):
         raise CodecError(f"{what}: {v!r} is not a node id (1-64 of A-Z a-z 0-9 . _ -)")
+    return v
+
+
+def parse_lane_key(v: str | None) -> str:
+    """A lane upgrade's ``DRiP-Lane-Key``: 64 lowercase hex digits (32 random bytes)."""
+    if v is None or v == "":
+        raise CodecError(f"missing {H_LANE_KEY} header: a lane's upgrade carries the key of "
+                         "its frames")
+    if not _LANE_KEY.fullmatch(v):
+        raise CodecError(f"{H_LANE_KEY}: not {2 * LANE_KEY_BYTES} lowercase hex digits "
+                         f"({LANE_KEY_BYTES} bytes)")
     return v
 
 
@@ -529,10 +545,16 @@ class Batch:
 class LaneOpen:
     """GET /lane (ours, not in the spec): the WebSocket upgrade that opens a lane for the
     sender's batches to this node (`nodes.drip.lane`). Signed like any request made on the
-    sender's own behalf (its token binds method, path and ``DRiP-Node-ID``; its ``jti`` is
-    taken once); the server handles it, never the core."""
+    sender's own behalf (its token binds method, path, ``DRiP-Node-ID`` and ``DRiP-Lane-Key``;
+    its ``jti`` is taken once); the server handles it, never the core.
+
+    ``key``: the lane's frame key (hex, `parse_lane_key`), made by the sender for this lane
+    alone. Its frames are MAC'd under it instead of each carrying a token, so the upgrade's
+    token binding it is what makes them the sender's (docs/drip.md "Lane frames under a
+    per-lane key"). A secret: kept out of the repr (journals, errors)."""
 
     sender: str
+    key: str = field(repr=False)
 
 
 Message = (Voting | VoteResponse | Commit | Abort | SyncBatch | Heartbeat | NodeNotice
@@ -622,7 +644,7 @@ def encode(msg: Message) -> HttpRequest:
             items.append(it)
         return HttpRequest("POST", "/batch", {H_NODE: msg.sender}, {"items": items})
     if isinstance(msg, LaneOpen):
-        return HttpRequest("GET", "/lane", {H_NODE: msg.sender})
+        return HttpRequest("GET", "/lane", {H_NODE: msg.sender, H_LANE_KEY: msg.key})
     raise TypeError(f"not a DRiP message: {msg!r}")
 
 
@@ -686,7 +708,7 @@ def decode(method: str, path: str, headers: Any, body: bytes,
     if method == "GET" and parts == ["state"]:
         return StateQuery(sender)
     if method == "GET" and parts == ["lane"]:
-        return LaneOpen(sender)
+        return LaneOpen(sender, parse_lane_key(headers.get(H_LANE_KEY)))
     if method == "POST" and parts == ["voting"]:
         ttype = parse_ttype(headers.get(H_TTYPE))
         if ttype != "update":

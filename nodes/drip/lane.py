@@ -1,102 +1,185 @@
 """WebSocket lanes (ours, not in the spec): one WebSocket per peer link that carries the
 ``POST /batch`` exchanges of that link, each as one binary frame and its answer as one
-binary frame (docs/drip.md "WebSocket lanes, session 46").
+binary frame (docs/drip.md "WebSocket lanes, session 46", "Lane frames under a per-lane key,
+session 47").
 
 Why: what a batch costs beyond its items is the HTTP request around it (aiohttp's client and
 server request handling, a response object, headers parsed and written both ways): about
 230 us of CPU per request against about 63 us per WebSocket exchange (session 42's
-micro-bench). The lane changes the envelope only. Each frame carries exactly what a
-``POST /batch`` carries (its ``DRiP-Node-ID``, its ``Authorization`` token binding
-``codec.batch_digest`` of the body bytes, the body bytes), the receiver runs the same checks
-and the same handling on it as on the request (`DripNode._peer_exchange`), and the answer
-frame carries the status and the same JSON answer body, sent only once the records behind
-it are durable (as the HTTP answer).
+micro-bench); and, until session 47, one batch token signed and checked per exchange (an
+ES256 signature and check with public keys). The lane changes the envelope only: the
+receiver runs a POST /batch's checks and handling on each frame's body
+(`DripNode._peer_exchange`) except the batch token, and the answer frame carries the status
+and the same JSON answer body, sent only once the records behind it are durable.
 
-Frames (binary; anything else closes the lane):
+Authentication: the opener makes a random key per lane (`new_key`) and sends it in the
+upgrade's ``DRiP-Lane-Key`` header, which the upgrade's own once-token binds
+(`codec.LaneOpen`). Every frame then carries an HMAC-SHA256 under that key over a direction
+label, its sequence number and its content, instead of a token:
 
-* exchange: ``len(node) (1 byte) | node id (UTF-8) | len(token) (2 bytes, big-endian) |
-  token (ASCII, the whole Authorization value) | body bytes``;
-* answer: ``status (2 bytes, big-endian) | JSON body``.
+* exchange (opener -> acceptor): ``seq (8 bytes, big-endian) | MAC(key, EXCHANGE | seq |
+  body) (32 bytes) | body``;
+* answer (acceptor -> opener): ``seq | MAC(key, ANSWER | seq | status | body) | status
+  (2 bytes, big-endian) | JSON body``.
 
-Answers come in the order of the exchanges (FIFO), so a lane needs no exchange ids; an
-exchange that gets no answer in time ends the lane (the answers after it could no longer
-be matched), and everything waiting on that lane fails as a POST /batch with no answer does.
+``seq`` counts each direction's frames from 0, up by exactly one a frame: the WebSocket
+runs on one TLS connection, which keeps order, so any other seq is a replay, a drop or a
+forgery. The labels differ, so a frame cannot be reflected back as the other direction's.
 
-Nothing here does I/O beyond the WebSocket it is given; the node does the rest.
+Answers come in the order of the exchanges (FIFO), so the answer of exchange ``n`` is answer
+``n``; an exchange that gets no answer in time ends the lane (the answers after it could no
+longer be matched), and everything waiting on that lane fails as a POST /batch with no
+answer does.
+
+The framing functions are pure (key and seq in, bytes out, `LaneFrameError` for anything
+not ours); `Seal` keeps one lane end's key and next seqs. Nothing here does I/O beyond the
+WebSocket it is given; the node does the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import hmac
+import secrets
+from dataclasses import dataclass, field
 
 import aiohttp
 
+from nodes.drip.codec import LANE_KEY_BYTES
+
 #: the peer-port path of the WebSocket upgrade
 PATH = "/lane"
-#: the most bytes of a frame's node id and token fields (beyond these it is malformed)
-MAX_NODE = 255
-MAX_TOKEN = 65535
 #: exchanges a receiver handles on one lane at once, answers not yet sent included; past
 #: them it stops reading the lane until the oldest answer has left (ours send one at a time,
 #: ``peer_pipeline``)
 MAX_IN_FLIGHT = 32
+#: what each direction's MAC covers first: distinct, so no frame passes as the other way's
+EXCHANGE = b"DRiP lane exchange\x00"
+ANSWER = b"DRiP lane answer\x00"
+SEQ_BYTES = 8
+MAC_BYTES = 32
+#: a frame's bytes before its content (seq and MAC)
+HEAD = SEQ_BYTES + MAC_BYTES
+SEQ_MAX = (1 << 64) - 1
 
 
 class LaneFrameError(ValueError):
-    """A frame that is not one of ours (the lane is closed: its framing cannot be trusted)."""
+    """A frame that is not one of ours: bad framing, MAC or seq (the lane is closed: its
+    channel cannot be trusted)."""
 
 
 class LaneClosed(ConnectionError):
     """The lane ended (closed, reset, a frame we cannot read) before this exchange's answer."""
 
 
-def pack_exchange(node: str, token: str, body: bytes) -> bytes:
-    n = node.encode()
-    t = token.encode("ascii")
-    if len(n) > MAX_NODE or len(t) > MAX_TOKEN:
-        raise ValueError("node id or token too long for a lane frame")
-    return b"".join((len(n).to_bytes(1, "big"), n, len(t).to_bytes(2, "big"), t, body))
+def new_key() -> bytes:
+    """A fresh lane key: 32 random bytes (its header form is ``key.hex()``)."""
+    return secrets.token_bytes(LANE_KEY_BYTES)
 
 
-def unpack_exchange(data: bytes) -> tuple[str, str, bytes]:
-    """(node id, token, body) of an exchange frame; LaneFrameError if it is not one."""
-    mv = memoryview(data)
-    if len(mv) < 3:
-        raise LaneFrameError(f"lane frame of {len(mv)} bytes: shorter than its header")
-    nl = mv[0]
-    if len(mv) < 1 + nl + 2:
-        raise LaneFrameError("lane frame: its node id runs past its end")
-    tl = int.from_bytes(mv[1 + nl:3 + nl], "big")
-    if len(mv) < 3 + nl + tl:
-        raise LaneFrameError("lane frame: its token runs past its end")
-    try:
-        node = bytes(mv[1:1 + nl]).decode()
-        token = bytes(mv[3 + nl:3 + nl + tl]).decode("ascii")
-    except UnicodeDecodeError as e:
-        raise LaneFrameError(f"lane frame: node id or token not text: {e}") from None
-    return node, token, bytes(mv[3 + nl + tl:])
+def _mac(key: bytes, label: bytes, seq: bytes, content: bytes) -> bytes:
+    return hmac.digest(key, b"".join((label, seq, content)), "sha256")
 
 
-def pack_answer(status: int, body: bytes) -> bytes:
-    return status.to_bytes(2, "big") + body
+def _seal(key: bytes, label: bytes, seq: int, content: bytes) -> bytes:
+    if not 0 <= seq <= SEQ_MAX:
+        raise ValueError(f"lane seq {seq} out of range: open a new lane")
+    s = seq.to_bytes(SEQ_BYTES, "big")
+    return b"".join((s, _mac(key, label, s, content), content))
 
 
-def unpack_answer(data: bytes) -> tuple[int, bytes]:
-    if len(data) < 2:
-        raise LaneFrameError(f"lane answer of {len(data)} bytes: shorter than its status")
-    return int.from_bytes(data[:2], "big"), data[2:]
+def _open(key: bytes, label: bytes, seq: int, data: bytes, what: str) -> bytes:
+    """The content of frame ``data`` if it is our frame number ``seq`` of this direction."""
+    if len(data) < HEAD:
+        raise LaneFrameError(f"lane {what} of {len(data)} bytes: shorter than its seq and MAC "
+                             f"({HEAD} bytes)")
+    content = data[HEAD:]
+    if not hmac.compare_digest(data[SEQ_BYTES:HEAD], _mac(key, label, data[:SEQ_BYTES],
+                                                          content)):
+        raise LaneFrameError(f"lane {what}: its MAC does not check out under this lane's key "
+                             "(forged, altered, another lane's, or the other direction's)")
+    got = int.from_bytes(data[:SEQ_BYTES], "big")
+    if got != seq:
+        raise LaneFrameError(f"lane {what}: seq {got} where {seq} is next (a replayed, "
+                             "dropped or reordered frame)")
+    return content
+
+
+def pack_exchange(key: bytes, seq: int, body: bytes) -> bytes:
+    """Exchange frame number ``seq`` of a lane under ``key``, carrying a batch's body."""
+    return _seal(key, EXCHANGE, seq, body)
+
+
+def unpack_exchange(key: bytes, seq: int, data: bytes) -> bytes:
+    """The body of exchange frame ``data``, which must be number ``seq`` under ``key``;
+    LaneFrameError if it is not."""
+    return _open(key, EXCHANGE, seq, data, "frame")
+
+
+def pack_answer(key: bytes, seq: int, status: int, body: bytes) -> bytes:
+    """Answer frame number ``seq`` (the answer to exchange ``seq``)."""
+    return _seal(key, ANSWER, seq, status.to_bytes(2, "big") + body)
+
+
+def unpack_answer(key: bytes, seq: int, data: bytes) -> tuple[int, bytes]:
+    """(status, body bytes) of answer frame ``data``, number ``seq`` under ``key``."""
+    content = _open(key, ANSWER, seq, data, "answer")
+    if len(content) < 2:
+        raise LaneFrameError(f"lane answer of {len(content)} bytes after its MAC: shorter "
+                             "than its status")
+    return int.from_bytes(content[:2], "big"), content[2:]
+
+
+@dataclass
+class Seal:
+    """One end of a lane: its key and the seq of the next frame each way (``sent``: ours,
+    ``taken``: the peer's). The opener seals exchanges and opens answers, the acceptor the
+    other way round; each method moves its seq on only when it succeeds."""
+
+    key: bytes = field(repr=False)
+    sent: int = 0
+    taken: int = 0
+
+    def exchange(self, body: bytes) -> bytes:
+        frame = pack_exchange(self.key, self.sent, body)
+        self.sent += 1
+        return frame
+
+    def take_exchange(self, data: bytes) -> bytes:
+        body = unpack_exchange(self.key, self.taken, data)
+        self.taken += 1
+        return body
+
+    def answer(self, status: int, body: bytes) -> bytes:
+        frame = pack_answer(self.key, self.sent, status, body)
+        self.sent += 1
+        return frame
+
+    def take_answer(self, data: bytes) -> tuple[int, bytes]:
+        got = unpack_answer(self.key, self.taken, data)
+        self.taken += 1
+        return got
 
 
 class Outbound:
-    """Our end of a lane to one peer: `exchange` sends a frame and waits for its answer;
-    `run` (a task the node owns) reads the answers in order until the lane ends."""
+    """Our end of a lane to one peer: `exchange` seals a batch's body into the next frame,
+    sends it and waits for its answer; `run` (a task the node owns) reads and checks the
+    answers in order until the lane ends. ``opened``: when (the node's monotonic clock) and
+    ``trust``: under which view of the peer (`DripNode._lane_trust`) it was opened, for the
+    node to retire it when either is past."""
 
-    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse, seal: Seal, opened: float = 0.0,
+                 trust: object = None) -> None:
         self.ws = ws
+        self.seal = seal
+        self.opened = opened
+        self.trust = trust
         self.waiting: collections.deque[asyncio.Future[tuple[int, bytes]]] = collections.deque()
         self.dead = False
         self.why = "lane closed"
+        #: set (the reason) once no new exchange may use it: closed after its last answer
+        self.retired: str | None = None
 
     async def run(self) -> None:
         try:
@@ -106,7 +189,7 @@ class Outbound:
                     break
                 fut = self.waiting.popleft()
                 try:
-                    answer = unpack_answer(msg.data)
+                    answer = self.seal.take_answer(msg.data)
                 except LaneFrameError as e:
                     self.why = str(e)
                     if not fut.done():
@@ -114,9 +197,18 @@ class Outbound:
                     break
                 if not fut.done():
                     fut.set_result(answer)
+                if self.retired is not None and not self.waiting:
+                    self.why = self.retired
+                    break
         finally:
             self.end(self.why)
             await self.ws.close()
+
+    def retire(self, why: str) -> bool:
+        """No new exchange on this lane; those on their way still get their answers, then
+        `run` closes it. True when none is waiting (the caller closes it now)."""
+        self.retired = why
+        return not self.waiting
 
     def end(self, why: str) -> None:
         """No more exchanges on this lane; those still waiting fail now."""
@@ -127,12 +219,15 @@ class Outbound:
             if not fut.done():
                 fut.set_exception(LaneClosed(why))
 
-    async def exchange(self, frame: bytes, timeout: float) -> tuple[int, bytes]:
-        """Send one exchange frame; its answer (status, body bytes). Raises LaneClosed, or
-        TimeoutError after ``timeout`` (the caller then drops the lane)."""
-        if self.dead:
-            raise LaneClosed(self.why)
+    async def exchange(self, body: bytes, timeout: float) -> tuple[int, bytes]:
+        """Send ``body`` (a batch) as the next exchange frame; its answer (status, body
+        bytes). Raises LaneClosed, or TimeoutError after ``timeout`` (the caller then drops
+        the lane)."""
+        if self.dead or self.retired is not None:
+            raise LaneClosed(self.why if self.dead else str(self.retired))
         fut: asyncio.Future[tuple[int, bytes]] = asyncio.get_running_loop().create_future()
+        # sealed, queued and written in one step: the seq, the FIFO and the wire keep one order
+        frame = self.seal.exchange(body)
         self.waiting.append(fut)
         try:
             async with asyncio.timeout(timeout):

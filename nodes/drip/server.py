@@ -29,6 +29,11 @@ Request checks on the peer port, in order (each failure changes nothing; 1-6 are
 6. For requests a node makes on its own behalf (everything but forwarded ``/voting``,
    ``/commit`` and ``/abort``) ``DRiP-Node-ID`` must also be the TLS identity, else 403.
 
+A lane (``GET /lane``, ours) is opened by an upgrade that passes 1-6 like any request (its
+token binds its ``DRiP-Lane-Key``); each exchange frame on it must then carry the next seq
+and a MAC under that key (else ``lane-frame``, and the lane is closed), and its batch passes
+1-6 except the batch token, which the MAC stands for (`Gate.body`'s ``laned``).
+
 Every refusal is counted by reason (``refused`` in ``/admin/state``) and journaled as a
 ``refused`` event, at most one per reason per 10 s (`nodes.common.refusals`).
 """
@@ -90,9 +95,6 @@ log = logging.getLogger("drip.server")
 
 #: delivery marks carried at most, waiting for a durable group (then written on their own)
 _MAX_CARRIED = 4096
-#: a lane frame's bytes beyond its body, at most (node id and token; HTTP takes 8,190 bytes
-#: per header line)
-_LANE_HEAD = 8192
 
 def _cert_sha256(req: web.Request) -> str | None:
     """The SHA-256 of the TLS client certificate (DER) of ``req``'s connection."""
@@ -187,6 +189,11 @@ class Options:
     #: exchange. False: this node neither opens lanes nor accepts them (404), so its peers
     #: send it POST /batch
     lane: bool = True
+    #: a lane's life at most, seconds: its opener then opens a new one (a new key, a new
+    #: signed upgrade) and retires the old after its last answer; the acceptor closes one
+    #: still open ``peer_timeout_s`` + 1 s later (docs/drip.md "Lane frames under a per-lane
+    #: key"). The batch token's lifetime it stands for (``Signer.ttl_s``)
+    lane_max_age_s: float = 600.0
     #: commits on their way to one peer at once (the core's outbox window)
     outbox_window: int = 64
     #: vote-path requests (a /batch or a single one) on their way to one peer at once; what
@@ -300,6 +307,10 @@ class DripNode(JournalingHost):
         self._no_lane: set[str] = set()
         self._lane_locks: dict[str, asyncio.Lock] = {}
         self._lanes_in: dict[str, web.WebSocketResponse] = {}
+        #: the view of each peer our lanes and theirs were opened under (`_lane_trust`), and
+        #: the membership epoch they were last compared at (`_retire_lanes`)
+        self._lanes_in_trust: dict[str, Any] = {}
+        self._lanes_epoch = self.core.epoch
         #: vote-path messages waiting for a free pipeline slot to each peer, with the
         #: initiator token made for a flooded one; and the requests on their way to each peer
         self._outq: dict[str, list[tuple[Message, str | None]]] = {}
@@ -316,11 +327,12 @@ class DripNode(JournalingHost):
         #: /batch requests sent and taken, and the messages in them (docs/drip.md "Batches")
         #: and the lanes': opened (ours, their upgrade answered), exchanges sent and their
         #: items, exchanges that failed (and dropped their lane); lanes accepted from peers,
-        #: exchanges taken on them and their items
+        #: exchanges taken on them and their items; lanes closed (either way) because their
+        #: peer's membership entry changed or they reached ``lane_max_age_s``
         self.batch_stats = {"sent": 0, "sent_items": 0, "taken": 0, "taken_items": 0,
                             "spared": 0, "lane_opened": 0, "lane_exchanges": 0,
                             "lane_items": 0, "lane_failed": 0, "lane_accepted": 0,
-                            "lane_taken": 0, "lane_taken_items": 0}
+                            "lane_taken": 0, "lane_taken_items": 0, "lane_retired": 0}
         #: TLS connections this node opened to peers, and requests it sent: with keep-alive
         #: reuse the first stays near the peer count while the second grows with the load
         self.conn_stats = {"opened": 0, "requests": 0}
@@ -485,7 +497,8 @@ class DripNode(JournalingHost):
             self.clock.wall(), codec.signed_digest(msg), once=not isinstance(msg, codec.FLOODED))
 
     def _batch_auth(self, data: bytes) -> str:
-        """A batch's own token: it binds the body bytes we send (`codec.batch_digest`)."""
+        """A POST /batch's own token: it binds the body bytes we send (`codec.batch_digest`).
+        A lane's exchange has none: its frame's MAC under the lane key stands for it."""
         return self.signer.header(self.clock.wall(), codec.batch_digest(self.me, data),
                                   once=True)
 
@@ -659,7 +672,7 @@ class DripNode(JournalingHost):
     def _batch_body(self, msgs: list[Message], tokens: dict[int, str]
                     ) -> tuple[codec.HttpRequest, bytes]:
         """The POST /batch of ``msgs`` and its body bytes, encoded once: its token binds these
-        very bytes (`_batch_auth`)."""
+        very bytes (`_batch_auth`), or a lane frame's MAC does."""
         items: list[Message] = []
         for m in self._with_statements(msgs):
             if isinstance(m, codec.FLOODED) and not m.auth:
@@ -690,10 +703,9 @@ class DripNode(JournalingHost):
                 fallback = True
                 return None
             _, data = self._batch_body(msgs, tokens)
-            frame = lane.pack_exchange(self.me, self._batch_auth(data), data)
             self.batch_stats["lane_exchanges"] += 1
             self.batch_stats["lane_items"] += len(msgs)
-            status, raw = await ln.exchange(frame, self.opts.peer_timeout_s)
+            status, raw = await ln.exchange(data, self.opts.peer_timeout_s)  # sealed: lane key
             body = self._reply_body(to, raw)
         except (lane.LaneClosed, aiohttp.ClientError, TimeoutError, OSError) as e:
             body = f"lane: {type(e).__name__}: {e}"
@@ -706,26 +718,36 @@ class DripNode(JournalingHost):
         return status
 
     async def _lane_to(self, to: str) -> lane.Outbound:
-        """Our open lane to ``to``, or a new one (its upgrade signed as any request on our
-        own behalf, on the peer session: same TLS client certificate and server name)."""
+        """Our open lane to ``to``, or a new one: a fresh key (`lane.new_key`) in the upgrade's
+        ``DRiP-Lane-Key``, the upgrade signed as any request on our own behalf (its token binds
+        the key), on the peer session (same TLS client certificate and server name). A lane
+        past ``lane_max_age_s`` is retired: its exchanges on their way keep their answers."""
         async with self._lane_locks.setdefault(to, asyncio.Lock()):
             ln = self._lanes.get(to)
             if ln is not None and not ln.dead:
-                return ln
+                if self.clock.monotonic() - ln.opened < self.opts.lane_max_age_s:
+                    return ln
+                self._retire_lane(to, ln, f"lane older than lane_max_age_s "
+                                          f"({self.opts.lane_max_age_s:g} s): a new one opens")
             assert self.session is not None
             url = _url(self.peer_urls, to) + lane.PATH
-            opening = codec.LaneOpen(self.me)
-            headers = {codec.H_NODE: self.me, codec.H_AUTH: self._auth_for(opening)}
+            key = lane.new_key()
+            opening = codec.LaneOpen(self.me, key.hex())
+            headers = {**codec.encode(opening).headers, codec.H_AUTH: self._auth_for(opening)}
+            trust, opened = self._lane_trust(to), self.clock.monotonic()
             self.conn_stats["requests"] += 1
             async with asyncio.timeout(self.opts.peer_timeout_s):
                 ws = await self.session.ws_connect(
                     url, headers=headers, server_hostname=to, autoping=True, compress=0,
-                    max_msg_size=self._peer_body_max,
+                    max_msg_size=self._peer_body_max + lane.HEAD + 2,
                     timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=1.0))
-            ln = lane.Outbound(ws)
+            ln = lane.Outbound(ws, lane.Seal(key), opened, trust)
             self._lanes[to] = ln
             self.batch_stats["lane_opened"] += 1
             self.background.spawn(self._run_lane(to, ln))
+            if trust != self._lane_trust(to):  # the membership changed while it opened
+                self._retire_lane(to, ln, "lane opened under a membership entry since changed",
+                                  at_once=True)
             return ln
 
     async def _run_lane(self, to: str, ln: lane.Outbound) -> None:
@@ -735,11 +757,53 @@ class DripNode(JournalingHost):
             if self._lanes.get(to) is ln:
                 del self._lanes[to]
 
-    def _drop_lane(self, to: str, ln: lane.Outbound) -> None:
+    def _drop_lane(self, to: str, ln: lane.Outbound,
+                   why: str = "lane dropped: an exchange on it failed") -> None:
         if self._lanes.get(to) is ln:
             del self._lanes[to]
-        ln.end("lane dropped: an exchange on it failed")
+        ln.end(why)
         self.background.spawn(ln.ws.close())
+
+    def _retire_lane(self, to: str, ln: lane.Outbound, why: str, at_once: bool = False) -> None:
+        """No new exchange on our lane ``ln`` to ``to``: closed now (``at_once``: what waits on
+        it fails, as the trust it was opened under is gone) or after its last answer."""
+        if self._lanes.get(to) is ln:
+            del self._lanes[to]
+        self.batch_stats["lane_retired"] += 1
+        self.journal.emit("lane-retired", peer=to, way="out", why=why)
+        if ln.retire(why) or at_once:
+            self._drop_lane(to, ln, why)
+
+    def _lane_trust(self, peer: str) -> Any:
+        """What a lane with ``peer`` is opened under: whether it is a peer and a member, and
+        its agreed membership entry (address, pinned certificate, JWT key). When it changes
+        the lanes both ways close (`_retire_lanes`): their key was taken under the old."""
+        return (peer in self.core.peers, peer in self.core.members,
+                self.core.addresses.get(peer))
+
+    def _retire_lanes(self) -> None:
+        """After an agreed membership change: close every lane, ours and our peers', whose
+        peer's view (`_lane_trust`) is no longer the one it was opened under (decommissioned,
+        re-addressed, another certificate or JWT key). Checked once per epoch."""
+        if self.core.epoch == self._lanes_epoch:
+            return
+        self._lanes_epoch = self.core.epoch
+        why = "the peer's membership entry changed"
+        for to, ln in list(self._lanes.items()):
+            if ln.trust != self._lane_trust(to):
+                self._retire_lane(to, ln, why, at_once=True)
+        for peer, ws in list(self._lanes_in.items()):
+            if self._lanes_in_trust.get(peer) != self._lane_trust(peer):
+                self._close_lane_in(peer, ws, why)
+
+    def _close_lane_in(self, peer: str, ws: web.WebSocketResponse, why: str) -> None:
+        """Close the lane ``peer`` opened to us (its serving loop ends with it)."""
+        if self._lanes_in.get(peer) is ws:
+            del self._lanes_in[peer]
+            self._lanes_in_trust.pop(peer, None)
+        self.batch_stats["lane_retired"] += 1
+        self.journal.emit("lane-retired", peer=peer, way="in", why=why)
+        self.background.spawn(ws.close())
 
     def _batch_outcomes(self, to: str, msgs: list[Message], status: int, body: Any) -> None:
         """Each item's answer, or the whole request's failure as each item's own."""
@@ -778,6 +842,7 @@ class DripNode(JournalingHost):
         batch, self._inbox = self._inbox, []
         self.loop.inputs(item for item, _ in batch)
         self._rewire()  # before the pass's sends leave: they may go to a member just added
+        self._retire_lanes()
         self._unanswered.extend(key for _, key in batch if key is not None)
         self._hold(None)
 
@@ -881,17 +946,19 @@ class DripNode(JournalingHost):
 
     async def _admit(self, ident: str | None, cert: str | None, method: str, path: str,
                      headers: Mapping[str, str], body: bytes | Callable[[], Awaitable[bytes]],
-                     now: float, source: str | None) -> Message | tuple[int, Any]:
+                     now: float, source: str | None, laned: bool = False
+                     ) -> Message | tuple[int, Any]:
         """Every check on one peer request (`nodes.drip.admit.Gate`): the message for the
         core, or the refusal's (status, body), counted, journaled and charged. ``body``: the
         bytes, or how to read them (only once the head passed). The one way in for a
-        request, a lane's upgrade and each exchange on a lane."""
+        request, a lane's upgrade and each exchange on a lane (``laned``: a batch whose
+        frame's MAC under the lane's key checked out, so it has no token of its own)."""
         head = self.gate.head(ident, cert, headers, now, method, path)
         if isinstance(head, Refusal):
             return self._refused(head, ident, source, headers)
         raw = body if isinstance(body, bytes) else await body()
         unproven = self.refusals.counts.get("unproven-vote", 0)
-        msg = self.gate.body(head, method, path, headers, raw, now)
+        msg = self.gate.body(head, method, path, headers, raw, now, laned=laned)
         if isinstance(msg, Refusal):
             return self._refused(msg, ident, source, headers)
         if self.refusals.counts.get("unproven-vote", 0) > unproven:
@@ -902,9 +969,10 @@ class DripNode(JournalingHost):
                              headers: Mapping[str, str],
                              body: bytes | Callable[[], Awaitable[bytes]], now: float,
                              source: str | None, lane_: bool = False) -> tuple[int, Any]:
-        """One peer request, from an HTTP request or a lane's frame (``lane_``): checked by
-        `_admit`, handled, answered as (status, JSON body) once what it answers is durable."""
-        msg = await self._admit(ident, cert, method, path, headers, body, now, source)
+        """One peer request, from an HTTP request or a lane's frame (``lane_``: its MAC checked
+        out): checked by `_admit`, handled, answered as (status, JSON body) once what it
+        answers is durable."""
+        msg = await self._admit(ident, cert, method, path, headers, body, now, source, lane_)
         if isinstance(msg, tuple):
             return msg
         assert ident is not None  # the gate refuses a request without a peer certificate
@@ -964,7 +1032,8 @@ class DripNode(JournalingHost):
     # ---- lanes: batches over one WebSocket per link (nodes/drip/lane.py) ----------------------
     async def handle_lane(self, req: web.Request) -> web.StreamResponse:
         """GET /lane: a peer opens its lane to us. The upgrade is admitted as any request
-        (`_admit`); each frame then is a POST /batch (`_serve_lane`)."""
+        (`_admit`: its token binds its ``DRiP-Lane-Key``); each frame then is a POST /batch
+        from that peer, authenticated by its MAC under that key (`_serve_lane`)."""
         if not self.opts.lane:  # as a node without the extension: the sender uses /batch
             return _err(404, f"no DRiP endpoint GET {lane.PATH} on {self.me} (option lane off)")
         ident = peer_identity(req.transport.get_extra_info("peercert") if req.transport else None)
@@ -976,32 +1045,47 @@ class DripNode(JournalingHost):
         if not isinstance(got, codec.LaneOpen) or ident is None:
             return _err(400, f"{req.method} {req.path}: not a lane upgrade")
         ws = web.WebSocketResponse(compress=False, autoping=True,
-                                   max_msg_size=self._peer_body_max + 2 * _LANE_HEAD)
+                                   max_msg_size=self._peer_body_max + lane.HEAD)
         if not ws.can_prepare(req).ok:
             return _err(400, f"GET {lane.PATH} must be a WebSocket upgrade")
+        trust = self._lane_trust(ident)
         await ws.prepare(req)
         old = self._lanes_in.get(ident)
         if old is not None:  # at most one lane per peer: the newest replaces the old
             self.background.spawn(old.close())
         self._lanes_in[ident] = ws
+        self._lanes_in_trust[ident] = trust
         self.batch_stats["lane_accepted"] += 1
+        if trust != self._lane_trust(ident):  # the membership changed while it opened
+            self._close_lane_in(ident, ws, "lane opened under a membership entry since changed")
+        # (got.sender is ident: the gate's own-behalf check on a LaneOpen)
+        seal = lane.Seal(bytes.fromhex(got.key))
         try:
-            await self._serve_lane(ws, ident, cert, req.remote)
+            async with asyncio.timeout(self.opts.lane_max_age_s + self.opts.peer_timeout_s
+                                       + 1.0):
+                await self._serve_lane(ws, ident, cert, req.remote, seal)
+        except TimeoutError:  # its opener should have opened a new one by now
+            self.batch_stats["lane_retired"] += 1
+            self.journal.emit("lane-retired", peer=ident, way="in",
+                              why="lane older than lane_max_age_s")
         finally:
             if self._lanes_in.get(ident) is ws:
                 del self._lanes_in[ident]
+                self._lanes_in_trust.pop(ident, None)
             await ws.close()
         return ws
 
     async def _serve_lane(self, ws: web.WebSocketResponse, ident: str, cert: str | None,
-                          source: str | None) -> None:
-        """Each exchange frame handled as a POST /batch from ``ident`` (concurrently, as
-        requests on several connections would be), its answer frame sent in order. At most
-        `lane.MAX_IN_FLIGHT` exchanges wait for their answer to leave; past them the lane is
-        not read (TCP pushes back), as a peer cannot send a request on a connection whose
-        previous answer it has not read."""
+                          source: str | None, seal: lane.Seal) -> None:
+        """Each exchange frame whose MAC and seq check out (``seal``) handled as a POST /batch
+        from ``ident`` (concurrently, as requests on several connections would be), its
+        answer frame sent in order. At most `lane.MAX_IN_FLIGHT` exchanges wait for their
+        answer to leave; past them the lane is not read (TCP pushes back), as a peer cannot
+        send a request on a connection whose previous answer it has not read. A frame that
+        is not one of ours (framing, MAC, seq) ends the lane: it can no longer be trusted."""
         order: asyncio.Queue[asyncio.Task[Any]] = asyncio.Queue(maxsize=lane.MAX_IN_FLIGHT)
-        writer = self.background.spawn(self._lane_answers(ws, order))
+        writer = self.background.spawn(self._lane_answers(ws, order, seal))
+        headers = {codec.H_NODE: ident}
         try:
             while True:
                 msg = await ws.receive()
@@ -1013,18 +1097,14 @@ class DripNode(JournalingHost):
                     why = (f"a {msg.type.name} frame on a lane: only binary exchange frames "
                            f"({msg.data if msg.type == aiohttp.WSMsgType.ERROR else 'text'})")
                 else:
-                    try:
-                        node, token, body = lane.unpack_exchange(msg.data)
-                        if len(body) > self._peer_body_max:
-                            why = (f"lane frame body of {len(body)} bytes: at most "
-                                   f"{self._peer_body_max}, as a POST /batch")
+                    try:  # (its size is bounded by max_msg_size: a POST /batch body's)
+                        body = seal.take_exchange(msg.data)
                     except lane.LaneFrameError as e:
                         why = str(e)
-                if why is not None:  # the framing cannot be trusted: the lane ends
+                if why is not None:  # the channel cannot be trusted: the lane ends
                     self._note_refusal("lane-frame", peer=ident, status=400, error=why)
                     self._charge_source(source, ident, None)
                     return
-                headers = {codec.H_NODE: node, codec.H_AUTH: token}
                 self.batch_stats["lane_taken"] += 1
                 task = self.background.spawn(self._peer_exchange(
                     ident, cert, "POST", "/batch", headers, body, self.clock.wall(), source,
@@ -1041,13 +1121,14 @@ class DripNode(JournalingHost):
             writer.cancel()
 
     async def _lane_answers(self, ws: web.WebSocketResponse,
-                            order: asyncio.Queue[asyncio.Task[Any] | None]) -> None:
+                            order: asyncio.Queue[asyncio.Task[Any] | None],
+                            seal: lane.Seal) -> None:
         while True:
             got = await (await order.get())  # guarded: None when it raised (journaled)
             status, body = got if got is not None else (
                 500, {"error": f"node {self.me} could not handle it; see its journal"})
             try:
-                await ws.send_bytes(lane.pack_answer(status, fastjson.dumps(body)))
+                await ws.send_bytes(seal.answer(status, fastjson.dumps(body)))
             except ConnectionError:  # the peer went: its exchanges fail at its end
                 return
 

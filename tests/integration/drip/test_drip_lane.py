@@ -93,15 +93,25 @@ def _creds(m: Mesh, nid: str) -> Creds:
     return Creds.load(nid, m.extra[nid]["tls"], m.extra[nid]["jwt"])
 
 
+def _upgrade(creds: Creds, sender: str, key: bytes, signed_key: bytes | None = None
+             ) -> dict[str, str]:
+    """The headers of a lane upgrade carrying ``key``, its token signed by ``creds`` over an
+    upgrade carrying ``signed_key`` (the same key unless given)."""
+    signed = codec.LaneOpen(sender, (signed_key or key).hex())
+    return {codec.H_NODE: sender, codec.H_LANE_KEY: key.hex(),
+            codec.H_AUTH: creds.signer.header(time.time(), codec.signed_digest(signed),
+                                              once=True)}
+
+
 async def _open(m: Mesh, s: aiohttp.ClientSession, creds: Creds, target: str,
-                sender: str | None = None) -> aiohttp.ClientWebSocketResponse:
-    """A lane to ``target`` opened with ``creds``' certificate and a valid upgrade token."""
-    sender = sender or creds.node
-    auth = creds.signer.header(time.time(), codec.signed_digest(codec.LaneOpen(sender)),
-                               once=True)
-    return await s.ws_connect(f"https://127.0.0.1:{m.ports[target]['peer']}{lane.PATH}",
-                              headers={codec.H_NODE: sender, codec.H_AUTH: auth},
-                              ssl=creds.with_cert, max_msg_size=0)
+                sender: str | None = None) -> tuple[aiohttp.ClientWebSocketResponse, lane.Seal]:
+    """A lane to ``target`` opened with ``creds``' certificate, a fresh key and a valid
+    upgrade token; and our end's seal (key and seqs)."""
+    key = lane.new_key()
+    ws = await s.ws_connect(f"https://127.0.0.1:{m.ports[target]['peer']}{lane.PATH}",
+                            headers=_upgrade(creds, sender or creds.node, key),
+                            ssl=creds.with_cert, max_msg_size=0)
+    return ws, lane.Seal(key)
 
 
 def _bare_yes(sender: str) -> bytes:
@@ -111,10 +121,10 @@ def _bare_yes(sender: str) -> bytes:
     return req.body_bytes()
 
 
-async def _answer(ws: aiohttp.ClientWebSocketResponse) -> tuple[int, Any]:
+async def _answer(ws: aiohttp.ClientWebSocketResponse, seal: lane.Seal) -> tuple[int, Any]:
     msg = await asyncio.wait_for(ws.receive(), 10)
     assert msg.type == aiohttp.WSMsgType.BINARY, msg
-    status, raw = lane.unpack_answer(msg.data)
+    status, raw = seal.take_answer(msg.data)
     return status, json.loads(raw)
 
 
@@ -124,6 +134,48 @@ async def _closed(ws: aiohttp.ClientWebSocketResponse) -> bool:
                         aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.ERROR)
 
 
+def _grew(r0: dict[str, int], r1: dict[str, int]) -> set[str]:
+    return {k for k in r1 if r1[k] > r0.get(k, 0)}
+
+
+def test_forged_upgrades_are_refused_and_counted(mesh) -> None:
+    m = mesh(options={"jwt_mode": "public"})
+
+    async def go() -> None:
+        await m.start()
+        n2, n3 = _creds(m, "n2"), _creds(m, "n3")  # a compromised member n2 (n1's peer)
+        url = f"https://127.0.0.1:{m.ports['n1']['peer']}{lane.PATH}"
+        k1, k2 = lane.new_key(), lane.new_key()
+        async with aiohttp.ClientSession() as s:
+            await m.wait_all_active(s)
+            no_token = {codec.H_NODE: "n2", codec.H_LANE_KEY: k1.hex()}
+            other_path = {**no_token, codec.H_AUTH: n2.signer.header(
+                time.time(), codec.signed_digest(codec.StateQuery("n2")), once=True)}
+            no_key = {k: v for k, v in _upgrade(n2, "n2", k1).items() if k != codec.H_LANE_KEY}
+            cases = [  # (creds, headers, status, reason counted)
+                (n2, no_token, 401, "bad-token"),
+                (n2, other_path, 401, "retargeted"),
+                (_creds(m, "n4"), _upgrade(_creds(m, "n4"), "n4", k1), 403, "not-a-peer"),
+                (n2, _upgrade(n3, "n3", k1), 403, "not-own-behalf"),  # n3's name, n2's cert
+                (n2, _upgrade(n2, "n3", k1), 401, "bad-token"),  # n3's name, n2's token
+                (n2, no_key, 400, "malformed"),
+                (n2, {**_upgrade(n2, "n2", k1), codec.H_LANE_KEY: "00" * 31}, 400, "malformed"),
+                (n2, {**_upgrade(n2, "n2", k1), codec.H_LANE_KEY: k1.hex().upper()}, 400,
+                 "malformed"),
+                # the key changed after the token was signed over another
+                (n2, _upgrade(n2, "n2", k2, signed_key=k1), 401, "retargeted"),
+            ]
+            for creds, headers, want, reason in cases:
+                r0 = (await m.state(s, "n1"))["refused"]
+                with pytest.raises(aiohttp.WSServerHandshakeError) as e:
+                    await s.ws_connect(url, headers=headers, ssl=creds.with_cert)
+                assert e.value.status == want, (reason, e.value)
+                r1 = (await m.state(s, "n1"))["refused"]
+                assert reason in _grew(r0, r1), (reason, r0, r1)
+            assert (await m.state(s, "n1"))["batches"]["lane_accepted"] in (0, 1)  # n2's own
+    asyncio.run(go())
+
+
 def test_forged_frames_on_a_real_lane_are_refused_counted_and_change_nothing(mesh) -> None:
     small = {"sync_batch_bytes": 64 * 1024, "max_value_bytes": 16 * 1024}
     m = mesh(options={"jwt_mode": "public", **small})
@@ -131,91 +183,92 @@ def test_forged_frames_on_a_real_lane_are_refused_counted_and_change_nothing(mes
 
     async def go() -> None:
         await m.start()
-        n2, n3 = _creds(m, "n2"), _creds(m, "n3")  # a compromised member n2 (n1's peer)
+        n2 = _creds(m, "n2")  # a compromised member n2 (n1's peer)
         async with aiohttp.ClientSession() as s:
             await m.wait_all_active(s)
             assert (await m.update(s, "n1", "x", "before", "x0"))[0] == 200
             before = await m.state(s, "n1")
 
-            # the upgrade itself: no token, a token for another path, another node's name
-            for headers in ({codec.H_NODE: "n2"},
-                            {codec.H_NODE: "n2", codec.H_AUTH: n2.signer.header(
-                                time.time(), codec.signed_digest(codec.StateQuery("n2")),
-                                once=True)}):
-                with pytest.raises(aiohttp.WSServerHandshakeError) as e:
-                    await s.ws_connect(f"https://127.0.0.1:{m.ports['n1']['peer']}/lane",
-                                       headers=headers, ssl=n2.with_cert)
-                assert e.value.status == 401
-            with pytest.raises(aiohttp.WSServerHandshakeError) as e:
-                await _open(m, s, _creds(m, "n4"), "n1")  # n4 is no peer of n1
-            assert e.value.status == 403
-            with pytest.raises(aiohttp.WSServerHandshakeError) as e:  # n3's name, n2's cert
-                await s.ws_connect(
-                    f"https://127.0.0.1:{m.ports['n1']['peer']}/lane", ssl=n2.with_cert,
-                    headers={codec.H_NODE: "n3", codec.H_AUTH: n3.signer.header(
-                        time.time(), codec.signed_digest(codec.LaneOpen("n3")), once=True)})
-            assert e.value.status == 403
-            with pytest.raises(aiohttp.WSServerHandshakeError) as e:  # n3's name, n2's token
-                await _open(m, s, n2, "n1", sender="n3")
-            assert e.value.status == 401
-
-            ws = await _open(m, s, n2, "n1")
+            ws, seal = await _open(m, s, n2, "n1")
             body = _bare_yes("n2")
-            good = lane.pack_exchange("n2", n2.signer.header(
-                time.time(), codec.batch_digest("n2", body), once=True), body)
-            await ws.send_bytes(good)
-            status, ans = await _answer(ws)
-            assert status == 200 and len(ans["answers"]) == 1, (status, ans)
-            cases = [  # (frame, status, reason counted)
-                (lane.pack_exchange("n2", "Bearer not.a.token", body), 401, "bad-token"),
-                (good, 401, "replayed"),
-                (lane.pack_exchange("n2", n2.signer.header(  # signs another body
-                    time.time(), codec.batch_digest("n2", b'{"items":[]}'), once=True),
-                    body), 401, None),
-                (lane.pack_exchange("n3", n3.signer.header(  # another node's name and token
-                    time.time(), codec.batch_digest("n3", _bare_yes("n3")), once=True),
-                    _bare_yes("n3")), 403, "not-own-behalf"),
-                (lane.pack_exchange("n2", n3.signer.header(  # n3's token in n2's name
-                    time.time(), codec.batch_digest("n2", body), once=True), body), 401, None),
-                (lane.pack_exchange("n2", n2.signer.header(  # not a batch
-                    time.time(), codec.batch_digest("n2", b"[1]"), once=True), b"[1]"), 400,
-                 "malformed"),
+            st0 = await m.state(s, "n1")
+            for _ in range(100):  # good frames: no batch token signed, none checked
+                await ws.send_bytes(seal.exchange(body))
+                status, ans = await _answer(ws, seal)
+                assert status == 200 and ans["answers"][0]["status"] == 200, (status, ans)
+            st1 = await m.state(s, "n1")
+            # (the peers' heartbeats, ~7 tokens/s, are all n1 checks meanwhile; before
+            # session 47 each frame's batch token was one more)
+            assert st1["jwt"]["checked"] - st0["jwt"]["checked"] < 50, (st0["jwt"], st1["jwt"])
+            assert st1["batches"]["lane_taken"] - st0["batches"]["lane_taken"] == 100
+            # well-framed frames the gate refuses: answered, the lane stays
+            n3_yes = codec.encode(codec.Batch("n3", (codec.VoteResponse("n3", True, None, None,
+                                                                         None),))).body_bytes()
+            voting = codec.Voting("n3", 7, False, codec.Update("u9", "y", 1), "Bearer forged")
+            forged = codec.encode(codec.Batch("n2", (voting,))).body_bytes()
+            cases = [  # (body, status, item status, reason counted)
+                (n3_yes, 200, 403, "not-own-behalf"),  # another node's vote over n2's lane
+                (forged, 200, 401, "bad-token"),  # a voting without its initiator's token
+                (b"[1]", 400, None, "malformed"),  # not a batch
             ]
-            for frame, want, reason in cases:
+            for raw, want, item, reason in cases:
                 r0 = (await m.state(s, "n1"))["refused"]
-                await ws.send_bytes(frame)
-                status, ans = await _answer(ws)
+                await ws.send_bytes(seal.exchange(raw))
+                status, ans = await _answer(ws, seal)
                 assert status == want, (status, ans)
-                r1 = (await m.state(s, "n1"))["refused"]
-                grew = {k for k in r1 if r1[k] > r0.get(k, 0)}
-                assert grew and (reason is None or reason in grew), (r0, r1)
+                assert item is None or ans["answers"][0]["status"] == item, ans
+                assert reason in _grew(r0, (await m.state(s, "n1"))["refused"]), reason
             # pipelined past what the receiver takes at once (lane.MAX_IN_FLIGHT): it stops
             # reading until answers leave, and answers every one, in order
-            frames = [lane.pack_exchange("n2", n2.signer.header(
-                time.time(), codec.batch_digest("n2", body), once=True), body)
-                for _ in range(3 * lane.MAX_IN_FLIGHT)]
-            frames[40] = lane.pack_exchange("n2", "Bearer bad", body)
+            frames = [seal.exchange(b"[1]" if i == 40 else body)
+                      for i in range(3 * lane.MAX_IN_FLIGHT)]
             for f in frames:
                 await ws.send_bytes(f)
-            got = [(await _answer(ws))[0] for _ in frames]
-            assert got == [401 if i == 40 else 200 for i in range(len(frames))], got
+            got = [(await _answer(ws, seal))[0] for _ in frames]
+            assert got == [400 if i == 40 else 200 for i in range(len(frames))], got
+            old_key = seal.key
             await ws.close()
 
-            # framing errors close the lane: garbage, a text frame, an oversize body
-            oversize = lane.pack_exchange("n2", "Bearer x", b" " * (body_max + 1))
-            for send in (lambda w: w.send_bytes(b"\x07ab"), lambda w: w.send_str("{}"),
-                         lambda w: w.send_bytes(oversize),
-                         lambda w: w.send_bytes(b"\x00\x00\x03\xff\xfe\xfd"),  # token not text
-                         lambda w: w.send_bytes(b"\x00" * (body_max + 40_000))):  # > max_msg_size
-                r0 = (await m.state(s, "n1"))["refused"].get("lane-frame", 0)
-                ws = await _open(m, s, n2, "n1")
-                await send(ws)
-                assert await _closed(ws)
+            # frames that are not the lane's own close it: a wrong MAC, a replay, a skipped
+            # seq, another lane's key, an answer reflected as an exchange, garbage, a text
+            # frame, a frame over aiohttp's max_msg_size
+            def altered(sl: lane.Seal, first: bytes) -> bytes:
+                return sl.exchange(body)[:-1] + b"]"
+
+            def skipped(sl: lane.Seal, first: bytes) -> bytes:
+                sl.sent += 1
+                return sl.exchange(body)
+
+            for name, make in [
+                    ("wrong MAC", altered),
+                    ("replayed", lambda sl, first: first),  # seq 0 again
+                    ("skipped seq", skipped),
+                    ("another lane's key", lambda sl, first: lane.pack_exchange(
+                        old_key, sl.sent, body)),
+                    ("reflected", lambda sl, first: lane.pack_answer(sl.key, sl.sent, 200,
+                                                                     body)),
+                    ("garbage", lambda sl, first: b"\x07ab"),
+                    ("text", lambda sl, first: "{}"),
+                    ("oversize", lambda sl, first: sl.exchange(b" " * (body_max + 1))),
+                    ("> max_msg_size", lambda sl, first: b"\x00" * (body_max + 40_000))]:
+                st0 = await m.state(s, "n1")
+                ws, seal = await _open(m, s, n2, "n1")
+                first = seal.exchange(body)  # a good one first: seq 0 taken
+                await ws.send_bytes(first)
+                assert (await _answer(ws, seal))[0] == 200
+                bad = make(seal, first)
+                await (ws.send_str(bad) if isinstance(bad, str) else ws.send_bytes(bad))
+                assert await _closed(ws), name
                 await ws.close()
-                assert (await m.state(s, "n1"))["refused"]["lane-frame"] == r0 + 1
+                st1 = await m.state(s, "n1")
+                assert _grew(st0["refused"], st1["refused"]) == {"lane-frame"}, (name, st1)
+                assert st1["refused"]["lane-frame"] == st0["refused"].get("lane-frame", 0) + 1
+                # the refused frame was not handled: only the good one was taken
+                assert st1["batches"]["lane_taken"] - st0["batches"]["lane_taken"] == 1, name
 
             after = await m.state(s, "n1")
             assert after["locks"] == before["locks"] == {}
+            assert after["kv"] == before["kv"]
             assert (await m.read(s, "n1", "x"))["value"] == "before"
             # the node is alive, and the real n2's lane (replaced by ours) comes back
             res = await asyncio.gather(*(m.update(s, IDS5[i % 5], f"k{i}", i, f"u{i}")

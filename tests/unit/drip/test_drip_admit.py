@@ -212,3 +212,40 @@ def test_a_batch_token_binds_the_exact_body_bytes_it_was_signed_over() -> None:
     assert spaced != b and codec.decode(m, p, h, spaced).items == batch.items  # type: ignore[union-attr]
     r = g.admit("n2", None, m, p, h, spaced, NOW)
     assert isinstance(r, Refusal) and r.status == 401 and r.reason == "retargeted"
+
+
+def test_a_laned_batch_is_admitted_without_a_token_and_keeps_every_other_check() -> None:
+    """A lane's exchange (its MAC checked by the server under the key of a signed upgrade)
+    has no batch token: none is checked, and everything else is as for a POST /batch."""
+    g, notes = gate()
+    own = VoteResponse(responder="n2", yes=True, initiator="n1", counter=5, uid="u1",
+                       voters=("n2", "n3"), version=0)  # n3's yes unproven: no statement
+    batch = codec.Batch("n2", (own, VoteResponse("n2", False, None, None, None)))
+    req = codec.encode(batch)
+    h = g.head("n2", None, {codec.H_NODE: "n2"}, NOW, "POST", "/batch")
+    assert not isinstance(h, Refusal) and h.auth is None
+    checked = g.verifier.checked
+    got = g.body(h, "POST", "/batch", {codec.H_NODE: "n2"}, req.body_bytes(), NOW, laned=True)
+    assert isinstance(got, codec.Batch) and got.items == batch.items
+    assert g.verifier.checked == checked  # no token, no signature check
+    # without laned, the same tokenless batch is refused as before
+    r = g.body(h, "POST", "/batch", {codec.H_NODE: "n2"}, req.body_bytes(), NOW)
+    assert isinstance(r, Refusal) and r.status == 401
+    # the codec's bounds, and nothing but a batch, on a lane
+    r = g.body(h, "POST", "/batch", {codec.H_NODE: "n2"}, b"[1]", NOW, laned=True)
+    assert isinstance(r, Refusal) and (r.status, r.reason) == (400, "malformed")
+    r = g.body(h, "GET", "/state", {codec.H_NODE: "n2"}, b"", NOW, laned=True)
+    assert isinstance(r, Refusal) and (r.status, r.reason) == (400, "malformed")
+    # a batch in another node's name over n2's lane: not own behalf
+    h3 = g.head("n2", None, {codec.H_NODE: "n3"}, NOW, "POST", "/batch")
+    assert not isinstance(h3, Refusal)
+    r = g.body(h3, "POST", "/batch", {codec.H_NODE: "n3"},
+               codec.encode(codec.Batch("n3", (VoteResponse("n3", True, None, None, None),))
+               ).body_bytes(), NOW, laned=True)
+    assert isinstance(r, Refusal) and r.reason == "not-own-behalf"
+    # each item keeps its own checks: another responder's vote, and the proof of a relayed yes
+    r = g.item("n2", VoteResponse("n3", True, None, None, None), NOW)
+    assert isinstance(r, Refusal) and r.reason == "not-own-behalf"
+    item = g.item("n2", own, NOW)
+    assert isinstance(item, VoteResponse) and item.voters == ("n2",)  # the lane proves n2's
+    assert [r for r, _ in notes] == ["unproven-vote"]
