@@ -345,3 +345,70 @@ def test_stopping_a_node_closes_its_lanes_both_ways_and_leaves_no_task(mesh) -> 
         left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         assert not left, left
     asyncio.run(go())
+
+
+def test_a_decommissioned_peers_lanes_are_closed_both_ways(mesh) -> None:
+    """A lane must not outlive the trust it was opened under: once the mesh decommissions
+    n3, n1 closes its lane to n3 and n3's lane to it (a later one is opened, if at all,
+    under n3's new entry)."""
+    m = mesh(options={"max_initiating": 16})
+
+    async def go() -> None:
+        async with m.in_process("n1") as node, aiohttp.ClientSession() as s:
+            async def both_ways() -> bool:  # n1's peers: n2 and n3
+                res = await asyncio.gather(*(m.update(s, IDS5[i % 5], f"k{i}", i, f"u{i}")
+                                             for i in range(5)))
+                assert all(st == 200 for st, _ in res), res
+                return {"n2", "n3"} <= set(node._lanes) & set(node._lanes_in)
+
+            assert await eventually(both_ways, 10), (node._lanes, node._lanes_in)
+            out, inward = node._lanes["n3"], node._lanes_in["n3"]
+            keep_out, keep_in = node._lanes["n2"], node._lanes_in["n2"]
+            async with s.post(m.admin("n2") + "/admin/members", json={"id": "m1",
+                              "remove": ["n3"]}) as r:
+                assert r.status == 200, await r.text()
+
+            async def closed() -> bool:  # (the commit reaches n1 after n2's answer)
+                return out.dead and out.ws.closed and inward.closed
+
+            assert await eventually(closed, 10), (out.dead, out.ws.closed, inward.closed)
+            assert "n3" not in node.core.members
+            assert node.batch_stats["lane_retired"] == 2, node.batch_stats
+            # n2's entry did not change: its lanes stay
+            assert not keep_out.dead and not keep_in.closed
+            assert node._lanes.get("n2") is keep_out and node._lanes_in.get("n2") is keep_in
+    asyncio.run(go())
+
+
+def test_a_lane_is_replaced_after_its_max_age_and_closed_by_its_acceptor_if_not(mesh) -> None:
+    m = mesh(options={"max_initiating": 16, "lane_max_age_s": 1.0, "peer_timeout_s": 1.0})
+
+    async def go() -> None:
+        await m.start()
+        async with aiohttp.ClientSession() as s:
+            await m.wait_all_active(s)
+            for rnd in range(3):  # each round past the lanes' max age
+                res = await asyncio.gather(*(m.update(s, IDS5[i % 5], f"k{i}", [rnd, i],
+                                                      f"u{rnd}-{i}") for i in range(10)))
+                assert all(st == 200 for st, _ in res), res
+                await asyncio.sleep(1.2)
+            b = await batch_counters(m, s)
+            # new lanes (new keys, signed upgrades) replaced the old: no exchange failed
+            assert sum(x["lane_opened"] for x in b.values()) > 12, b
+            assert sum(x["lane_retired"] for x in b.values()) > 0, b
+            assert not any(x["lane_failed"] for x in b.values()), b
+            assert await eventually(lambda: _everywhere(
+                m, s, {f"k{i}": [2, i] for i in range(10)}), 10)
+
+            # an opener that keeps its lane past the max age: the acceptor closes it
+            # (lane_max_age_s + peer_timeout_s + 1 s after it opened)
+            r0 = (await m.state(s, "n1"))["batches"]["lane_retired"]
+            ws, seal = await _open(m, s, _creds(m, "n2"), "n1")
+            t0 = time.monotonic()
+            await ws.send_bytes(seal.exchange(_bare_yes("n2")))
+            assert (await _answer(ws, seal))[0] == 200
+            assert await _closed(ws)
+            assert time.monotonic() - t0 > 2.5
+            await ws.close()
+            assert (await m.state(s, "n1"))["batches"]["lane_retired"] > r0
+    asyncio.run(go())
