@@ -167,7 +167,7 @@ class Outbound:
     sends it and waits for its answer; `run` (a task the node owns) reads and checks the
     answers in order until the lane ends. ``opened``: when (the node's monotonic clock) and
     ``trust``: under which view of the peer (`DripNode._lane_trust`) it was opened, for the
-    node to retire it when either is past."""
+    node to close it when either is past."""
 
     def __init__(self, ws: aiohttp.ClientWebSocketResponse, seal: Seal, opened: float = 0.0,
                  trust: object = None) -> None:
@@ -178,8 +178,6 @@ class Outbound:
         self.waiting: collections.deque[asyncio.Future[tuple[int, bytes]]] = collections.deque()
         self.dead = False
         self.why = "lane closed"
-        #: set (the reason) once no new exchange may use it: closed after its last answer
-        self.retired: str | None = None
 
     async def run(self) -> None:
         try:
@@ -197,18 +195,9 @@ class Outbound:
                     break
                 if not fut.done():
                     fut.set_result(answer)
-                if self.retired is not None and not self.waiting:
-                    self.why = self.retired
-                    break
         finally:
             self.end(self.why)
             await self.ws.close()
-
-    def retire(self, why: str) -> bool:
-        """No new exchange on this lane; those on their way still get their answers, then
-        `run` closes it. True when none is waiting (the caller closes it now)."""
-        self.retired = why
-        return not self.waiting
 
     def end(self, why: str) -> None:
         """No more exchanges on this lane; those still waiting fail now."""
@@ -223,8 +212,8 @@ class Outbound:
         """Send ``body`` (a batch) as the next exchange frame; its answer (status, body
         bytes). Raises LaneClosed, or TimeoutError after ``timeout`` (the caller then drops
         the lane)."""
-        if self.dead or self.retired is not None:
-            raise LaneClosed(self.why if self.dead else str(self.retired))
+        if self.dead:
+            raise LaneClosed(self.why)
         fut: asyncio.Future[tuple[int, bytes]] = asyncio.get_running_loop().create_future()
         # sealed, queued and written in one step: the seq, the FIFO and the wire keep one order
         frame = self.seal.exchange(body)

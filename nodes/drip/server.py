@@ -189,10 +189,10 @@ class Options:
     #: exchange. False: this node neither opens lanes nor accepts them (404), so its peers
     #: send it POST /batch
     lane: bool = True
-    #: a lane's life at most, seconds: its opener then opens a new one (a new key, a new
-    #: signed upgrade) and retires the old after its last answer; the acceptor closes one
-    #: still open ``peer_timeout_s`` + 1 s later (docs/drip.md "Lane frames under a per-lane
-    #: key"). The batch token's lifetime it stands for (``Signer.ttl_s``)
+    #: a lane's life, seconds: past it, its opener closes it at its first idle moment and
+    #: opens a new one (a new key, a new signed upgrade); the acceptor closes one still open
+    #: ``peer_timeout_s`` + 1 s later (docs/drip.md "Lane frames under a per-lane key").
+    #: As long as a flooded message's token lives (``Signer.ttl_s``)
     lane_max_age_s: float = 600.0
     #: commits on their way to one peer at once (the core's outbox window)
     outbox_window: int = 64
@@ -721,11 +721,13 @@ class DripNode(JournalingHost):
         """Our open lane to ``to``, or a new one: a fresh key (`lane.new_key`) in the upgrade's
         ``DRiP-Lane-Key``, the upgrade signed as any request on our own behalf (its token binds
         the key), on the peer session (same TLS client certificate and server name). A lane
-        past ``lane_max_age_s`` is retired: its exchanges on their way keep their answers."""
+        past ``lane_max_age_s`` is closed and replaced at its first idle moment (no exchange
+        waiting: with ``peer_pipeline`` 1, the next exchange), so that no exchange on it fails:
+        the acceptor closes its old lane as it takes the new."""
         async with self._lane_locks.setdefault(to, asyncio.Lock()):
             ln = self._lanes.get(to)
             if ln is not None and not ln.dead:
-                if self.clock.monotonic() - ln.opened < self.opts.lane_max_age_s:
+                if ln.waiting or self.clock.monotonic() - ln.opened < self.opts.lane_max_age_s:
                     return ln
                 self._retire_lane(to, ln, f"lane older than lane_max_age_s "
                                           f"({self.opts.lane_max_age_s:g} s): a new one opens")
@@ -746,8 +748,7 @@ class DripNode(JournalingHost):
             self.batch_stats["lane_opened"] += 1
             self.background.spawn(self._run_lane(to, ln))
             if trust != self._lane_trust(to):  # the membership changed while it opened
-                self._retire_lane(to, ln, "lane opened under a membership entry since changed",
-                                  at_once=True)
+                self._retire_lane(to, ln, "lane opened under a membership entry since changed")
             return ln
 
     async def _run_lane(self, to: str, ln: lane.Outbound) -> None:
@@ -764,15 +765,12 @@ class DripNode(JournalingHost):
         ln.end(why)
         self.background.spawn(ln.ws.close())
 
-    def _retire_lane(self, to: str, ln: lane.Outbound, why: str, at_once: bool = False) -> None:
-        """No new exchange on our lane ``ln`` to ``to``: closed now (``at_once``: what waits on
-        it fails, as the trust it was opened under is gone) or after its last answer."""
-        if self._lanes.get(to) is ln:
-            del self._lanes[to]
+    def _retire_lane(self, to: str, ln: lane.Outbound, why: str) -> None:
+        """Close our lane ``ln`` to ``to`` for ``why`` (its age, or a change of the trust it
+        was opened under: what still waits on it then fails, as on a dropped lane)."""
         self.batch_stats["lane_retired"] += 1
         self.journal.emit("lane-retired", peer=to, way="out", why=why)
-        if ln.retire(why) or at_once:
-            self._drop_lane(to, ln, why)
+        self._drop_lane(to, ln, why)
 
     def _lane_trust(self, peer: str) -> Any:
         """What a lane with ``peer`` is opened under: whether it is a peer and a member, and
@@ -791,7 +789,7 @@ class DripNode(JournalingHost):
         why = "the peer's membership entry changed"
         for to, ln in list(self._lanes.items()):
             if ln.trust != self._lane_trust(to):
-                self._retire_lane(to, ln, why, at_once=True)
+                self._retire_lane(to, ln, why)
         for peer, ws in list(self._lanes_in.items()):
             if self._lanes_in_trust.get(peer) != self._lane_trust(peer):
                 self._close_lane_in(peer, ws, why)
