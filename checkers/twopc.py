@@ -44,8 +44,9 @@ Properties, each an anomaly kind:
 * bounded numbers (issue 26 items 2 and 5) — ``version-out-of-bounds``: a node applied or
   decided a version outside 1..2^63-2 (one such version locks its key: the next overflows);
   ``counter-out-of-window``: a node took a peer's message whose counter is more than the window
-  (2^20) ahead of the highest it had taken from that initiator (or had been told by its signed
-  heartbeat, ``counter-rebase``), or a counter reset while that highest was still more than the
+  (2^20) ahead of the highest it had taken from that initiator (a vote, an apply, or a
+  ``counter-taken``: an abort, a commit of an update applied already, a sync batch; or had been
+  told by its signed heartbeat, ``counter-rebase``), or a counter reset while that highest was still more than the
   window short of the wrap-around (one poisoned counter silences the initiator).
 * late responses — ``late-vote-acted-on``: an initiator decided an update again after a vote
   response for it came in late (spec 4.5.1: no action for responses after the timeout).
@@ -592,6 +593,8 @@ def _timeline_rules(node: str, events: list[dict[str, Any]]) -> list[Anomaly]:
         t, uid = ev.get("type"), str(ev.get("uid"))
         if _propagated(ev):
             out += _propagated_twice(node, ev, taken[str(ev.get("initiator"))])
+            out += _counter_window(node, ev, highest)
+        elif t == "counter-taken":  # an abort, a repeated commit, a sync batch: no vote
             out += _counter_window(node, ev, highest)
         elif t == "counter-rebase" and isinstance(ev.get("counter"), int):
             highest[str(ev.get("peer"))] = (ev["counter"], ev)

@@ -645,6 +645,18 @@ class DripCore:
         self.counter = c
         self.seen.before(self.me, c, reset)
 
+    @staticmethod
+    def _counter_taken(hop: str, msg: Any, uid: str | None, via: str,
+                       initiator: str | None = None) -> Emit:
+        """The journal's word that a peer's counter was taken by a message that journals no
+        ``vote`` or ``apply`` of its own (an abort, a commit of an update applied here
+        already, a sync batch): each moves the initiator's counter window as a vote does, and
+        the 2PC checker's window rule must see it (a forged abort in a compromised member's
+        name moved n4's window unjournaled: chaos seed 6, session 47)."""
+        return Emit("counter-taken", {"uid": uid, "initiator": initiator or msg.initiator,
+                                      "from": hop, "counter": msg.counter,
+                                      "reset": msg.reset, "via": via})
+
     def _repeat(self, initiator: str, counter: int, reset: bool) -> bool:
         """`Seen.before`, except in our own name: every counter up to ours we sent (each saved
         before it left), so it is a repeat; one above it we never sent: a forgery with our
@@ -1213,7 +1225,7 @@ class DripCore:
             raise Unavailable(f"node {self.me} is inactive")
         if self._repeat(msg.initiator, msg.counter, msg.reset):
             return []
-        out: list[Effect] = []
+        out: list[Effect] = [self._counter_taken(hop, msg, msg.uid, "abort")]
         self._remember_abort(msg.uid, msg.initiator)
         _remember(self.abort_rounds, msg.uid, (msg.initiator, msg.counter), ENDED_MAX)
         if msg.auth:  # its token, checked on arrival, is the initiator's proof of the abort
@@ -1295,7 +1307,9 @@ class DripCore:
         self._learn(msg.initiator)
         rows = [] if dup else [self._row(msg.initiator)]
         if applied:
-            return [self._p(Counters(tuple(rows)))] if rows else []
+            return [self._p(Counters(tuple(rows))),
+                    self._counter_taken(hop, msg, msg.update.uid, "commit-of-applied")
+                    ] if rows else []
         self.voted.pop(msg.update.uid, None)
         # decided: a later answer from below is a late vote, not a re-answer (as on an abort)
         self.answered.pop(msg.update.uid, None)
@@ -1647,8 +1661,9 @@ class DripCore:
             if "apply-unsolicited-sync" not in self.bugs:
                 raise
             solicited = False  # bug: applied all the same
-        self.seen.before(b.source, b.counter, b.reset)  # addressed to us alone: not propagated
         out: list[Effect] = []
+        if not self.seen.before(b.source, b.counter, b.reset):  # to us alone: not propagated
+            out.append(self._counter_taken(hop, b, None, "sync-batch", b.source))
         items = []
         for it in b.items:
             why = self._policy(Update(it.uid, it.key, it.value, it.owner), it.owner or hop)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from nodes.common.effects import Emit, Persist, Send
@@ -215,3 +217,29 @@ def test_a_damaged_saved_window_is_a_clear_error() -> None:
         Seen({"n1": (5, None, "[1,")})
     with pytest.raises(ValueError, match="more than"):
         Seen({"n1": (5, None, f"[null,3,3,[[10,{10 + 2**40}]]]")})
+
+
+def test_an_abort_and_a_commit_of_an_applied_update_journal_the_counter_they_take() -> None:
+    """Each takes its initiator's counter (the window moves) with no vote or apply of its
+    own: the journal says so (``counter-taken``), or the 2PC checker's window rule misjudges
+    a later real counter (chaos seed 6, session 47). A repeat takes nothing and says nothing."""
+    c = DripCore("n2", ["n1", "n3"], cfg=CoreConfig(counter_window=1000))
+    c.start(0)
+    c.on_message(Inbound("n1", 1), codec.Voting("n1", 10, False, Update("u1", "k", 1)), 0)
+
+    def taken(eff: list[Any]) -> list[dict[str, Any]]:
+        return [e.fields for e in eff if isinstance(e, Emit) and e.type == "counter-taken"]
+
+    abort = codec.Abort("n1", 900, False, "u0", "k0")
+    assert taken(c.on_message(Inbound("n3", 2), abort, 1)) == [
+        {"uid": "u0", "initiator": "n1", "from": "n3", "counter": 900, "reset": False,
+         "via": "abort"}]
+    assert taken(c.on_message(Inbound("n1", 3), abort, 1)) == []  # a repeat
+    assert c.seen.row("n1")[1] == 900  # the window moved (in memory: an abort saves no row)
+    c.on_message(Inbound("n1", 4), codec.Commit("n1", 11, False, Update("u1", "k", 1), 1), 2)
+    assert "u1" in c.d.applied
+    again = codec.Commit("n1", 1800, False, Update("u1", "k", 1), 1)
+    assert taken(c.on_message(Inbound("n3", 5), again, 3)) == [
+        {"uid": "u1", "initiator": "n1", "from": "n3", "counter": 1800, "reset": False,
+         "via": "commit-of-applied"}]
+    assert c.seen.row("n1")[1] == 1800

@@ -171,6 +171,39 @@ def test_a_counter_beyond_the_window_or_an_early_reset_breaks_item_5() -> None:
         assert ok.valid is True, (n2, ok.explain())
 
 
+def test_counters_taken_by_aborts_commits_of_applied_updates_and_sync_batches_count() -> None:
+    """An abort (a commit of an update applied here already, a sync batch) takes its
+    initiator's counter with no vote or apply of its own, and moves the window as a vote does
+    (`counter-taken`). Chaos seed 6 (session 47): forged aborts in a compromised n1's name
+    lifted n4's window twice within it; n4 then rightly took n1's real counter 2,064,542,
+    which the checker, reading votes and applies only, judged 1.4 M ahead of 659,594."""
+    h = update(0, 0, "u1", "k", 1)
+    done = committed("u1", "k", 1, 1)
+    window = 2**20
+
+    def taken(counter: int) -> dict[str, Any]:
+        return {**vote("u1", hop="n1"), "initiator": "n1", "counter": counter, "reset": False}
+
+    def by(via: str, counter: int) -> dict[str, Any]:
+        return {"type": "counter-taken", "uid": "a1", "initiator": "n1", "from": "n3",
+                "counter": counter, "reset": False, "via": via}
+
+    def judge(n2: list[dict[str, Any]]) -> Any:
+        return check({"nodes": ["n1", "n2", "n3"]}, h,
+                     obs({"n1": done, "n2": n2 + done[1:]}, kv(k=(1, 1, "u1"))))
+
+    far = 7 + window
+    # without the abort's word the real counter looks out of the window (the old verdict)
+    assert kinds(judge([taken(7), taken(far + window)])) == ["counter-out-of-window"]
+    for via in ("abort", "commit-of-applied", "sync-batch"):
+        ok = judge([taken(7), by(via, far), taken(far + window)])
+        assert ok.valid is True, (via, ok.explain())
+        # and a node that took an abort beyond its window is caught by the same rule
+        bad = judge([taken(7), by(via, far + 1)])
+        assert kinds(bad) == ["counter-out-of-window"], (via, bad.explain())
+        assert bad.anomalies[0].witness["taken"]["type"] == "counter-taken"
+
+
 def test_a_version_beyond_the_bound_breaks_item_2() -> None:
     """A version of 2^63-1 locks its key: the next update overflows (issue 26 item 2)."""
     h = update(0, 0, "u1", "k", 1)
