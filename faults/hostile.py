@@ -179,8 +179,9 @@ class HostileSender(BurstTask):
             return False
         finally:
             w.close()
-            with contextlib.suppress(Exception):
-                await w.wait_closed()
+            with contextlib.suppress(Exception):  # bounded: a node that stops reading
+                await asyncio.wait_for(w.wait_closed(), 1.0)  # would hold us for good
+            w.transport.abort()  # (a no-op once closed)
 
     def start(self, interval_s: float, nodes: Iterable[str] | None = None,
               skip: Iterable[str] = ()) -> None:
