@@ -203,7 +203,7 @@ class Answers:
     (a ``Reply`` to a command's token, a ``Send`` to the connection a request came on)."""
 
     def __init__(self) -> None:
-        self._futures: dict[Hashable, asyncio.Future[Any]] = {}
+        self._futures: dict[Hashable, asyncio.Future[Any] | Callable[[Any], None]] = {}
 
     def __len__(self) -> int:
         """Waiters not yet answered (``sizes`` in DRiP's ``/admin/state``)."""
@@ -214,10 +214,21 @@ class Answers:
         self._futures[key] = fut
         return fut
 
+    def then(self, key: Hashable, call: Callable[[Any], None]) -> None:
+        """``call(answer)`` once the answer comes, instead of a future to await: a batch of
+        requests gathers its items' answers into one future of its own (a future and a
+        task wake-up per item cost more than the item's handling in the core)."""
+        self._futures[key] = call
+
     def give(self, key: Hashable, value: Any) -> None:
         fut = self._futures.pop(key, None)
-        if fut is not None and not fut.done():
-            fut.set_result(value)
+        if fut is None:
+            return
+        if isinstance(fut, asyncio.Future):
+            if not fut.done():
+                fut.set_result(value)
+        else:
+            fut(value)
 
     def drop(self, key: Hashable) -> None:
         """The handler stopped waiting (it timed out, or the core answered at once)."""

@@ -601,6 +601,21 @@ class DripCore:
             return out, self._outcome_of(msg.uid, msg.initiator, msg.counter)
         raise TypeError(f"no handler for {type(msg).__name__}")
 
+    @staticmethod
+    def acts_on(o: Outcome) -> bool:
+        """Whether `on_message` does anything with ``o`` (`_outcome`): a success of a
+        /voting the peer took as new, of a vote response, an abort or a sync request is
+        nothing to it, and the runtime need not spend a core pass on it (a batch's answers
+        alone were a turn of their own: docs/drip.md, session 48). Kept beside `_outcome`
+        and held to it by a unit test."""
+        req = o.request
+        if isinstance(req, Heartbeat | Commit | SyncBatch | StateQuery | OutcomeQuery):
+            return True
+        if not o.ok:
+            return isinstance(req, SyncRequest | Voting)
+        return isinstance(req, Voting) and isinstance(o.body, dict) \
+            and o.body.get("duplicate") is True
+
     def _outcome(self, peer: str, o: Outcome, now: float) -> list[Effect]:
         req = o.request
         if isinstance(req, Heartbeat):

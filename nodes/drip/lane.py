@@ -9,7 +9,7 @@ server request handling, a response object, headers parsed and written both ways
 micro-bench); and, until session 47, one batch token signed and checked per exchange (an
 ES256 signature and check with public keys). The lane changes the envelope only: the
 receiver runs a POST /batch's checks and handling on each frame's body
-(`DripNode._peer_exchange`) except the batch token, and the answer frame carries the status
+(`DripNode._lane_exchange`) except the batch token, and the answer frame carries the status
 and the same JSON answer body, sent only once the records behind it are durable.
 
 Authentication: the opener makes a random key per lane (`new_key`) and sends it in the
@@ -45,6 +45,7 @@ import secrets
 from dataclasses import dataclass, field
 
 import aiohttp
+from aiohttp import web
 
 from nodes.drip.codec import LANE_KEY_BYTES
 
@@ -162,6 +163,15 @@ class Seal:
         return got
 
 
+@dataclass(eq=False)
+class Inbound:
+    """A lane a peer opened to us: its WebSocket, and the view of that peer it was opened
+    under (``trust``, `DripNode._lane_trust`), for the node to close it when that changes."""
+
+    ws: web.WebSocketResponse
+    trust: object
+
+
 class Outbound:
     """Our end of a lane to one peer: `exchange` seals a batch's body into the next frame,
     sends it and waits for its answer; `run` (a task the node owns) reads and checks the
@@ -178,18 +188,23 @@ class Outbound:
         self.waiting: collections.deque[asyncio.Future[tuple[int, bytes]]] = collections.deque()
         self.dead = False
         self.why = "lane closed"
+        #: why the peer's answers stopped being ours (a frame not ours: framing, MAC, seq,
+        #: an answer to no exchange): the node counts it as a ``lane-frame`` refusal
+        self.bad_frame: str | None = None
 
     async def run(self) -> None:
         try:
             async for msg in self.ws:
                 if msg.type != aiohttp.WSMsgType.BINARY or not self.waiting:
-                    self.why = f"lane: unexpected {msg.type.name} frame from the peer"
+                    self.why = self.bad_frame = (
+                        f"lane: unexpected {msg.type.name} frame from the peer"
+                        + ("" if self.waiting else " (no exchange waits for an answer)"))
                     break
                 fut = self.waiting.popleft()
                 try:
                     answer = self.seal.take_answer(msg.data)
                 except LaneFrameError as e:
-                    self.why = str(e)
+                    self.why = self.bad_frame = str(e)
                     if not fut.done():
                         fut.set_exception(LaneClosed(self.why))
                     break

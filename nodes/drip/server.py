@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import hmac
 import itertools
@@ -238,6 +239,31 @@ class Extra:
                               f"missing {e}") from None
 
 
+#: a lane exchange's answer: (status, JSON body) now, or a future of it
+Pending = tuple[int, Any] | asyncio.Future[tuple[int, Any]]
+
+
+class _Gathered:
+    """A batch's item answers, in item order; ``fut`` gets (200, {answers}) once the last is
+    in. An item the core failed on (answer None) is a 500 of its own."""
+
+    __slots__ = ("answers", "left", "fut", "failed")
+
+    def __init__(self, n: int, fut: asyncio.Future[tuple[int, Any]], failed: str) -> None:
+        self.answers: list[Any] = [None] * n
+        self.left = n
+        self.fut = fut
+        self.failed = failed
+
+    def put(self, i: int, a: Answer | None) -> None:
+        if a is None:
+            a = Answer(500, {"error": self.failed})
+        self.answers[i] = {"status": a.status, "body": a.body}
+        self.left -= 1
+        if not self.left and not self.fut.done():
+            self.fut.set_result((200, {"answers": self.answers}))
+
+
 class DripNode(JournalingHost):
     """One node process: start() serves, stop() closes everything."""
 
@@ -297,7 +323,7 @@ class DripNode(JournalingHost):
         self._unanswered: list[int] = []  # peer requests of this turn
         self._flush_soon = False
         self._groups: list[tuple[list[Any], list[tuple[Any, Any]], list[int]]] = []
-        self._committer: asyncio.Task[Any] | None = None
+        self._committing = False  # the committer is due (`_flush`)
         #: outbox delivery marks of groups that held nothing else, for the next durable group
         self._carried: list[Delivered] = []
         self._no_batch: set[str] = set()  # peers that answered 404 to /batch
@@ -306,10 +332,8 @@ class DripNode(JournalingHost):
         self._lanes: dict[str, lane.Outbound] = {}
         self._no_lane: set[str] = set()
         self._lane_locks: dict[str, asyncio.Lock] = {}
-        self._lanes_in: dict[str, web.WebSocketResponse] = {}
-        #: the view of each peer our lanes and theirs were opened under (`_lane_trust`), and
-        #: the membership epoch they were last compared at (`_retire_lanes`)
-        self._lanes_in_trust: dict[str, Any] = {}
+        self._lanes_in: dict[str, lane.Inbound] = {}
+        #: the membership epoch the lanes' views (`_lane_trust`) were last compared at
         self._lanes_epoch = self.core.epoch
         #: vote-path messages waiting for a free pipeline slot to each peer, with the
         #: initiator token made for a flooded one; and the requests on their way to each peer
@@ -398,8 +422,8 @@ class DripNode(JournalingHost):
 
     async def stop(self) -> None:
         self.loop.close()
-        if self._committer is not None:
-            await asyncio.gather(self._committer, return_exceptions=True)
+        if self._committing:  # what waits for the committer goes now
+            self._committer()
         if self._carried:  # delivery marks still waiting for a durable group
             try:
                 self.store.commit_records(self._carried)
@@ -421,7 +445,7 @@ class DripNode(JournalingHost):
     async def _close_lanes(self) -> None:
         """Close every lane, ours and our peers' (their tasks end with them)."""
         ours, self._lanes = list(self._lanes.values()), {}
-        theirs = list(self._lanes_in.values())
+        theirs = [ln.ws for ln in self._lanes_in.values()]
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(2.0):
                 await asyncio.gather(*(ln.close() for ln in ours),
@@ -695,7 +719,9 @@ class DripNode(JournalingHost):
         status, body, ln, fallback = 0, None, None, False
         try:
             try:
-                ln = await self._lane_to(to)
+                ln = self._lanes.get(to)
+                if ln is None or not self._lane_usable(ln):
+                    ln = await self._lane_to(to)
             except aiohttp.WSServerHandshakeError as e:
                 if e.status == 404 or e.status < 400:
                     self._no_lane.add(to)
@@ -717,6 +743,11 @@ class DripNode(JournalingHost):
                 self._batch_outcomes(to, msgs, status, body)
         return status
 
+    def _lane_usable(self, ln: lane.Outbound) -> bool:
+        """Whether an exchange may go on ``ln`` now: it is open, and young or busy."""
+        return not ln.dead and (bool(ln.waiting) or self.clock.monotonic() - ln.opened
+                                < self.opts.lane_max_age_s)
+
     async def _lane_to(self, to: str) -> lane.Outbound:
         """Our open lane to ``to``, or a new one: a fresh key (`lane.new_key`) in the upgrade's
         ``DRiP-Lane-Key``, the upgrade signed as any request on our own behalf (its token binds
@@ -727,7 +758,7 @@ class DripNode(JournalingHost):
         async with self._lane_locks.setdefault(to, asyncio.Lock()):
             ln = self._lanes.get(to)
             if ln is not None and not ln.dead:
-                if ln.waiting or self.clock.monotonic() - ln.opened < self.opts.lane_max_age_s:
+                if self._lane_usable(ln):
                     return ln
                 self._retire_lane(to, ln, f"lane older than lane_max_age_s "
                                           f"({self.opts.lane_max_age_s:g} s): a new one opens")
@@ -757,6 +788,8 @@ class DripNode(JournalingHost):
         finally:
             if self._lanes.get(to) is ln:
                 del self._lanes[to]
+            if ln.bad_frame is not None:  # as the acceptor counts a bad exchange frame
+                self._note_refusal("lane-frame", peer=to, error=ln.bad_frame)
 
     def _drop_lane(self, to: str, ln: lane.Outbound,
                    why: str = "lane dropped: an exchange on it failed") -> None:
@@ -790,15 +823,19 @@ class DripNode(JournalingHost):
         for to, ln in list(self._lanes.items()):
             if ln.trust != self._lane_trust(to):
                 self._retire_lane(to, ln, why)
-        for peer, ws in list(self._lanes_in.items()):
-            if self._lanes_in_trust.get(peer) != self._lane_trust(peer):
-                self._close_lane_in(peer, ws, why)
+        for peer, inbound in list(self._lanes_in.items()):
+            if inbound.trust != self._lane_trust(peer):
+                self._close_lane_in(peer, inbound.ws, why)
+
+    def _forget_lane_in(self, peer: str, ws: web.WebSocketResponse) -> None:
+        """``peer``'s lane to us is no longer ``ws`` (unless a newer one replaced it)."""
+        inbound = self._lanes_in.get(peer)
+        if inbound is not None and inbound.ws is ws:
+            del self._lanes_in[peer]
 
     def _close_lane_in(self, peer: str, ws: web.WebSocketResponse, why: str) -> None:
         """Close the lane ``peer`` opened to us (its serving loop ends with it)."""
-        if self._lanes_in.get(peer) is ws:
-            del self._lanes_in[peer]
-            self._lanes_in_trust.pop(peer, None)
+        self._forget_lane_in(peer, ws)
         self.batch_stats["lane_retired"] += 1
         self.journal.emit("lane-retired", peer=peer, way="in", why=why)
         self.background.spawn(ws.close())
@@ -811,7 +848,9 @@ class DripNode(JournalingHost):
             answers = [{"status": status if status != 200 else 0, "body": body}] * len(msgs)
         for m, a in zip(msgs, answers, strict=True):
             st = a.get("status")
-            self._queue((None, to, Outcome(m, st if isinstance(st, int) else 0, a.get("body"))))
+            o = Outcome(m, st if isinstance(st, int) else 0, a.get("body"))
+            if self.core.acts_on(o):  # (an answer that is nothing to the core costs no pass)
+                self._queue((None, to, o))
 
     # ---- group commit -------------------------------------------------------------------------
     # Durability rule (unchanged): nothing a peer or client hears leaves before every record
@@ -857,10 +896,22 @@ class DripNode(JournalingHost):
         group = (self._records, self._held, self._unanswered)
         self._records, self._held, self._unanswered = [], [], []
         self._groups.append(group)
-        if self._committer is None or self._committer.done():
-            self._committer = self.background.spawn(self._commit_groups())
+        if not self._committing:
+            self._committing = True
+            asyncio.get_running_loop().call_soon(self._committer)
 
-    async def _commit_groups(self) -> None:
+    def _committer(self) -> None:
+        """The committer: a callback, not a task (it never waits: the commit runs on the
+        loop), so a turn costs no task of its own; guarded as a task is, so that whatever
+        raises is journaled and the next turn still gets its committer."""
+        try:
+            self._commit_groups()
+        except Exception as e:  # noqa: BLE001 - a bug of ours: journal it, go on
+            self.journal.node_error("group committer", e, evidence=False, logger=log)
+        finally:
+            self._committing = False
+
+    def _commit_groups(self) -> None:
         while self._groups:
             groups, self._groups = self._groups, []
             records = [r for g in groups for r in g[0]]
@@ -944,17 +995,31 @@ class DripNode(JournalingHost):
 
     async def _admit(self, ident: str | None, cert: str | None, method: str, path: str,
                      headers: Mapping[str, str], body: bytes | Callable[[], Awaitable[bytes]],
-                     now: float, source: str | None, laned: bool = False
-                     ) -> Message | tuple[int, Any]:
+                     now: float, source: str | None) -> Message | tuple[int, Any]:
         """Every check on one peer request (`nodes.drip.admit.Gate`): the message for the
         core, or the refusal's (status, body), counted, journaled and charged. ``body``: the
         bytes, or how to read them (only once the head passed). The one way in for a
-        request, a lane's upgrade and each exchange on a lane (``laned``: a batch whose
-        frame's MAC under the lane's key checked out, so it has no token of its own)."""
+        request and a lane's upgrade; a lane's exchange takes `_admit_now` (its bytes are
+        in hand)."""
         head = self.gate.head(ident, cert, headers, now, method, path)
         if isinstance(head, Refusal):
             return self._refused(head, ident, source, headers)
         raw = body if isinstance(body, bytes) else await body()
+        return self._admit_body(head, ident, method, path, headers, raw, now, source, False)
+
+    def _admit_now(self, ident: str | None, cert: str | None, method: str, path: str,
+                   headers: Mapping[str, str], raw: bytes, now: float, source: str | None,
+                   laned: bool) -> Message | tuple[int, Any]:
+        """`_admit` of a request whose body is in hand (``laned``: a batch whose frame's MAC
+        under the lane's key checked out, so it has no token of its own)."""
+        head = self.gate.head(ident, cert, headers, now, method, path)
+        if isinstance(head, Refusal):
+            return self._refused(head, ident, source, headers)
+        return self._admit_body(head, ident, method, path, headers, raw, now, source, laned)
+
+    def _admit_body(self, head: Any, ident: str | None, method: str, path: str,
+                    headers: Mapping[str, str], raw: bytes, now: float, source: str | None,
+                    laned: bool) -> Message | tuple[int, Any]:
         unproven = self.refusals.counts.get("unproven-vote", 0)
         msg = self.gate.body(head, method, path, headers, raw, now, laned=laned)
         if isinstance(msg, Refusal):
@@ -966,16 +1031,15 @@ class DripNode(JournalingHost):
     async def _peer_exchange(self, ident: str | None, cert: str | None, method: str, path: str,
                              headers: Mapping[str, str],
                              body: bytes | Callable[[], Awaitable[bytes]], now: float,
-                             source: str | None, lane_: bool = False) -> tuple[int, Any]:
-        """One peer request, from an HTTP request or a lane's frame (``lane_``: its MAC checked
-        out): checked by `_admit`, handled, answered as (status, JSON body) once what it
-        answers is durable."""
-        msg = await self._admit(ident, cert, method, path, headers, body, now, source, lane_)
+                             source: str | None) -> tuple[int, Any]:
+        """One peer request: checked by `_admit`, handled, answered as (status, JSON body)
+        once what it answers is durable."""
+        msg = await self._admit(ident, cert, method, path, headers, body, now, source)
         if isinstance(msg, tuple):
             return msg
         assert ident is not None  # the gate refuses a request without a peer certificate
         if isinstance(msg, codec.Batch):
-            return await self._handle_batch(ident, msg, now, lane_)
+            return await self._take_batch(ident, msg, now, False)
         if isinstance(msg, codec.LaneOpen):  # a WebSocket upgrade, not a request
             return 400, {"error": f"GET {lane.PATH} opens a lane: a WebSocket upgrade"}
         key, fut = self._waiter()
@@ -1050,9 +1114,8 @@ class DripNode(JournalingHost):
         await ws.prepare(req)
         old = self._lanes_in.get(ident)
         if old is not None:  # at most one lane per peer: the newest replaces the old
-            self.background.spawn(old.close())
-        self._lanes_in[ident] = ws
-        self._lanes_in_trust[ident] = trust
+            self.background.spawn(old.ws.close())
+        self._lanes_in[ident] = lane.Inbound(ws, trust)
         self.batch_stats["lane_accepted"] += 1
         if trust != self._lane_trust(ident):  # the membership changed while it opened
             self._close_lane_in(ident, ws, "lane opened under a membership entry since changed")
@@ -1067,9 +1130,7 @@ class DripNode(JournalingHost):
             self.journal.emit("lane-retired", peer=ident, way="in",
                               why="lane older than lane_max_age_s")
         finally:
-            if self._lanes_in.get(ident) is ws:
-                del self._lanes_in[ident]
-                self._lanes_in_trust.pop(ident, None)
+            self._forget_lane_in(ident, ws)
             await ws.close()
         return ws
 
@@ -1081,7 +1142,7 @@ class DripNode(JournalingHost):
         answer to leave; past them the lane is not read (TCP pushes back), as a peer cannot
         send a request on a connection whose previous answer it has not read. A frame that
         is not one of ours (framing, MAC, seq) ends the lane: it can no longer be trusted."""
-        order: asyncio.Queue[asyncio.Task[Any]] = asyncio.Queue(maxsize=lane.MAX_IN_FLIGHT)
+        order: asyncio.Queue[Pending] = asyncio.Queue(maxsize=lane.MAX_IN_FLIGHT)
         writer = self.background.spawn(self._lane_answers(ws, order, seal))
         headers = {codec.H_NODE: ident}
         try:
@@ -1104,13 +1165,11 @@ class DripNode(JournalingHost):
                     self._charge_source(source, ident, None)
                     return
                 self.batch_stats["lane_taken"] += 1
-                task = self.background.spawn(self._peer_exchange(
-                    ident, cert, "POST", "/batch", headers, body, self.clock.wall(), source,
-                    lane_=True))
+                pending = self._lane_exchange(ident, cert, headers, body, source)
                 if not order.full():
-                    order.put_nowait(task)
+                    order.put_nowait(pending)
                     continue
-                put = asyncio.ensure_future(order.put(task))
+                put = asyncio.ensure_future(order.put(pending))
                 await asyncio.wait({put, writer}, return_when=asyncio.FIRST_COMPLETED)
                 if not put.done():  # the answers stopped: the lane is gone
                     put.cancel()
@@ -1118,45 +1177,57 @@ class DripNode(JournalingHost):
         finally:
             writer.cancel()
 
-    async def _lane_answers(self, ws: web.WebSocketResponse,
-                            order: asyncio.Queue[asyncio.Task[Any] | None],
+    def _lane_exchange(self, ident: str, cert: str | None, headers: Mapping[str, str],
+                       body: bytes, source: str | None) -> Pending:
+        """A lane's exchange checked and handed to the core as a POST /batch from ``ident``
+        would be (`_admit_now`, `_take_batch`), in this turn: no task of its own. Its answer:
+        (status, body) now when refused, else a future of it."""
+        try:
+            msg = self._admit_now(ident, cert, "POST", "/batch", headers, body,
+                                  self.clock.wall(), source, True)
+            if isinstance(msg, tuple):
+                return msg
+            if not isinstance(msg, codec.Batch):  # a lane's frames are batches by routing
+                return 400, {"error": f"a lane carries batches, not {type(msg).__name__}"}
+            return self._take_batch(ident, msg, self.clock.wall(), True)
+        except Exception as e:  # noqa: BLE001 - a bug of ours, never a peer's way to kill us
+            self.journal.node_error("lane exchange", e, evidence=False, logger=log)
+            return 500, {"error": f"node {self.me} could not handle it; see its journal"}
+
+    async def _lane_answers(self, ws: web.WebSocketResponse, order: asyncio.Queue[Pending],
                             seal: lane.Seal) -> None:
         while True:
-            got = await (await order.get())  # guarded: None when it raised (journaled)
-            status, body = got if got is not None else (
-                500, {"error": f"node {self.me} could not handle it; see its journal"})
+            got = await order.get()
+            status, body = got if isinstance(got, tuple) else await got
             try:
                 await ws.send_bytes(seal.answer(status, fastjson.dumps(body)))
             except ConnectionError:  # the peer went: its exchanges fail at its end
                 return
 
-    async def _handle_batch(self, ident: str, batch: codec.Batch, now: float,
-                            lane_: bool = False) -> tuple[int, Any]:
-        """Each item judged on its own; all go to the core in one pass (one fsync)."""
+    def _take_batch(self, ident: str, batch: codec.Batch, now: float, lane_: bool
+                    ) -> asyncio.Future[tuple[int, Any]]:
+        """Each item judged on its own; all go to the core in one pass (one fsync). The
+        batch's answer: a future of (200, {answers}), set when the core has answered every
+        item (`_Gathered`)."""
         if lane_:  # (the lane's exchanges are counted as they are read: ``lane_taken``)
             self.batch_stats["lane_taken_items"] += len(batch.items)
         else:
             self.batch_stats["taken"] += 1
             self.batch_stats["taken_items"] += len(batch.items)
-        waits: list[asyncio.Future[Any] | Answer] = []
-        for m in batch.items:
+        fut: asyncio.Future[tuple[int, Any]] = asyncio.get_running_loop().create_future()
+        gathered = _Gathered(len(batch.items), fut, f"node {self.me} could not handle it; "
+                                                    "see its journal")
+        for i, m in enumerate(batch.items):
             admitted = self.gate.item(ident, m, now)
             if isinstance(admitted, Refusal):
                 self._note_refusal(admitted.reason, peer=ident, status=admitted.status,
                                    error=admitted.error)
-                waits.append(Answer(admitted.status, {"error": admitted.error}))
+                gathered.put(i, Answer(admitted.status, {"error": admitted.error}))
                 continue
-            key, fut = self._waiter()
+            key = next(self._ids)
+            self.answers.then(key, functools.partial(gathered.put, i))
             self._queue((None, Inbound(ident, key), admitted), key)
-            waits.append(fut)
-        answers = []
-        for w in waits:
-            a = w if isinstance(w, Answer) else await w
-            if a is None:
-                a = Answer(500, {"error": f"node {self.me} could not handle it; see its "
-                                          "journal"})
-            answers.append({"status": a.status, "body": a.body})
-        return 200, {"answers": answers}
+        return fut
 
     # ---- our client endpoint (not in the spec) ------------------------------------------------
     async def handle_update(self, req: web.Request) -> web.Response:

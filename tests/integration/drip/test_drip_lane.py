@@ -340,7 +340,7 @@ def test_stopping_a_node_closes_its_lanes_both_ways_and_leaves_no_task(mesh) -> 
             assert await eventually(both_ways, 10), (node._lanes, node._lanes_in)
             ours, theirs = list(node._lanes.values()), list(node._lanes_in.values())
         assert all(ln.dead and ln.ws.closed for ln in ours), ours
-        assert all(ws.closed for ws in theirs), theirs
+        assert all(ln.ws.closed for ln in theirs), theirs
         assert not node.background.tasks, node.background.tasks
         left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         assert not left, left
@@ -369,13 +369,13 @@ def test_a_decommissioned_peers_lanes_are_closed_both_ways(mesh) -> None:
                 assert r.status == 200, await r.text()
 
             async def closed() -> bool:  # (the commit reaches n1 after n2's answer)
-                return out.dead and out.ws.closed and inward.closed
+                return out.dead and out.ws.closed and inward.ws.closed
 
-            assert await eventually(closed, 10), (out.dead, out.ws.closed, inward.closed)
+            assert await eventually(closed, 10), (out.dead, out.ws.closed, inward.ws.closed)
             assert "n3" not in node.core.members
             assert node.batch_stats["lane_retired"] == 2, node.batch_stats
             # n2's entry did not change: its lanes stay
-            assert not keep_out.dead and not keep_in.closed
+            assert not keep_out.dead and not keep_in.ws.closed
             assert node._lanes.get("n2") is keep_out and node._lanes_in.get("n2") is keep_in
     asyncio.run(go())
 

@@ -39,7 +39,8 @@ def _node(exc: BaseException) -> tuple[SimpleNamespace, list[Any]]:
         _with_statements=lambda ms: list(ms),
         _auth_for=lambda m: "token", _batch_auth=lambda data: "token",
         _note_refusal=lambda *a, **k: None,
-        background=SimpleNamespace(spawn=lambda c: c.close()), _queue=queued.append)
+        background=SimpleNamespace(spawn=lambda c: c.close()), _queue=queued.append,
+        core=SimpleNamespace(acts_on=lambda o: True))  # every outcome, for the plumbing
     n._batch_outcomes = lambda *a: DripNode._batch_outcomes(n, *a)  # type: ignore[arg-type]
     n._batch_body = lambda *a: DripNode._batch_body(n, *a)  # type: ignore[arg-type]
     n._reply_body = lambda *a: DripNode._reply_body(n, *a)  # type: ignore[arg-type]
@@ -133,6 +134,7 @@ def _laned(ln: _Lane) -> tuple[SimpleNamespace, list[Any]]:
         return ln
 
     n._lane_to = lane_to
+    n._lane_usable = lambda x: not x.ended  # the open lane is taken without its lock
     n._drop_lane = lambda to, x: DripNode._drop_lane(n, to, x)  # type: ignore[arg-type]
     return n, queued
 

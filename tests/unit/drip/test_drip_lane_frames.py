@@ -4,6 +4,11 @@ direction's seq and an HMAC-SHA256 under the key its lane's signed upgrade carri
 
 from __future__ import annotations
 
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import aiohttp
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -91,3 +96,98 @@ def test_the_lane_key_is_a_signed_header_of_the_upgrade() -> None:
             codec.decode("GET", "/lane", h, b"")
         assert e.value.status == 400 and codec.H_LANE_KEY in str(e.value)
     assert k not in repr(codec.LaneOpen("n2", k))  # a secret: never in a journal or error
+
+
+class _FakeWs:
+    """The opener's side of a WebSocket: yields the given frames, records sends."""
+
+    def __init__(self, frames: list[Any]) -> None:
+        self.frames = frames
+        self.sent: list[bytes] = []
+        self.closed = False
+
+    def __aiter__(self) -> _FakeWs:
+        return self
+
+    async def __anext__(self) -> Any:
+        await asyncio.sleep(0)
+        if not self.frames:
+            raise StopAsyncIteration
+        return self.frames.pop(0)
+
+    async def send_bytes(self, data: bytes) -> None:
+        self.sent.append(data)
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def _binary(data: bytes) -> Any:
+    return SimpleNamespace(type=aiohttp.WSMsgType.BINARY, data=data)
+
+
+@pytest.mark.parametrize("answer", ["forged", "replayed", "text", "unasked"])
+def test_an_answer_frame_not_ours_ends_the_openers_lane_and_is_told_why(answer: str) -> None:
+    """The opener checks each answer as the acceptor checks each exchange: a forged or
+    replayed answer, a text frame or an answer to no exchange fails what waits, ends the
+    lane and is kept as ``bad_frame`` (which the node counts as a ``lane-frame`` refusal)."""
+    acceptor = lane.Seal(KEY)
+    good = acceptor.answer(200, b"{}")
+    frames = {"forged": [_binary(lane.Seal(OTHER).answer(200, b"{}"))],
+              "replayed": [_binary(good), _binary(good)],
+              "text": [SimpleNamespace(type=aiohttp.WSMsgType.TEXT, data="hi")],
+              "unasked": [_binary(good), _binary(acceptor.answer(200, b"{}"))]}[answer]
+
+    async def go() -> tuple[lane.Outbound, list[Any]]:
+        ws = _FakeWs(frames)
+        ln = lane.Outbound(ws, lane.Seal(KEY))  # type: ignore[arg-type]
+        runner = asyncio.ensure_future(ln.run())
+        got: list[Any] = []
+        for _ in range(1 if answer in ("forged", "text", "unasked") else 2):
+            try:
+                got.append(await ln.exchange(b"batch", 5.0))
+            except lane.LaneClosed as e:
+                got.append(e)
+        await runner
+        assert ws.closed and ln.dead
+        return ln, got
+
+    ln, got = asyncio.run(go())
+    assert ln.bad_frame is not None and ln.why == ln.bad_frame
+    if answer in ("replayed", "unasked"):
+        assert got[0] == (200, b"{}")  # the good answer still went to its exchange
+    if answer == "unasked":
+        assert "no exchange waits" in ln.bad_frame
+    else:
+        assert isinstance(got[-1], lane.LaneClosed)
+
+
+def test_a_lane_closed_by_its_peer_is_not_a_bad_frame() -> None:
+    async def go() -> lane.Outbound:
+        ln = lane.Outbound(_FakeWs([]), lane.Seal(KEY))  # type: ignore[arg-type]
+        await ln.run()
+        return ln
+
+    ln = asyncio.run(go())
+    assert ln.dead and ln.bad_frame is None
+
+
+def test_the_node_counts_a_bad_answer_frame_as_a_lane_frame_refusal() -> None:
+    from nodes.drip.server import DripNode
+
+    noted: list[tuple[str, dict[str, Any]]] = []
+    ws = _FakeWs([_binary(lane.Seal(OTHER).answer(200, b"{}"))])
+    ln = lane.Outbound(ws, lane.Seal(KEY))  # type: ignore[arg-type]
+    n = SimpleNamespace(_lanes={"n2": ln},
+                        _note_refusal=lambda reason, **kw: noted.append((reason, kw)))
+
+    async def go() -> None:
+        runner = asyncio.ensure_future(DripNode._run_lane(n, "n2", ln))  # type: ignore[arg-type]
+        with pytest.raises(lane.LaneClosed):
+            await ln.exchange(b"batch", 5.0)
+        await runner
+
+    asyncio.run(go())
+    assert n._lanes == {}
+    assert [(r, kw["peer"]) for r, kw in noted] == [("lane-frame", "n2")]
+    assert "MAC" in noted[0][1]["error"]
