@@ -606,8 +606,8 @@ class DripCore:
         """Whether `on_message` does anything with ``o`` (`_outcome`): a success of a
         /voting the peer took as new, of a vote response, an abort or a sync request is
         nothing to it, and the runtime need not spend a core pass on it (a batch's answers
-        alone were a turn of their own: docs/drip.md, session 48). Kept beside `_outcome`
-        and held to it by a unit test."""
+        alone were a turn of their own: docs/drip.md, session 48). `_outcome` asks it too,
+        so the two cannot disagree."""
         req = o.request
         if isinstance(req, Heartbeat | Commit | SyncBatch | StateQuery | OutcomeQuery):
             return True
@@ -630,16 +630,12 @@ class DripCore:
             return self._source_state(peer, o)
         if isinstance(req, OutcomeQuery):
             return self._outcome_answer(peer, req, o)
-        if isinstance(req, Voting) and o.ok and isinstance(o.body, dict) \
-                and o.body.get("duplicate") is True:
-            return self._voting_failed(peer, req, now)  # it has it: no answer of its own comes
-        if o.ok:
+        if not self.acts_on(o):  # what the runtime may drop unseen: decided in one place
             return []
-        if isinstance(req, SyncRequest):
+        if isinstance(req, SyncRequest):  # (it failed)
             return self._sync_failed(peer)
-        if isinstance(req, Voting):
-            return self._voting_failed(peer, req, now)
-        return []
+        assert isinstance(req, Voting)  # it failed, or the peer had it: no answer comes
+        return self._voting_failed(peer, req, now)
 
     # ---- helpers ----------------------------------------------------------------------------
     def _p(self, r: Record) -> Persist:
