@@ -113,6 +113,11 @@ async def throughput(m: Mesh, seconds: float, clients: int) -> dict[str, Any]:
             "lane_exchanges_per_update": round(lanes / per, 2),
             "lanes": {k: sum(b.get(k, 0) for b in sent_b)
                       for k in ("lane_opened", "lane_failed", "lane_accepted")},
+            #: answers to lane exchanges that rode on an exchange the other way instead of
+            #: a frame of their own (docs/drip.md "Riders, session 49")
+            "answers_riding_per_update": round(
+                sum(b.get("lane_answers", 0) - b.get("lane_answer_frames", 0)
+                    for b in sent_b) / per, 2),
             #: SQLite group commits of all nodes per committed update (whole run)
             "group_commits_per_update": {
                 k: round(sum(st.get("group_commits", {}).get(k, 0) for st in states) / per, 2)

@@ -26,10 +26,19 @@ label, its sequence number and its content, instead of a token:
 runs on one TLS connection, which keeps order, so any other seq is a replay, a drop or a
 forgery. The labels differ, so a frame cannot be reflected back as the other direction's.
 
-Answers come in the order of the exchanges (FIFO), so the answer of exchange ``n`` is answer
-``n``; an exchange that gets no answer in time ends the lane (the answers after it could no
-longer be matched), and everything waiting on that lane fails as a POST /batch with no
-answer does.
+Answers are made in the order of the exchanges (FIFO), so the answer of exchange ``n`` is
+answer ``n``; an exchange that gets no answer in time ends the lane, and everything waiting on
+that lane fails as a POST /batch with no answer does.
+
+**Riders** (session 49): a node that has answers ready for a peer's lane and an exchange to
+send on its own lane to that peer sends them in one frame: the answer frames, sealed as
+ever under the peer's lane key, ride at the head of the exchange's content
+(`pack_riders`): ``RIDERS (1 byte) | tag of the lane they answer (8) | count (1) | count x
+(length (4) | answer frame) | batch body``. A batch body is JSON (``{...}``), so the marker
+byte cannot begin one. The exchange's own MAC covers them; each is then checked by the lane
+it answers as if it had come on that lane's socket (`Outbound.take`). A peer's answers thus
+come on either of two connections, so the opener matches them to its exchanges by seq, not
+by arrival order, and refuses a seq it did not send or already had answered.
 
 The framing functions are pure (key and seq in, bytes out, `LaneFrameError` for anything
 not ours); `Seal` keeps one lane end's key and next seqs. Nothing here does I/O beyond the
@@ -39,7 +48,7 @@ WebSocket it is given; the node does the rest.
 from __future__ import annotations
 
 import asyncio
-import collections
+import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass, field
@@ -63,6 +72,14 @@ MAC_BYTES = 32
 #: a frame's bytes before its content (seq and MAC)
 HEAD = SEQ_BYTES + MAC_BYTES
 SEQ_MAX = (1 << 64) - 1
+#: the first byte of an exchange's content when answers ride on it (`pack_riders`)
+RIDERS = b"\x00"
+TAG_BYTES = 8
+#: the most bytes of answer frames one exchange carries (the acceptor's frame limit allows
+#: for them); what does not fit goes as answer frames of its own
+MAX_RIDER_BYTES = 1 << 16
+#: what riders may add to an exchange frame: their head, and each one's length
+RIDERS_MAX_OVERHEAD = 1 + TAG_BYTES + 1 + 255 * 4 + MAX_RIDER_BYTES
 
 
 class LaneFrameError(ValueError):
@@ -123,24 +140,73 @@ def pack_answer(key: bytes, seq: int, status: int, body: bytes) -> bytes:
     return _seal(key, ANSWER, seq, status.to_bytes(2, "big") + body)
 
 
-def unpack_answer(key: bytes, seq: int, data: bytes) -> tuple[int, bytes]:
-    """(status, body bytes) of answer frame ``data``, number ``seq`` under ``key``."""
+def unpack_answer(key: bytes, data: bytes) -> tuple[int, int, bytes]:
+    """(seq, status, body bytes) of answer frame ``data`` under ``key``: the frame names its
+    seq (answers come on two connections, riders and the lane's own, so not in order); the
+    opener checks that it is one of its exchanges (`Outbound.take`)."""
+    seq = int.from_bytes(data[:SEQ_BYTES], "big")
     content = _open(key, ANSWER, seq, data, "answer")
     if len(content) < 2:
         raise LaneFrameError(f"lane answer of {len(content)} bytes after its MAC: shorter "
                              "than its status")
-    return int.from_bytes(content[:2], "big"), content[2:]
+    return seq, int.from_bytes(content[:2], "big"), content[2:]
+
+
+def lane_tag(key: bytes) -> bytes:
+    """Which lane riding answers belong to: a digest of its key (not the key, a secret)."""
+    return hashlib.sha256(b"DRiP lane tag\x00" + key).digest()[:TAG_BYTES]
+
+
+def pack_riders(tag: bytes, answers: list[bytes], body: bytes) -> bytes:
+    """An exchange's content with ``answers`` (answer frames of the lane ``tag``) riding
+    ahead of the batch ``body``; ``body`` alone when there are none."""
+    if not answers:
+        return body
+    if len(answers) > 255 or len(tag) != TAG_BYTES:
+        raise ValueError(f"{len(answers)} riders (at most 255) or a tag of {len(tag)} bytes")
+    parts = [RIDERS, tag, len(answers).to_bytes(1, "big")]
+    for a in answers:
+        parts += (len(a).to_bytes(4, "big"), a)
+    parts.append(body)
+    return b"".join(parts)
+
+
+def split_riders(content: bytes) -> tuple[bytes | None, list[bytes], bytes]:
+    """(tag, answer frames, batch body) of an exchange's checked content; (None, [], content)
+    when nothing rides on it. LaneFrameError when its riders are not framed as ours."""
+    if content[:1] != RIDERS:
+        return None, [], content
+    head = 1 + TAG_BYTES + 1
+    if len(content) < head:
+        raise LaneFrameError(f"lane frame: riders' head of {len(content)} bytes, not {head}")
+    tag, n, at = content[1:1 + TAG_BYTES], content[head - 1], head
+    answers = []
+    for i in range(n):
+        size = int.from_bytes(content[at:at + 4], "big")
+        if at + 4 > len(content) or at + 4 + size > len(content) or size < HEAD:
+            raise LaneFrameError(f"lane frame: rider {i + 1} of {n} overruns the frame or is "
+                                 "shorter than an answer")
+        answers.append(content[at + 4:at + 4 + size])
+        at += 4 + size
+    if at - head - 4 * n > MAX_RIDER_BYTES:
+        raise LaneFrameError(f"lane frame: {at - head - 4 * n} bytes of riders, over "
+                             f"{MAX_RIDER_BYTES}")
+    return tag, answers, content[at:]
 
 
 @dataclass
 class Seal:
     """One end of a lane: its key and the seq of the next frame each way (``sent``: ours,
-    ``taken``: the peer's). The opener seals exchanges and opens answers, the acceptor the
-    other way round; each method moves its seq on only when it succeeds."""
+    ``taken``: the peer's exchanges). The opener seals exchanges and opens answers, the
+    acceptor the other way round; each method moves its seq on only when it succeeds."""
 
     key: bytes = field(repr=False)
     sent: int = 0
     taken: int = 0
+    tag: bytes = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.tag = lane_tag(self.key)
 
     def exchange(self, body: bytes) -> bytes:
         frame = pack_exchange(self.key, self.sent, body)
@@ -157,27 +223,45 @@ class Seal:
         self.sent += 1
         return frame
 
-    def take_answer(self, data: bytes) -> tuple[int, bytes]:
-        got = unpack_answer(self.key, self.taken, data)
-        self.taken += 1
-        return got
+    def open_answer(self, data: bytes) -> tuple[int, int, bytes]:
+        """(seq, status, body) of an answer to one of the exchanges sealed so far."""
+        seq, status, body = unpack_answer(self.key, data)
+        if seq >= self.sent:
+            raise LaneFrameError(f"lane answer {seq}: only {self.sent} exchanges were sent")
+        return seq, status, body
 
 
 @dataclass(eq=False)
 class Inbound:
     """A lane a peer opened to us: its WebSocket, and the view of that peer it was opened
-    under (``trust``, `DripNode._lane_trust`), for the node to close it when that changes."""
+    under (``trust``, `DripNode._lane_trust`), for the node to close it when that changes;
+    ``tag`` (`lane_tag`) names it for the answers that ride on our exchanges, ``ready`` holds
+    those answers (sealed) until one takes them or they go on their own, and ``unanswered``
+    counts the exchanges read whose answer is not sealed yet."""
 
     ws: web.WebSocketResponse
     trust: object
+    tag: bytes = b""
+    ready: list[bytes] = field(default_factory=list)
+    unanswered: int = 0
+
+    def riders(self) -> list[bytes]:
+        """The ready answers that fit on one exchange (the oldest first), taken."""
+        n, size = 0, 0
+        while n < min(len(self.ready), 255) and size + len(self.ready[n]) <= MAX_RIDER_BYTES:
+            size += len(self.ready[n])
+            n += 1
+        got, self.ready[:n] = self.ready[:n], []
+        return got
 
 
 class Outbound:
     """Our end of a lane to one peer: `exchange` seals a batch's body into the next frame,
     sends it and waits for its answer; `run` (a task the node owns) reads and checks the
-    answers in order until the lane ends. ``opened``: when (the node's monotonic clock) and
-    ``trust``: under which view of the peer (`DripNode._lane_trust`) it was opened, for the
-    node to close it when either is past."""
+    answers on the lane's socket until the lane ends, and `take` checks one that rode on the
+    peer's exchange. ``opened``: when (the node's monotonic clock) and ``trust``: under
+    which view of the peer (`DripNode._lane_trust`) it was opened, for the node to close it
+    when either is past."""
 
     def __init__(self, ws: aiohttp.ClientWebSocketResponse, seal: Seal, opened: float = 0.0,
                  trust: object = None) -> None:
@@ -185,7 +269,8 @@ class Outbound:
         self.seal = seal
         self.opened = opened
         self.trust = trust
-        self.waiting: collections.deque[asyncio.Future[tuple[int, bytes]]] = collections.deque()
+        #: the exchanges waiting for their answer, by seq (the oldest first)
+        self.waiting: dict[int, asyncio.Future[tuple[int, bytes]]] = {}
         self.dead = False
         self.why = "lane closed"
         #: why the peer's answers stopped being ours (a frame not ours: framing, MAC, seq,
@@ -195,50 +280,66 @@ class Outbound:
     async def run(self) -> None:
         try:
             async for msg in self.ws:
-                if msg.type != aiohttp.WSMsgType.BINARY or not self.waiting:
-                    self.why = self.bad_frame = (
-                        f"lane: unexpected {msg.type.name} frame from the peer"
-                        + ("" if self.waiting else " (no exchange waits for an answer)"))
+                if msg.type != aiohttp.WSMsgType.BINARY:
+                    self._bad(f"lane: unexpected {msg.type.name} frame from the peer")
                     break
-                fut = self.waiting.popleft()
                 try:
-                    answer = self.seal.take_answer(msg.data)
-                except LaneFrameError as e:
-                    self.why = self.bad_frame = str(e)
-                    if not fut.done():
-                        fut.set_exception(LaneClosed(self.why))
+                    self.take(msg.data)
+                except LaneFrameError:
                     break
-                if not fut.done():
-                    fut.set_result(answer)
         finally:
             self.end(self.why)
             await self.ws.close()
+
+    def take(self, data: bytes) -> None:
+        """An answer frame of this lane, from its socket or riding on an exchange of the
+        peer's: its exchange gets it. LaneFrameError (the lane ended, ``bad_frame`` says why)
+        when it is not ours or answers no exchange that waits (answered already, or never)."""
+        try:
+            seq, status, body = self.seal.open_answer(data)
+        except LaneFrameError as e:
+            self._bad(str(e))
+            raise
+        fut = self.waiting.pop(seq, None)
+        if fut is None:
+            self._bad(f"lane answer {seq}: no exchange waits for it (answered already)")
+            raise LaneFrameError(self.why)
+        if not fut.done():
+            fut.set_result((status, body))
+
+    def _bad(self, why: str) -> None:
+        self.bad_frame = why
+        self.end(why)
 
     def end(self, why: str) -> None:
         """No more exchanges on this lane; those still waiting fail now."""
         if not self.dead:
             self.dead, self.why = True, why
-        while self.waiting:
-            fut = self.waiting.popleft()
+        waiting, self.waiting = self.waiting, {}
+        for fut in waiting.values():
             if not fut.done():
                 fut.set_exception(LaneClosed(why))
 
-    async def exchange(self, body: bytes, timeout: float) -> tuple[int, bytes]:
-        """Send ``body`` (a batch) as the next exchange frame; its answer (status, body
-        bytes). Raises LaneClosed, or TimeoutError after ``timeout`` (the caller then drops
-        the lane)."""
+    async def exchange(self, body: bytes, timeout: float, riders: Inbound | None = None
+                       ) -> tuple[int, bytes]:
+        """Send ``body`` (a batch) as the next exchange frame, with the answers ready on
+        ``riders`` (the peer's lane to us) riding on it; its answer (status, body bytes).
+        Raises LaneClosed, or TimeoutError after ``timeout`` (the caller then drops the
+        lane)."""
         if self.dead:
             raise LaneClosed(self.why)
         fut: asyncio.Future[tuple[int, bytes]] = asyncio.get_running_loop().create_future()
-        # sealed, queued and written in one step: the seq, the FIFO and the wire keep one order
-        frame = self.seal.exchange(body)
-        self.waiting.append(fut)
+        # sealed, recorded and written in one step: the seq and the wire keep one order
+        seq = self.seal.sent
+        answers = riders.riders() if riders is not None else []
+        frame = self.seal.exchange(pack_riders(riders.tag, answers, body) if answers else body)
+        self.waiting[seq] = fut
         try:
             async with asyncio.timeout(timeout):
                 await self.ws.send_bytes(frame)
                 return await fut
         finally:
-            if not fut.done():  # timed out or cancelled: the FIFO is out of step for good
+            if not fut.done():  # timed out or cancelled: the lane cannot be trusted to answer
                 fut.cancel()
                 self.end("lane: an exchange got no answer in time")
 

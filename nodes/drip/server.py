@@ -195,6 +195,11 @@ class Options:
     #: ``peer_timeout_s`` + 1 s later (docs/drip.md "Lane frames under a per-lane key").
     #: As long as a flooded message's token lives (``Signer.ttl_s``)
     lane_max_age_s: float = 600.0
+    #: answers for a peer's lane ride on our next exchange to that peer when one goes in the
+    #: same turn (`lane.pack_riders`), instead of a frame of their own; and while the answers
+    #: to a peer's exchange are on their way through our pass, what waits for that peer waits
+    #: for them, so that both go as one frame (docs/drip.md "Riders, session 49")
+    lane_riders: bool = True
     #: commits on their way to one peer at once (the core's outbox window)
     outbox_window: int = 64
     #: vote-path requests (a /batch or a single one) on their way to one peer at once; what
@@ -352,11 +357,15 @@ class DripNode(JournalingHost):
         #: and the lanes': opened (ours, their upgrade answered), exchanges sent and their
         #: items, exchanges that failed (and dropped their lane); lanes accepted from peers,
         #: exchanges taken on them and their items; lanes closed (either way) because their
-        #: peer's membership entry changed or they reached ``lane_max_age_s``
+        #: peer's membership entry changed or they reached ``lane_max_age_s``; answers
+        #: sealed for peers' lanes, those sent as frames of their own (the rest rode on our
+        #: exchanges), and answers that rode to us for a lane of ours since replaced
         self.batch_stats = {"sent": 0, "sent_items": 0, "taken": 0, "taken_items": 0,
                             "spared": 0, "lane_opened": 0, "lane_exchanges": 0,
                             "lane_items": 0, "lane_failed": 0, "lane_accepted": 0,
-                            "lane_taken": 0, "lane_taken_items": 0, "lane_retired": 0}
+                            "lane_taken": 0, "lane_taken_items": 0, "lane_retired": 0,
+                            "lane_answers": 0, "lane_answer_frames": 0,
+                            "lane_stale_riders": 0}
         #: TLS connections this node opened to peers, and requests it sent: with keep-alive
         #: reuse the first stays near the peer count while the second grows with the load
         self.conn_stats = {"opened": 0, "requests": 0}
@@ -605,6 +614,8 @@ class DripNode(JournalingHost):
         """Send what waits for ``to`` while fewer than ``peer_pipeline`` requests to it are
         on their way: all of it in one request (up to codec.MAX_BATCH items)."""
         q = self._outq.get(to)
+        if q and self._answers_coming(to):
+            return  # they go together once our answers are sealed (`_lane_answers`)
         if q and self._flying.get(to, 0) < self.opts.peer_pipeline:
             self._spare(to, q)
         while q and self._flying.get(to, 0) < self.opts.peer_pipeline:
@@ -617,6 +628,17 @@ class DripNode(JournalingHost):
             del q[:n]
             self._flying[to] = self._flying.get(to, 0) + 1
             self.background.spawn(self._send_chunk(to, chunk))
+
+    def _answers_coming(self, to: str) -> bool:
+        """Whether our answers to an exchange ``to`` sent us are on their way through our
+        pass (none sealed yet) while our lane to ``to`` is open: an exchange of ours sent now
+        would go without them, and they would need a frame of their own. They are sealed
+        within the pass's commit, which waits on nothing else, so holding costs a turn."""
+        if not self.opts.lane_riders:
+            return False
+        inbound, ln = self._lanes_in.get(to), self._lanes.get(to)
+        return (inbound is not None and inbound.unanswered > 0 and not inbound.ready
+                and ln is not None and not ln.dead)
 
     def _spare(self, to: str, q: list[tuple[Message, str | None]]) -> None:
         """Drop from ``q`` the flooded messages ``to`` sent us itself while they waited: it
@@ -731,7 +753,9 @@ class DripNode(JournalingHost):
             _, data = self._batch_body(msgs, tokens)
             self.batch_stats["lane_exchanges"] += 1
             self.batch_stats["lane_items"] += len(msgs)
-            status, raw = await ln.exchange(data, self.opts.peer_timeout_s)  # sealed: lane key
+            riders = self._lanes_in.get(to) if self.opts.lane_riders else None
+            status, raw = await ln.exchange(data, self.opts.peer_timeout_s,  # sealed: lane key
+                                            riders)
             body = self._reply_body(to, raw)
         except (lane.LaneClosed, aiohttp.ClientError, TimeoutError, OSError) as e:
             body = f"lane: {type(e).__name__}: {e}"
@@ -832,6 +856,7 @@ class DripNode(JournalingHost):
         inbound = self._lanes_in.get(peer)
         if inbound is not None and inbound.ws is ws:
             del self._lanes_in[peer]
+            self._pump_peer(peer)  # what waited for its answers (`_answers_coming`) goes
 
     def _close_lane_in(self, peer: str, ws: web.WebSocketResponse, why: str) -> None:
         """Close the lane ``peer`` opened to us (its serving loop ends with it)."""
@@ -1107,7 +1132,8 @@ class DripNode(JournalingHost):
         if not isinstance(got, codec.LaneOpen) or ident is None:
             return _err(400, f"{req.method} {req.path}: not a lane upgrade")
         ws = web.WebSocketResponse(compress=False, autoping=True,
-                                   max_msg_size=self._peer_body_max + lane.HEAD)
+                                   max_msg_size=self._peer_body_max + lane.HEAD
+                                   + lane.RIDERS_MAX_OVERHEAD)
         if not ws.can_prepare(req).ok:
             return _err(400, f"GET {lane.PATH} must be a WebSocket upgrade")
         trust = self._lane_trust(ident)
@@ -1115,16 +1141,16 @@ class DripNode(JournalingHost):
         old = self._lanes_in.get(ident)
         if old is not None:  # at most one lane per peer: the newest replaces the old
             self.background.spawn(old.ws.close())
-        self._lanes_in[ident] = lane.Inbound(ws, trust)
+        # (got.sender is ident: the gate's own-behalf check on a LaneOpen)
+        seal = lane.Seal(bytes.fromhex(got.key))
+        inbound = self._lanes_in[ident] = lane.Inbound(ws, trust, seal.tag)
         self.batch_stats["lane_accepted"] += 1
         if trust != self._lane_trust(ident):  # the membership changed while it opened
             self._close_lane_in(ident, ws, "lane opened under a membership entry since changed")
-        # (got.sender is ident: the gate's own-behalf check on a LaneOpen)
-        seal = lane.Seal(bytes.fromhex(got.key))
         try:
             async with asyncio.timeout(self.opts.lane_max_age_s + self.opts.peer_timeout_s
                                        + 1.0):
-                await self._serve_lane(ws, ident, cert, req.remote, seal)
+                await self._serve_lane(inbound, ident, cert, req.remote, seal)
         except TimeoutError:  # its opener should have opened a new one by now
             self.batch_stats["lane_retired"] += 1
             self.journal.emit("lane-retired", peer=ident, way="in",
@@ -1134,16 +1160,19 @@ class DripNode(JournalingHost):
             await ws.close()
         return ws
 
-    async def _serve_lane(self, ws: web.WebSocketResponse, ident: str, cert: str | None,
+    async def _serve_lane(self, inbound: lane.Inbound, ident: str, cert: str | None,
                           source: str | None, seal: lane.Seal) -> None:
         """Each exchange frame whose MAC and seq check out (``seal``) handled as a POST /batch
         from ``ident`` (concurrently, as requests on several connections would be), its
-        answer frame sent in order. At most `lane.MAX_IN_FLIGHT` exchanges wait for their
+        answer sent in order (`_lane_answers`); the answers riding on it go to our own lane
+        to ``ident`` (`_take_riders`). At most `lane.MAX_IN_FLIGHT` exchanges wait for their
         answer to leave; past them the lane is not read (TCP pushes back), as a peer cannot
         send a request on a connection whose previous answer it has not read. A frame that
-        is not one of ours (framing, MAC, seq) ends the lane: it can no longer be trusted."""
+        is not one of ours (framing, MAC, seq, riders) ends the lane: it can no longer be
+        trusted."""
+        ws = inbound.ws
         order: asyncio.Queue[Pending] = asyncio.Queue(maxsize=lane.MAX_IN_FLIGHT)
-        writer = self.background.spawn(self._lane_answers(ws, order, seal))
+        writer = self.background.spawn(self._lane_answers(ident, inbound, order, seal))
         headers = {codec.H_NODE: ident}
         try:
             while True:
@@ -1156,8 +1185,11 @@ class DripNode(JournalingHost):
                     why = (f"a {msg.type.name} frame on a lane: only binary exchange frames "
                            f"({msg.data if msg.type == aiohttp.WSMsgType.ERROR else 'text'})")
                 else:
-                    try:  # (its size is bounded by max_msg_size: a POST /batch body's)
-                        body = seal.take_exchange(msg.data)
+                    try:  # (max_msg_size bounds it: a POST /batch body's, and riders)
+                        tag, riders, body = lane.split_riders(seal.take_exchange(msg.data))
+                        if len(body) > self._peer_body_max:
+                            why = (f"lane frame: a batch of {len(body)} bytes, over the "
+                                   f"{self._peer_body_max} a POST /batch body may have")
                     except lane.LaneFrameError as e:
                         why = str(e)
                 if why is not None:  # the channel cannot be trusted: the lane ends
@@ -1165,6 +1197,9 @@ class DripNode(JournalingHost):
                     self._charge_source(source, ident, None)
                     return
                 self.batch_stats["lane_taken"] += 1
+                if riders:
+                    self._take_riders(ident, tag, riders)
+                inbound.unanswered += 1
                 pending = self._lane_exchange(ident, cert, headers, body, source)
                 if not order.full():
                     order.put_nowait(pending)
@@ -1194,14 +1229,41 @@ class DripNode(JournalingHost):
             self.journal.node_error("lane exchange", e, evidence=False, logger=log)
             return 500, {"error": f"node {self.me} could not handle it; see its journal"}
 
-    async def _lane_answers(self, ws: web.WebSocketResponse, order: asyncio.Queue[Pending],
-                            seal: lane.Seal) -> None:
+    async def _lane_answers(self, ident: str, inbound: lane.Inbound,
+                            order: asyncio.Queue[Pending], seal: lane.Seal) -> None:
+        """The answers to ``ident``'s exchanges, sealed in order; each rides on an exchange of
+        ours to ``ident`` if one leaves in the next turn (the pump is asked now: what waited
+        for these answers goes with them), else goes as an answer frame of its own."""
         while True:
             got = await order.get()
             status, body = got if isinstance(got, tuple) else await got
+            inbound.ready.append(seal.answer(status, fastjson.dumps(body)))
+            inbound.unanswered -= 1
+            self.batch_stats["lane_answers"] += 1
+            if self.opts.lane_riders:
+                self._pump_peer(ident)  # a task: its frame is sealed in the next turn
+                await asyncio.sleep(0)  # (after it) what it did not take goes on its own
+            while inbound.ready:
+                try:
+                    await inbound.ws.send_bytes(inbound.ready.pop(0))
+                except ConnectionError:  # the peer went: its exchanges fail at its end
+                    return
+                self.batch_stats["lane_answer_frames"] += 1
+
+    def _take_riders(self, ident: str, tag: bytes | None, answers: list[bytes]) -> None:
+        """Answers that rode on ``ident``'s exchange, to our lane they answer (``tag``). A
+        lane of ours since replaced is not theirs: its exchanges failed with it, so they are
+        dropped (``lane_stale_riders``). One that is not ours ends that lane, as a bad answer
+        on its own socket does (counted ``lane-frame`` when its reader stops)."""
+        ln = self._lanes.get(ident)
+        if ln is None or ln.seal.tag != tag:
+            self.batch_stats["lane_stale_riders"] += len(answers)
+            return
+        for a in answers:
             try:
-                await ws.send_bytes(seal.answer(status, fastjson.dumps(body)))
-            except ConnectionError:  # the peer went: its exchanges fail at its end
+                ln.take(a)
+            except lane.LaneFrameError:
+                self._drop_lane(ident, ln, ln.why)
                 return
 
     def _take_batch(self, ident: str, batch: codec.Batch, now: float, lane_: bool

@@ -124,7 +124,7 @@ def _bare_yes(sender: str) -> bytes:
 async def _answer(ws: aiohttp.ClientWebSocketResponse, seal: lane.Seal) -> tuple[int, Any]:
     msg = await asyncio.wait_for(ws.receive(), 10)
     assert msg.type == aiohttp.WSMsgType.BINARY, msg
-    status, raw = seal.take_answer(msg.data)
+    _, status, raw = seal.open_answer(msg.data)
     return status, json.loads(raw)
 
 
@@ -136,6 +136,34 @@ async def _closed(ws: aiohttp.ClientWebSocketResponse) -> bool:
 
 def _grew(r0: dict[str, int], r1: dict[str, int]) -> set[str]:
     return {k for k in r1 if r1[k] > r0.get(k, 0)}
+
+
+@pytest.mark.parametrize("riders", [True, False])
+def test_answers_ride_on_the_exchanges_going_back(mesh, riders: bool) -> None:
+    """A voter's answer to a /voting and its vote response leave for the same peer in the
+    same pass: with ``lane_riders`` (the default) they go as one frame, the answer riding
+    on the exchange (docs/drip.md "Riders, session 49"); the control, off, sends every
+    answer as a frame of its own. Both commit every update everywhere."""
+    m = mesh(options={"lane_riders": riders})
+
+    async def go() -> None:
+        await m.start()
+        async with aiohttp.ClientSession() as s:
+            await m.wait_all_active(s)
+            for i in range(10):  # one at a time: no batching can hide a missing rider
+                assert (await m.update(s, IDS5[i % 5], f"k{i}", i, f"u{i}"))[0] == 200
+            assert await eventually(lambda: _everywhere(m, s, {f"k{i}": i
+                                                              for i in range(10)}), 10)
+            b = await batch_counters(m, s)
+            answers = sum(c["lane_answers"] for c in b.values())
+            rode = answers - sum(c["lane_answer_frames"] for c in b.values())
+            assert answers >= 10 * 8, b  # each update's votings alone are 8 exchanges
+            if riders:  # (at least each update's first voting's answer, with its vote)
+                assert rode >= 5, b
+            else:
+                assert rode == 0, b
+            assert not any(c["lane_failed"] or c["lane_stale_riders"] for c in b.values()), b
+    asyncio.run(go())
 
 
 def test_forged_upgrades_are_refused_and_counted(mesh) -> None:
@@ -218,6 +246,14 @@ def test_forged_frames_on_a_real_lane_are_refused_counted_and_change_nothing(mes
                 assert status == want, (status, ans)
                 assert item is None or ans["answers"][0]["status"] == item, ans
                 assert reason in _grew(r0, (await m.state(s, "n1"))["refused"]), reason
+            # an answer riding for a lane n1 does not have (another key's tag): dropped and
+            # counted, the exchange it rode on handled as ever
+            stale0 = (await m.state(s, "n1"))["batches"]["lane_stale_riders"]
+            await ws.send_bytes(seal.exchange(lane.pack_riders(
+                lane.lane_tag(bytes(32)), [lane.pack_answer(bytes(32), 0, 200, b"{}")], body)))
+            status, ans = await _answer(ws, seal)
+            assert status == 200 and ans["answers"][0]["status"] == 200, (status, ans)
+            assert (await m.state(s, "n1"))["batches"]["lane_stale_riders"] == stale0 + 1
             # pipelined past what the receiver takes at once (lane.MAX_IN_FLIGHT): it stops
             # reading until answers leave, and answers every one, in order
             frames = [seal.exchange(b"[1]" if i == 40 else body)
@@ -248,9 +284,13 @@ def test_forged_frames_on_a_real_lane_are_refused_counted_and_change_nothing(mes
                     ("reflected", lambda sl, first: lane.pack_answer(sl.key, sl.sent, 200,
                                                                      body)),
                     ("garbage", lambda sl, first: b"\x07ab"),
+                    ("riders overrunning the frame", lambda sl, first: sl.exchange(
+                        lane.RIDERS + bytes(8) + b"\x01" + (1 << 20).to_bytes(4, "big")
+                        + body)),
                     ("text", lambda sl, first: "{}"),
                     ("oversize", lambda sl, first: sl.exchange(b" " * (body_max + 1))),
-                    ("> max_msg_size", lambda sl, first: b"\x00" * (body_max + 40_000))]:
+                    ("> max_msg_size", lambda sl, first: b"\x00" * (
+                        body_max + lane.HEAD + lane.RIDERS_MAX_OVERHEAD + 1))]:
                 st0 = await m.state(s, "n1")
                 ws, seal = await _open(m, s, n2, "n1")
                 first = seal.exchange(body)  # a good one first: seq 0 taken

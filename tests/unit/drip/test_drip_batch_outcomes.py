@@ -87,6 +87,7 @@ def test_a_link_sends_one_batch_at_a_time_and_a_lost_one_fails_what_waits() -> N
                         background=SimpleNamespace(spawn=spawned.append), _queue=queued.append,
                         _request_batch=request_batch)
     n._pump_peer = lambda to: DripNode._pump_peer(n, to)  # type: ignore[arg-type]
+    n._answers_coming = lambda to: False  # (riders: tests/unit/drip/test_drip_riders.py)
     n._spare = lambda to, q: DripNode._spare(n, to, q)  # type: ignore[arg-type]
     n._peer_has = {}
     n._group_tokens = lambda ms: {}
@@ -113,7 +114,8 @@ class _Lane:
     async def _close(self) -> None:
         return None
 
-    async def exchange(self, body: bytes, timeout: float) -> tuple[int, bytes]:
+    async def exchange(self, body: bytes, timeout: float, riders: Any = None
+                       ) -> tuple[int, bytes]:
         self.frames.append(body)
         if self.exc is not None:
             raise self.exc
@@ -128,6 +130,8 @@ def _laned(ln: _Lane) -> tuple[SimpleNamespace, list[Any]]:
     n, queued = _node(RuntimeError("no POST expected"))
     n.batch_stats.update(lane_exchanges=0, lane_items=0, lane_failed=0)
     n._lanes = {"n2": ln}
+    n._lanes_in = {}
+    n.opts.lane_riders = True
     n._no_lane = set()
 
     async def lane_to(to: str) -> _Lane:
