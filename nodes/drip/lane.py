@@ -294,7 +294,11 @@ class Outbound:
     def take(self, data: bytes) -> None:
         """An answer frame of this lane, from its socket or riding on an exchange of the
         peer's: its exchange gets it. LaneFrameError (the lane ended, ``bad_frame`` says why)
-        when it is not ours or answers no exchange that waits (answered already, or never)."""
+        when it is not ours or answers no exchange that waits (answered already, or never).
+        Once the lane has ended (an exchange timed out, the node dropped it) its exchanges
+        have failed: an answer still coming to it is moot, not a bad frame."""
+        if self.dead:
+            return
         try:
             seq, status, body = self.seal.open_answer(data)
         except LaneFrameError as e:
@@ -339,8 +343,8 @@ class Outbound:
                 await self.ws.send_bytes(frame)
                 return await fut
         finally:
-            if not fut.done():  # timed out or cancelled: the lane cannot be trusted to answer
-                fut.cancel()
+            if fut.cancelled() or not fut.done():  # timed out or cancelled (which cancels
+                fut.cancel()  # fut too): the lane cannot be trusted to answer
                 self.end("lane: an exchange got no answer in time")
 
     async def close(self) -> None:

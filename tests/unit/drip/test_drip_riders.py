@@ -101,6 +101,24 @@ def test_the_opener_takes_answers_from_either_connection_in_any_order() -> None:
     assert ln.dead and "no exchange waits" in (ln.bad_frame or "")
 
 
+def test_an_answer_to_a_lane_already_ended_is_moot_not_a_bad_frame() -> None:
+    """An exchange that timed out ended its lane (its exchanges failed); its answer may still
+    come, on the socket or riding, before the lane is closed: not the peer's fault."""
+    acceptor = lane.Seal(KEY)
+
+    async def go() -> lane.Outbound:
+        ws = _Ws()
+        ln = lane.Outbound(ws, lane.Seal(KEY))  # type: ignore[arg-type]
+        with pytest.raises(TimeoutError):
+            await ln.exchange(b"{0}", 0.01)
+        acceptor.take_exchange(ws.sent[0])
+        ln.take(acceptor.answer(200, b"late"))
+        return ln
+
+    ln = asyncio.run(go())
+    assert ln.dead and ln.bad_frame is None and "no answer in time" in ln.why
+
+
 def test_an_exchange_carries_the_ready_answers_of_the_peers_lane() -> None:
     peer_key = bytes(range(100, 132))  # the lane the peer opened to us
     inbound = lane.Inbound(ws=None, trust=None, tag=lane.lane_tag(peer_key))  # type: ignore
