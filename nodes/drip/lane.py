@@ -329,9 +329,11 @@ class Outbound:
         """Send ``body`` (a batch) as the next exchange frame, with the answers ready on
         ``riders`` (the peer's lane to us) riding on it; its answer (status, body bytes).
         Raises LaneClosed, or TimeoutError after ``timeout`` (the caller then drops the
-        lane)."""
-        if self.dead:
-            raise LaneClosed(self.why)
+        lane). Riders are taken only onto a socket still open: on one that is closing they
+        would be lost, and the peer's exchanges they answer would time out (they go on
+        the peer's lane instead)."""
+        if self.dead or self.ws.closed:
+            raise LaneClosed(self.why if self.dead else "lane: its WebSocket is closed")
         fut: asyncio.Future[tuple[int, bytes]] = asyncio.get_running_loop().create_future()
         # sealed, recorded and written in one step: the seq and the wire keep one order
         seq = self.seal.sent

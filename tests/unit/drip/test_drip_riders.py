@@ -211,3 +211,20 @@ def test_riders_go_to_the_lane_they_answer_and_a_stale_lanes_are_dropped() -> No
     bad = n._lanes["n2"] = _Lane(TAG, fail=True)
     DripNode._take_riders(n, "n2", TAG, [b"x", b"y"])  # type: ignore[arg-type]
     assert dropped == [("n2", bad, bad.why)]
+
+
+def test_riders_are_not_taken_onto_a_closed_socket() -> None:
+    """A lane whose WebSocket has closed (and not yet ended) refuses the exchange before
+    taking riders: they stay ready for the peer's own lane instead of being lost with it."""
+    inbound = lane.Inbound(ws=None, trust=None, tag=TAG, ready=[b"answer"])  # type: ignore
+
+    async def go() -> None:
+        ws = _Ws()
+        ws.closed = True
+        ln = lane.Outbound(ws, lane.Seal(KEY))  # type: ignore[arg-type]
+        with pytest.raises(lane.LaneClosed):
+            await ln.exchange(b"{}", 5.0, inbound)
+        assert not ws.sent
+
+    asyncio.run(go())
+    assert inbound.ready == [b"answer"]
