@@ -241,7 +241,7 @@ class Inbound:
 
     ws: web.WebSocketResponse
     trust: object
-    tag: bytes = b""
+    tag: bytes
     ready: list[bytes] = field(default_factory=list)
     unanswered: int = 0
 

@@ -856,7 +856,8 @@ class DripNode(JournalingHost):
         inbound = self._lanes_in.get(peer)
         if inbound is not None and inbound.ws is ws:
             del self._lanes_in[peer]
-            self._pump_peer(peer)  # what waited for its answers (`_answers_coming`) goes
+            if inbound.unanswered:  # what waited for its answers (`_answers_coming`) goes
+                self._pump_peer(peer)
 
     def _close_lane_in(self, peer: str, ws: web.WebSocketResponse, why: str) -> None:
         """Close the lane ``peer`` opened to us (its serving loop ends with it)."""

@@ -228,3 +228,16 @@ def test_riders_are_not_taken_onto_a_closed_socket() -> None:
 
     asyncio.run(go())
     assert inbound.ready == [b"answer"]
+
+
+@pytest.mark.parametrize("unanswered", [1, 0])
+def test_a_peers_lane_that_ends_releases_the_hold_on_our_link(unanswered: int) -> None:
+    n = _node()
+    pumped: list[str] = []
+    n._pump_peer = pumped.append
+    ws = object()
+    n._lanes_in["n2"] = lane.Inbound(ws=ws, trust=None, tag=TAG,  # type: ignore[arg-type]
+                                     unanswered=unanswered)
+    DripNode._forget_lane_in(n, "n2", ws)  # type: ignore[arg-type]
+    assert "n2" not in n._lanes_in
+    assert pumped == (["n2"] if unanswered else [])  # (no hold was in force: nothing to do)
