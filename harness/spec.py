@@ -85,6 +85,10 @@ class ProtocolDef:
     node_extra: Callable[[TestSpec, int, Path], dict[str, Any]] | None = None
     #: which node leads, from the nodes' /admin/state dumps (None: no leader notion)
     leader_of: Callable[[dict[str, dict[str, Any] | None]], str | None] | None = None
+    #: whether the started nodes have found each other, from their /admin/state dumps: the
+    #: workload starts once it holds (`Cluster.wait_settled`), not while the mesh still forms
+    #: (None: answering /admin/health is enough)
+    settled: Callable[[dict[str, dict[str, Any] | None]], bool] | None = None
     default_workload: str = ""
     #: mesh shapes ``harness run --topology`` offers (node ids -> undirected edges), besides
     #: ``full``, the default everyone has

@@ -152,6 +152,15 @@ def make_workload() -> Workload:
                     final_generator=_final)
 
 
+def settled(states: dict[str, dict[str, Any] | None]) -> bool:
+    """Every started node active and hearing every peer it has: before that, an update
+    reaches only the peers already heard from and can only abort, after holding its key's
+    locks on them for a vote timeout."""
+    return all(st is not None and st.get("state") == "active"
+               and all(p.get("up") for p in st.get("peers", {}).values())
+               for st in states.values())
+
+
 PROTOCOL = ProtocolDef(
     name="drip",
     module="nodes.drip",
@@ -160,6 +169,7 @@ PROTOCOL = ProtocolDef(
     default_workload="registry",
     node_extra=node_extra,
     leader_of=None,
+    settled=settled,
     topologies={n: t for n, t in TOPOLOGIES.items() if n != "full"},
     # TLS and a signed token per request: DRiP sends its attacks itself (nodes/drip/hostile.py)
     hostile=HostileDef(hostile.no_messages, hostile.refusals, transport="tcp",
