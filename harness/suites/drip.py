@@ -156,9 +156,12 @@ def settled(states: dict[str, dict[str, Any] | None]) -> bool:
     """Every started node active and hearing every peer it has: before that, an update
     reaches only the peers already heard from and can only abort, after holding its key's
     locks on them for a vote timeout."""
-    return all(st is not None and st.get("state") == "active"
-               and all(p.get("up") for p in st.get("peers", {}).values())
-               for st in states.values())
+    def hears_all(st: Any) -> bool:  # (a node of another implementation may say less)
+        peers = st.get("peers") if isinstance(st, dict) else None
+        return (isinstance(peers, dict) and st.get("state") == "active"
+                and all(isinstance(p, dict) and p.get("up") for p in peers.values()))
+
+    return all(hears_all(st) for st in states.values())
 
 
 PROTOCOL = ProtocolDef(

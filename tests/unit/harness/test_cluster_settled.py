@@ -25,6 +25,9 @@ def test_a_drip_mesh_is_settled_when_every_node_is_active_and_hears_every_peer()
     assert not drip.settled({**ring, "n3": _st("sync", n1=True, n2=True)})
     assert not drip.settled({**ring, "n1": None})  # no answer
     assert drip.settled({"n1": _st()})  # a node with no peers has none to wait for
+    for other in ({"state": "active"}, {"state": "active", "peers": ["n2"]},
+                  {"state": "active", "peers": {"n2": True}}, ["active"]):
+        assert not drip.settled({"n1": other})  # another implementation's state: not told
     assert drip.PROTOCOL.settled is drip.settled
 
 
