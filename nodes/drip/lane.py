@@ -78,8 +78,10 @@ TAG_BYTES = 8
 #: the most bytes of answer frames one exchange carries (the acceptor's frame limit allows
 #: for them); what does not fit goes as answer frames of its own
 MAX_RIDER_BYTES = 1 << 16
+#: the most answers one exchange carries (their count is one byte)
+MAX_RIDERS = 255
 #: what riders may add to an exchange frame: their head, and each one's length
-RIDERS_MAX_OVERHEAD = 1 + TAG_BYTES + 1 + 255 * 4 + MAX_RIDER_BYTES
+RIDERS_MAX_OVERHEAD = 1 + TAG_BYTES + 1 + MAX_RIDERS * 4 + MAX_RIDER_BYTES
 
 
 class LaneFrameError(ValueError):
@@ -162,8 +164,9 @@ def pack_riders(tag: bytes, answers: list[bytes], body: bytes) -> bytes:
     ahead of the batch ``body``; ``body`` alone when there are none."""
     if not answers:
         return body
-    if len(answers) > 255 or len(tag) != TAG_BYTES:
-        raise ValueError(f"{len(answers)} riders (at most 255) or a tag of {len(tag)} bytes")
+    if len(answers) > MAX_RIDERS or len(tag) != TAG_BYTES:
+        raise ValueError(f"{len(answers)} riders (at most {MAX_RIDERS}) or a tag of "
+                         f"{len(tag)} bytes")
     parts = [RIDERS, tag, len(answers).to_bytes(1, "big")]
     for a in answers:
         parts += (len(a).to_bytes(4, "big"), a)
@@ -248,7 +251,7 @@ class Inbound:
     def riders(self) -> list[bytes]:
         """The ready answers that fit on one exchange (the oldest first), taken."""
         n, size = 0, 0
-        while n < min(len(self.ready), 255) and size + len(self.ready[n]) <= MAX_RIDER_BYTES:
+        while n < min(len(self.ready), MAX_RIDERS) and size + len(self.ready[n]) <= MAX_RIDER_BYTES:
             size += len(self.ready[n])
             n += 1
         got, self.ready[:n] = self.ready[:n], []
