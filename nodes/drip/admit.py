@@ -248,7 +248,7 @@ class Gate:
         given = dict(msg.statements)
         proven: list[str] = []
         for voter in msg.voters:
-            if voter == hop and voter not in given:
+            if voter == hop:  # its statement, if any, is checked where it is relayed to
                 proven.append(voter)
                 continue
             try:

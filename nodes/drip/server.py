@@ -500,14 +500,20 @@ class DripNode(JournalingHost):
         self._note_refusal(reason, peer=ident, status=status, error=msg)
         return _err(status, msg)
 
-    def _needs_statement(self, msg: Message) -> bool:
+    def _needs_statement(self, msg: Message, to: str) -> bool:
+        """Whether our answer to a vote carries our own signed yes: only when it goes to a
+        relay, which passes it up. The initiator counts the yes of the peer that answers it
+        by how the answer came (its token, or its lane's MAC: `admit.Gate.proven`), so a
+        statement to it would cost a signature and a check for nothing."""
         return (isinstance(msg, codec.VoteResponse) and msg.uid is not None
+                and msg.initiator != to
                 and self.me in msg.voters and not any(v == self.me for v, _ in msg.statements))
 
-    def _with_statements(self, msgs: list[Message]) -> list[Message]:
-        """Our answers to votes carry our own signed yes, for whoever relays them upward: one
-        group token (auth.MAX_GROUP votes) for the answers that leave together."""
-        todo = [i for i, m in enumerate(msgs) if self._needs_statement(m)]
+    def _with_statements(self, msgs: list[Message], to: str) -> list[Message]:
+        """Our answers to votes going to ``to`` carry our own signed yes when ``to`` relays
+        them upward: one group token (auth.MAX_GROUP votes) for the answers that leave
+        together."""
+        todo = [i for i, m in enumerate(msgs) if self._needs_statement(m, to)]
         out = list(msgs)
         for at in range(0, len(todo), MAX_GROUP):
             part = todo[at:at + MAX_GROUP]
@@ -539,7 +545,7 @@ class DripNode(JournalingHost):
         """One HTTPS request to a peer; how it ended goes back to the core. ``auth``: the
         Authorization made for it already (a flooded message's, shared by all peers)."""
         assert self.session is not None
-        sent = self._with_statements([msg])[0]
+        sent = self._with_statements([msg], to)[0]
         req = codec.encode(sent)
         headers = {**req.headers, codec.H_AUTH: auth or self._auth_for(sent)}
         if req.body is not None:
@@ -691,7 +697,7 @@ class DripNode(JournalingHost):
         assert self.session is not None
         status, body = 0, None
         try:
-            req, data = self._batch_body(msgs, tokens)
+            req, data = self._batch_body(to, msgs, tokens)
             self.batch_stats["sent"] += 1
             self.batch_stats["sent_items"] += len(msgs)
             headers = {**req.headers, "Content-Type": "application/json",
@@ -715,12 +721,12 @@ class DripNode(JournalingHost):
                 self._batch_outcomes(to, msgs, status, body)
         return status
 
-    def _batch_body(self, msgs: list[Message], tokens: dict[int, str]
+    def _batch_body(self, to: str, msgs: list[Message], tokens: dict[int, str]
                     ) -> tuple[codec.HttpRequest, bytes]:
-        """The POST /batch of ``msgs`` and its body bytes, encoded once: its token binds these
-        very bytes (`_batch_auth`), or a lane frame's MAC does."""
+        """The POST /batch of ``msgs`` to ``to`` and its body bytes, encoded once: its token
+        binds these very bytes (`_batch_auth`), or a lane frame's MAC does."""
         items: list[Message] = []
-        for m in self._with_statements(msgs):
+        for m in self._with_statements(msgs, to):
             if isinstance(m, codec.FLOODED) and not m.auth:
                 if id(m) not in tokens:
                     tokens[id(m)] = self._auth_for(m)
@@ -750,7 +756,7 @@ class DripNode(JournalingHost):
                     self.journal.emit("lane-unsupported", peer=to, status=e.status)
                 fallback = True
                 return None
-            _, data = self._batch_body(msgs, tokens)
+            _, data = self._batch_body(to, msgs, tokens)
             self.batch_stats["lane_exchanges"] += 1
             self.batch_stats["lane_items"] += len(msgs)
             riders = self._lanes_in.get(to) if self.opts.lane_riders else None

@@ -86,6 +86,26 @@ def test_a_relayed_yes_keeps_only_the_voters_whose_statements_check_out() -> Non
     assert isinstance(taken, VoteResponse) and taken.voters == ("n2", "n3")
 
 
+def test_the_hops_own_yes_is_proven_by_the_channel_and_its_statement_is_not_checked_there(
+        ) -> None:
+    """The responder's own yes counts by how the request came; a statement of its own that
+    it adds anyway (for a relay above to pass up) is not checked at this hop, so a bad one
+    costs no ES256 check here and is still refused where it is relayed to."""
+    bad = Signer("n3", "public", KEYS["n3"][0]).token(NOW, codec.vote_digest("u9", "n1", 5))
+    g, notes = gate()
+    checked = g.verifier.checked
+    got = g.admit("n2", None, *request(
+        VoteResponse(responder="n2", yes=True, initiator="n1", counter=5, uid="u1",
+                     voters=("n2",), version=0, statements=(("n2", bad),)), "n2"), NOW)
+    assert isinstance(got, VoteResponse) and got.voters == ("n2",) and not notes
+    assert g.verifier.checked == checked + 1  # the request's own token, nothing more
+    relayed = g.admit("n2", None, *request(
+        VoteResponse(responder="n2", yes=True, initiator="n1", counter=5, uid="u1",
+                     voters=("n2", "n3"), version=0, statements=(("n3", bad),)), "n2"), NOW)
+    assert isinstance(relayed, VoteResponse) and relayed.voters == ("n2",)
+    assert [r for r, _ in notes] == ["unproven-vote"]  # the voter behind the hop: checked
+
+
 class _View:
     """A core's read-only view: n2 is owed a sync, n3 is not; counters as `Seen` keeps them."""
 

@@ -36,7 +36,7 @@ def _node(exc: BaseException) -> tuple[SimpleNamespace, list[Any]]:
         me="n1", session=SimpleNamespace(post=_Post(exc)), peer_urls={"n2": "https://x"},
         opts=SimpleNamespace(peer_timeout_s=0.5), _no_batch=set(),
         batch_stats={"sent": 0, "sent_items": 0}, conn_stats={"requests": 0},
-        _with_statements=lambda ms: list(ms),
+        _with_statements=lambda ms, to: list(ms),
         _auth_for=lambda m: "token", _batch_auth=lambda data: "token",
         _note_refusal=lambda *a, **k: None,
         background=SimpleNamespace(spawn=lambda c: c.close()), _queue=queued.append,
