@@ -222,6 +222,12 @@ class Gate:
             if over is not None:
                 return over
         if isinstance(m, codec.FLOODED):
+            if m.initiator == ident and m.auth:
+                # the initiator's own message in a batch it authenticated itself (its batch
+                # token over these very bytes, or its lane's MAC under the key its signed
+                # upgrade carried), proven as its vote responses are: its token goes on with
+                # it and is checked at every hop beyond (docs/drip.md, session 50)
+                return m
             try:  # the initiator's own token, as on a single request
                 claims = self.verifier.verify(m.auth, m.initiator, now)
                 self.verifier.bind(claims, codec.signed_digest(m), once=False, now=now)

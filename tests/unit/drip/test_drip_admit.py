@@ -199,6 +199,24 @@ def test_a_batch_item_voting_over_its_initiators_rounds_is_refused_as_a_request_
     assert g.item("n2", v2, NOW) == v2
 
 
+def test_a_flooded_item_from_its_initiator_is_proven_by_the_batch_and_checked_beyond() -> None:
+    """A batch's own authentication (its token, or a lane's MAC) proves the sender's own
+    flooded messages: their tokens are not checked at this hop, but every hop beyond checks
+    them (here: the same item relayed by n3 is refused for its token binding another
+    request). A token-less item is refused either way."""
+    g, _ = gate()
+    up = Update("u5", "j", 1)
+    other = Signer("n2", "public", KEYS["n2"][0]).header(
+        NOW, codec.signed_digest(Voting("n2", 8, False, Update("u6", "j", 2))))
+    v2 = Voting("n2", 7, False, up, other)
+    checked = g.verifier.checked
+    assert g.item("n2", v2, NOW) == v2 and g.verifier.checked == checked
+    r = g.item("n3", v2, NOW)
+    assert isinstance(r, Refusal) and (r.status, r.reason) == (401, "retargeted")
+    r = g.item("n2", Voting("n2", 9, False, up), NOW)
+    assert isinstance(r, Refusal) and r.status == 401
+
+
 def test_the_read_only_window_check_is_what_before_would_raise() -> None:
     s = Seen({}, window=100)
     s.before("n1", 2**64 - 20, False)
