@@ -85,6 +85,7 @@ from nodes.drip.core import (
     _remember,
 )
 from nodes.drip.entitlement import get_policy
+from nodes.drip.floodauth import Cell, FloodTokens
 from nodes.drip.material import NodeFiles, client_context, peer_identity, server_context
 from nodes.drip.membership import dial_address, operator_entry, parse_peer
 from nodes.drip.peerslots import PEER_CONNS, PeerSlots
@@ -340,9 +341,11 @@ class DripNode(JournalingHost):
         self._lanes_in: dict[str, lane.Inbound] = {}
         #: the membership epoch the lanes' views (`_lane_trust`) were last compared at
         self._lanes_epoch = self.core.epoch
-        #: vote-path messages waiting for a free pipeline slot to each peer, with the
-        #: initiator token made for a flooded one; and the requests on their way to each peer
-        self._outq: dict[str, list[tuple[Message, str | None]]] = {}
+        #: vote-path messages waiting for a free pipeline slot to each peer, with the token
+        #: cell of a flooded one of ours (floodauth.py); the requests on their way to each peer
+        self._outq: dict[str, list[tuple[Message, Cell | None]]] = {}
+        self._flood_tokens = FloodTokens(lambda digests: "Bearer " + self.signer.group_token(
+            self.clock.wall(), digests))
         self._flying: dict[str, int] = {}
         #: the flooded /voting and /commit each peer sent us, newest last: one of ours still
         #: waiting for that peer is not sent back to it (docs/drip.md "Duplicates spared")
@@ -591,30 +594,20 @@ class DripNode(JournalingHost):
             await self._request(to, msg)
 
     def _send_batches(self, batches: dict[str, list[Message]]) -> None:
-        """Queue the vote-path messages of a group for each peer. The flooded messages we
-        initiate in the group share initiator tokens: one group token (auth.MAX_GROUP
-        messages) signs them all, for every peer they go to and every hop beyond."""
-        tokens = self._group_tokens([m for msgs in batches.values() for m in msgs])
+        """Queue the vote-path messages of a group for each peer. A flooded message we
+        initiate gets one token cell, shared by every peer's copy and signed when the first
+        copy leaves, with every other one of ours still waiting then (floodauth.py)."""
+        cells: dict[int, Cell] = {}
         for to, msgs in batches.items():
             q = self._outq.setdefault(to, [])
             for m in msgs:
-                q.append((m, tokens.get(id(m))))
+                c = None
+                if isinstance(m, codec.FLOODED) and not m.auth:
+                    c = cells.get(id(m))
+                    if c is None:
+                        c = cells[id(m)] = self._flood_tokens.cell(m, codec.signed_digest(m))
+                q.append((m, c))
             self._pump_peer(to)
-
-    def _group_tokens(self, msgs: list[Message]) -> dict[int, str]:
-        """Authorization for each distinct flooded message of ours (no token yet), by id."""
-        ours: dict[int, Message] = {}
-        for m in msgs:
-            if isinstance(m, codec.FLOODED) and not m.auth:
-                ours.setdefault(id(m), m)
-        todo = list(ours.items())
-        tokens: dict[int, str] = {}
-        for at in range(0, len(todo), MAX_GROUP):
-            part = todo[at:at + MAX_GROUP]
-            tok = "Bearer " + self.signer.group_token(
-                self.clock.wall(), [codec.signed_digest(m) for _, m in part])
-            tokens.update((k, tok) for k, _ in part)
-        return tokens
 
     def _pump_peer(self, to: str) -> None:
         """Send what waits for ``to`` while fewer than ``peer_pipeline`` requests to it are
@@ -646,7 +639,7 @@ class DripNode(JournalingHost):
         return (inbound is not None and inbound.unanswered > 0 and not inbound.ready
                 and ln is not None and not ln.dead)
 
-    def _spare(self, to: str, q: list[tuple[Message, str | None]]) -> None:
+    def _spare(self, to: str, q: list[tuple[Message, Cell | None]]) -> None:
         """Drop from ``q`` the flooded messages ``to`` sent us itself while they waited: it
         has them (it records a /voting's counter, and applies a commit, before forwarding),
         so the answer it would give is known: a /voting's ``duplicate``, a commit's 200."""
@@ -664,21 +657,23 @@ class DripNode(JournalingHost):
             self._queue((None, to, Outcome(m, 200, body)))
         q[:] = keep
 
-    async def _send_chunk(self, to: str, chunk: list[tuple[Message, str | None]]) -> None:
+    async def _send_chunk(self, to: str, chunk: list[tuple[Message, Cell | None]]) -> None:
         """One request for ``chunk``; when it got no answer at all (timeout, refused, reset),
         what waits for the same peer fails with it at once, as it would have had it been sent
         alongside, instead of reaching a peer that comes back long after its vote is over."""
         status = 0
         try:
-            tokens = {id(m): tok for m, tok in chunk if tok is not None}
+            if any(c is not None and c.auth is None for _, c in chunk):
+                self._flood_tokens.settle()
+            tokens = {id(m): c.auth for m, c in chunk if c is not None and c.auth is not None}
             laned = None
             if self.opts.lane and to not in self._no_lane and to not in self._no_batch:
                 laned = await self._request_lane(to, [m for m, _ in chunk], tokens)
             if laned is not None:
                 status = laned
             elif len(chunk) == 1 or to in self._no_batch:
-                for m, tok in chunk:
-                    status = await self._request(to, m, tok)
+                for m, c in chunk:
+                    status = await self._request(to, m, c.auth if c is not None else None)
             else:
                 status = await self._request_batch(to, [m for m, _ in chunk], tokens)
         finally:
@@ -716,7 +711,7 @@ class DripNode(JournalingHost):
             if status == 404:  # a peer without our extension: single requests from now on
                 self._no_batch.add(to)
                 for m in msgs:
-                    self.background.spawn(self._request(to, m))
+                    self.background.spawn(self._request(to, m, tokens.get(id(m))))
             else:
                 self._batch_outcomes(to, msgs, status, body)
         return status
@@ -909,7 +904,8 @@ class DripNode(JournalingHost):
 
     def _drain(self) -> None:
         batch, self._inbox = self._inbox, []
-        self.loop.inputs(item for item, _ in batch)
+        with self.journal.held():  # the turn's events in one write; its effects wait anyway
+            self.loop.inputs(item for item, _ in batch)
         self._rewire()  # before the pass's sends leave: they may go to a member just added
         self._retire_lanes()
         self._unanswered.extend(key for _, key in batch if key is not None)

@@ -13,6 +13,7 @@ import pytest
 
 from nodes.drip import codec, lane
 from nodes.drip.core import Outcome
+from nodes.drip.floodauth import FloodTokens
 from nodes.drip.server import DripNode
 
 
@@ -90,7 +91,7 @@ def test_a_link_sends_one_batch_at_a_time_and_a_lost_one_fails_what_waits() -> N
     n._answers_coming = lambda to: False  # (riders: tests/unit/drip/test_drip_riders.py)
     n._spare = lambda to, q: DripNode._spare(n, to, q)  # type: ignore[arg-type]
     n._peer_has = {}
-    n._group_tokens = lambda ms: {}
+    n._flood_tokens = FloodTokens(lambda ds: "token")
     n._send_chunk = lambda to, c: DripNode._send_chunk(n, to, c)  # type: ignore[arg-type]
     later = codec.VoteResponse("n1", True, "u3", "n3", 3)
     DripNode._send_batches(n, {"n2": list(MSGS)})  # type: ignore[arg-type]
