@@ -24,7 +24,6 @@ and ``POST /abort`` (ours: the spec has no abort message).
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -229,10 +228,11 @@ class Update:
         return {"id": self.uid, "key": self.key, "value": self.value, "owner": self.owner}
 
     def json_size(self) -> int:
-        """Bytes of the value's compact JSON (what the wire carries)."""
+        """Bytes of the value's compact JSON as the wire carries it (`fastjson.dumps`: UTF-8;
+        ``json.dumps`` took ~3 us a copy and counted a non-ASCII character as its escape)."""
         if self.value_bytes is not None:
             return self.value_bytes
-        return len(json.dumps(self.value, separators=(",", ":")))
+        return len(fastjson.dumps(self.value))
 
     @classmethod
     def from_json(cls, d: Any, limits: Limits = DEFAULT_LIMITS) -> Update:
@@ -248,7 +248,7 @@ class Update:
         owner = d.get("owner")
         if owner is not None and not isinstance(owner, str):
             raise CodecError("body.owner: expected a string or null")
-        size = len(json.dumps(d["value"], separators=(",", ":")))
+        size = len(fastjson.dumps(d["value"]))  # as `json_size`
         if size > limits.max_value_bytes:
             raise CodecError(f"body.value: {size} bytes of JSON exceeds this node's maximum "
                              f"value size {limits.max_value_bytes} (option max_value_bytes)")

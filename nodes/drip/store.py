@@ -47,19 +47,25 @@ from nodes.drip.sync import item_bytes
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL, version INTEGER NOT NULL,
                                uid TEXT NOT NULL, owner TEXT);
-CREATE TABLE IF NOT EXISTS applied (uid TEXT PRIMARY KEY, key TEXT NOT NULL, version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS applied (uid TEXT PRIMARY KEY, key TEXT NOT NULL, version INTEGER NOT NULL)
+    WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS counters (node TEXT PRIMARY KEY, counter TEXT NOT NULL,
                                      reset_at TEXT, seen TEXT);
 CREATE TABLE IF NOT EXISTS locks (key TEXT PRIMARY KEY, uid TEXT NOT NULL, initiator TEXT NOT NULL,
-                                  counter TEXT);
+                                  counter TEXT) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS outbox (seq INTEGER PRIMARY KEY, peer TEXT NOT NULL,
                                    payload TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS owed (peer TEXT PRIMARY KEY);
-CREATE TABLE IF NOT EXISTS members (node TEXT PRIMARY KEY);
-CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS fences (key TEXT PRIMARY KEY, version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS owed (peer TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS members (node TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS fences (key TEXT PRIMARY KEY, version INTEGER NOT NULL) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS kv_meta ON kv (key, version, uid, owner);
 """
+#: Why ``WITHOUT ROWID`` (session 51): a table keyed by text keeps a rowid tree and an index on
+#: its key, so each row written or deleted touched two B-trees; keyed by the key itself, one.
+#: Every update writes and deletes a lock and writes an applied id at each node. ``kv`` keeps
+#: its rowid (values up to 1 MiB sit badly in a key-ordered tree), ``counters`` too (a window
+#: can be ~120 KB). A store made before keeps its tables as they are: the same SQL reads both.
 #: Why ``kv_meta``: ``value`` sits before ``version, uid, owner`` in each row, so reading those
 #: from the table walks the value's whole overflow-page chain: a start-up over a store of
 #: 10,000 x 1 MiB read all 10 GB, and every sync merge read the old value it compared with.

@@ -37,6 +37,31 @@ def test_journal_seq_continues_and_torn_line(tmp_path):
     assert [json.loads(x)["seq"] for x in lines] == [0, 1, 2, 3]
 
 
+def test_a_held_turns_events_reach_the_file_together_at_its_end(tmp_path):
+    """A runtime turn's events are written once, when the turn ends (its effects leave only
+    after it); the tail serves them at once, and an event outside a turn is written at once."""
+    path = tmp_path / "events.jsonl"
+    j = Journal(path, Clock())
+    j.emit("start")
+    assert len(path.read_bytes().splitlines()) == 1
+    with j.held():
+        j.emit("vote", uid="u1")
+        with j.held():  # nested: the outer end writes
+            j.emit("apply", uid="u1")
+        assert len(path.read_bytes().splitlines()) == 1
+        assert [e["type"] for e in j.since(0)[0]] == ["start", "vote", "apply"]
+    assert [json.loads(x)["type"] for x in path.read_bytes().splitlines()] == [
+        "start", "vote", "apply"]
+    try:
+        with j.held():
+            j.emit("release", uid="u1")
+            raise RuntimeError("a core bug mid-turn")
+    except RuntimeError:
+        pass
+    assert len(path.read_bytes().splitlines()) == 4  # written all the same
+    j.close()
+
+
 def test_clock_offset_only_moves_wall():
     c = Clock()
     w, m = c.wall(), c.monotonic()

@@ -10,7 +10,7 @@ from nodes.common.effects import Persist, Send
 from nodes.drip import codec
 from nodes.drip.codec import Update
 from nodes.drip.core import DripCore, Inbound
-from nodes.drip.records import APPLIED_RECENT, Applied, AppliedIds
+from nodes.drip.records import ABSENT_KEPT, APPLIED_RECENT, Applied, AppliedIds
 from nodes.drip.store import Store
 
 CAP = 16
@@ -92,3 +92,30 @@ def test_a_storage_failure_names_the_rolled_back_ids_from_a_few_reads(tmp_path: 
     assert ev.fields["rolled_back"] == [f"u{CAP + 2}", f"u{CAP + 3}"]
     assert disk.applied.lookups - before == 3  # the two lost, then the first one held
     assert f"u{CAP + 2}" not in c.d.applied and "u0" in c.d.applied
+
+
+def test_a_miss_is_read_from_the_store_once_until_the_id_is_added() -> None:
+    """A new update's id is asked for at each copy of its voting and at its commit: the store
+    answers the first miss only (session 51); the remembered miss ends when the id is added,
+    and the remembered misses are bounded."""
+    asked: list[str] = []
+    on_disk = {"old"}
+
+    def lookup(uid: str) -> bool:
+        asked.append(uid)
+        return uid in on_disk
+
+    ids = AppliedIds(cap=CAP, lookup=lookup)
+    assert "new" not in ids and "new" not in ids and "new" not in ids
+    assert asked == ["new"]
+    ids.add("new")
+    assert "new" in ids and asked == ["new"]
+    for i in range(CAP + 1):  # "new" leaves memory; asked again, the store has it now
+        ids.add(f"x{i}")
+    on_disk.add("new")
+    assert "new" in ids and asked == ["new", "new"]
+    assert "old" in ids and "old" in ids and asked.count("old") == 2  # hits are not kept
+    for i in range(ABSENT_KEPT + 1):
+        assert f"m{i}" not in ids
+    assert "m0" not in ids and asked.count("m0") == 2  # the oldest remembered miss went
+    assert f"m{ABSENT_KEPT}" not in ids and asked.count(f"m{ABSENT_KEPT}") == 1
