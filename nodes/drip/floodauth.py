@@ -17,14 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nodes.drip.auth import MAX_GROUP
-from nodes.drip.codec import Message
 
 
 @dataclass(eq=False)
 class Cell:
-    """The token of one flooded message of ours, shared by every queue that holds a copy."""
+    """The token of one flooded message of ours (``digest``: its `codec.signed_digest`),
+    shared by every queue that holds a copy."""
 
-    msg: Message
     digest: str
     auth: str | None = None
 
@@ -36,8 +35,8 @@ class FloodTokens:
         self._sign = sign  # digests -> one Authorization value (a group token) for them all
         self._waiting: list[Cell] = []
 
-    def cell(self, msg: Message, digest: str) -> Cell:
-        c = Cell(msg, digest)
+    def cell(self, digest: str) -> Cell:
+        c = Cell(digest)
         self._waiting.append(c)
         return c
 

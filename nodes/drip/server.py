@@ -605,7 +605,7 @@ class DripNode(JournalingHost):
                 if isinstance(m, codec.FLOODED) and not m.auth:
                     c = cells.get(id(m))
                     if c is None:
-                        c = cells[id(m)] = self._flood_tokens.cell(m, codec.signed_digest(m))
+                        c = cells[id(m)] = self._flood_tokens.cell(codec.signed_digest(m))
                 q.append((m, c))
             self._pump_peer(to)
 

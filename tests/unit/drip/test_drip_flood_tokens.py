@@ -31,14 +31,14 @@ def _voting(i: int) -> codec.Voting:
 
 def test_settle_signs_what_waits_in_groups_and_only_once() -> None:
     ft, signed = _signer()
-    cells = [ft.cell(_voting(i), f"d{i}") for i in range(MAX_GROUP + 2)]
+    cells = [ft.cell(f"d{i}") for i in range(MAX_GROUP + 2)]
     assert ft.waiting() == MAX_GROUP + 2 and all(c.auth is None for c in cells)
     ft.settle()
     assert [len(g) for g in signed] == [MAX_GROUP, 2] and ft.waiting() == 0
     assert {c.auth for c in cells[:MAX_GROUP]} == {"Bearer t1"}
     assert {c.auth for c in cells[MAX_GROUP:]} == {"Bearer t2"}
     ft.settle()  # nothing waits: no signature
-    late = ft.cell(_voting(99), "d99")
+    late = ft.cell("d99")
     ft.settle()
     assert len(signed) == 3 and late.auth == "Bearer t3" and cells[0].auth == "Bearer t1"
 
