@@ -259,5 +259,6 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    # the clients share the machine's cores with the nodes: uvloop halves their CPU
+    # the clients share the machine's cores with the nodes: on uvloop they take ~20 % less
+    # CPU per update (0.26 -> 0.21 ms, docs/drip.md session 51)
     run(main(), "uvloop")

@@ -672,8 +672,8 @@ class DripNode(JournalingHost):
             if laned is not None:
                 status = laned
             elif len(chunk) == 1 or to in self._no_batch:
-                for m, c in chunk:
-                    status = await self._request(to, m, c.auth if c is not None else None)
+                for m, _ in chunk:
+                    status = await self._request(to, m, tokens.get(id(m)))
             else:
                 status = await self._request_batch(to, [m for m, _ in chunk], tokens)
         finally:
