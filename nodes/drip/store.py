@@ -257,7 +257,9 @@ def _write(cur: sqlite3.Cursor, r: Record) -> None:
         cur.execute("INSERT OR IGNORE INTO meta VALUES ('init', '1')")
     elif isinstance(r, Counters):
         # TEXT columns: u64 values above SQLite's signed 64-bit range must not become REAL
-        cur.executemany("INSERT OR REPLACE INTO counters VALUES (?, ?, ?, ?)",
+        cur.executemany("INSERT INTO counters VALUES (?, ?, ?, ?) ON CONFLICT(node) DO UPDATE "
+                        "SET counter=excluded.counter, reset_at=excluded.reset_at, "
+                        "seen=excluded.seen",
                         [(n, str(c), None if x is None else str(x), w) for n, c, x, w in r.rows])
     elif isinstance(r, Members):
         cur.executemany("INSERT OR IGNORE INTO members VALUES (?)", [(n,) for n in r.nodes])
@@ -300,7 +302,9 @@ def _merge(cur: sqlite3.Cursor, it: Item) -> None:
                       (it.key,)).fetchone()
     if row is not None and (it.version, it.uid) <= (int(row[0]), row[1]):
         return
-    cur.execute("INSERT OR REPLACE INTO kv VALUES (?, ?, ?, ?, ?)",
+    cur.execute("INSERT INTO kv VALUES (?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
+                "value=excluded.value, version=excluded.version, uid=excluded.uid, "
+                "owner=excluded.owner",
                 (it.key, json.dumps(it.value, separators=(",", ":")), it.version, it.uid,
                  it.owner))
 

@@ -267,3 +267,24 @@ def test_a_sync_page_decodes_only_the_values_it_returns(tmp_path: Path, monkeypa
     items, done = s.page("k2", 100, 2500)  # two fit in 2,500 bytes
     assert len(items) == 2 and len(decoded) == 5
     s.close()
+
+
+def test_a_newer_value_and_a_new_window_rewrite_their_rows_in_place(tmp_path: Path) -> None:
+    """Why upserts: ``INSERT OR REPLACE`` deletes the row and inserts it under a new rowid,
+    so each rewrite of a key or of an initiator's counters also rewrote the key's index
+    entry, more pages per group commit (session 52). The rowid stays now."""
+    s = Store(tmp_path / "s.sqlite3")
+    up = Update("u1", "a", 1)
+    s.commit_records([Applied(Item("a", 1, 1, "u1", None), ()),
+                      Counters((("n2", 1, None, None),))])
+    rowids = (s.db.execute("SELECT rowid FROM kv WHERE key='a'").fetchone(),
+              s.db.execute("SELECT rowid FROM counters WHERE node='n2'").fetchone())
+    s.commit_records([Applied(Item("a", 2, 2, "u2", "o"), (Queued(1, "n3", Commit(
+        "n1", 1, False, up, 1)),)), Counters((("n2", 7, 3, "7:"),))])
+    assert (s.db.execute("SELECT rowid FROM kv WHERE key='a'").fetchone(),
+            s.db.execute("SELECT rowid FROM counters WHERE node='n2'").fetchone()) == rowids
+    d = s.load()
+    assert d.kv["a"] == Item("a", 2, 2, "u2", "o")
+    assert s.db.execute("SELECT counter, reset_at, seen FROM counters WHERE node='n2'"
+                        ).fetchone() == ("7", "3", "7:")
+    s.close()
