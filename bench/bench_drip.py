@@ -227,7 +227,8 @@ async def main() -> None:
     ap.add_argument("--jwt-mode", choices=("public", "shared"), default="public",
                     help="public: ES256 per-node keys (the default); shared: HS256")
     ap.add_argument("--option", action="append", default=[], metavar="NAME=JSON",
-                    help="a node option (docs/drip.md), e.g. batch=false; repeatable")
+                    help="a node option (docs/drip.md), e.g. batch=false or "
+                         "event_loop=asyncio (a value that is not JSON is a string); repeatable")
     ap.add_argument("--profile", type=Path, metavar="DIR",
                     help="run the nodes under cProfile, one DIR/<id>.prof each")
     a = ap.parse_args()
@@ -236,7 +237,10 @@ async def main() -> None:
         name, sep, val = o.partition("=")
         if not sep:
             ap.error(f"--option {o!r}: expected NAME=JSON, e.g. batch=false")
-        opts[name] = json.loads(val)
+        try:
+            opts[name] = json.loads(val)
+        except ValueError:
+            opts[name] = val  # event_loop=asyncio: a bare word is the string it spells
     ids = [f"n{i}" for i in range(1, 6)]
     with tempfile.TemporaryDirectory() as d:
         if a.profile:
