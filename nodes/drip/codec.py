@@ -126,22 +126,11 @@ def _summary(have: Any, after: str | None) -> tuple[tuple[str, str], ...]:
 # --------------------------------------------------------------------------- headers
 
 
-#: node ids `parse_node_id` has accepted (a mesh has a handful; ~10 checks per update per
-#: node, each a regex match before): forgotten all at once past `_IDS_KEPT`
-_IDS_SEEN: set[str] = set()
-_IDS_KEPT = 1024
-
-
 def parse_node_id(v: str | None, what: str = H_NODE) -> str:
-    if type(v) is str and v in _IDS_SEEN:
-        return v
     if v is None or v == "":
         raise CodecError(f"missing {what} header")
-    if type(v) is not str or not _NODE_ID.fullmatch(v):
+    if type(v) is not str or not _NODE_ID.fullmatch(v):  # a JSON body's list: refused too
         raise CodecError(f"{what}: {v!r} is not a node id (1-64 of A-Z a-z 0-9 . _ -)")
-    if len(_IDS_SEEN) >= _IDS_KEPT:
-        _IDS_SEEN.clear()
-    _IDS_SEEN.add(v)
     return v
 
 
