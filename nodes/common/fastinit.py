@@ -73,34 +73,3 @@ def fast_frozen_init(cls: type[T]) -> type[T]:
     cls.__dataclass_init__ = cls.__init__  # type: ignore[attr-defined]
     cls.__init__ = init  # type: ignore[misc]
     return cls
-
-
-#: per class: its field names when `fast_replace` may copy its instances' ``__dict__``
-#: (made by `fast_frozen_init`, every field an init field), else None
-_REPLACEABLE: dict[type, frozenset[str] | None] = {}
-
-
-def fast_replace(obj: T, **changes: Any) -> T:
-    """``dataclasses.replace(obj, **changes)`` for an instance of a `fast_frozen_init` class,
-    by copying its ``__dict__`` (the fields, nothing else: such a class has no slots, no
-    ``__post_init__`` and no descriptors, and a frozen instance gains no other attribute).
-    Why: `dataclasses.replace` reads every field with ``getattr`` and calls ``__init__``
-    with them all, ~2.5 us for a ten-field vote response; a DRiP node makes ~3 such copies
-    per committed update (a token set on a queued message, a lower vote budget, a lean
-    item). Any other class, or a name that is not an init field, goes to
-    `dataclasses.replace`, which refuses what it refuses."""
-    cls = type(obj)
-    names = _REPLACEABLE.get(cls, _MISSING_ARG)
-    if names is _MISSING_ARG:
-        fields = getattr(cls, "__dataclass_fields__", None)
-        own = [f for f in (fields or {}).values()
-               if f._field_type is dataclasses._FIELD]  # type: ignore[attr-defined]
-        names = _REPLACEABLE[cls] = frozenset(f.name for f in own) if (
-            "__dataclass_init__" in cls.__dict__ and all(f.init for f in own)) else None
-    if names is None or not names.issuperset(changes):
-        return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
-    new = object.__new__(cls)
-    d = new.__dict__
-    d.update(obj.__dict__)  # type: ignore[attr-defined]
-    d.update(changes)
-    return new

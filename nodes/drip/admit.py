@@ -27,10 +27,10 @@ is recorded for it, so an unsigned request can learn no more than which refusal 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from nodes.common.fastinit import fast_frozen_init, fast_replace
+from nodes.common.fastinit import fast_frozen_init
 from nodes.drip import codec
 from nodes.drip.auth import AuthError, Verifier, covers
 from nodes.drip.codec import CodecError, Message
@@ -266,5 +266,5 @@ class Gate:
                 self.note("unproven-vote", peer=hop, voter=voter, uid=msg.uid, error=str(e))
         if len(proven) == len(msg.voters) and all(v in proven for v, _ in msg.statements):
             return msg  # every voter proven, no statement to drop: the same message
-        return fast_replace(msg, voters=tuple(proven), statements=tuple(
+        return replace(msg, voters=tuple(proven), statements=tuple(
             (v, t) for v, t in msg.statements if v in proven))

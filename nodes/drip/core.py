@@ -54,11 +54,11 @@ How the runtime meets the core (our decisions, the same for the node and the sim
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 from nodes.common.effects import Effect, Emit, Persist, Reply, Send, SetTimer
-from nodes.common.fastinit import fast_frozen_init, fast_replace
+from nodes.common.fastinit import fast_frozen_init
 from nodes.common.refusals import Refusals
 from nodes.drip.codec import (
     U64_MAX,
@@ -724,7 +724,7 @@ class DripCore:
         if up.uid in self.tallies or up.uid in self.d.applied:
             return [self._done(token, False, {"error": f"update id {up.uid!r} was already used"})]
         if up.owner is None:
-            up = fast_replace(up, owner=self.me)
+            up = replace(up, owner=self.me)
         refusal = self._policy(up, self.me)
         if refusal:
             return [self._done(token, False, {"error": "not entitled: " + refusal})]
@@ -897,7 +897,7 @@ class DripCore:
         budget = (msg.budget_ms / 1000 if msg.budget_ms is not None
                   else self.cfg.vote_timeout_s / 2)
         wait = max(self.cfg.relay_margin_s / 2, budget - self.cfg.relay_margin_s)
-        fwd = fast_replace(msg, budget_ms=int(wait * 1000))
+        fwd = replace(msg, budget_ms=int(wait * 1000))
         out += [Send(p, fwd) for p in sorted(downstream)]
         out.append(SetTimer(("relay", up.uid), now + wait))
         return out, OK

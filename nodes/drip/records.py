@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from nodes.common.fastinit import fast_frozen_init, fast_replace
+from nodes.common.fastinit import fast_frozen_init
 from nodes.drip.codec import Commit, Item, Update
 
 #: ``Persist.what`` of every DRiP record (one store: ``data_dir/drip.sqlite3``)
@@ -161,8 +161,7 @@ KEEP_VALUES = "drip:"
 
 def lean_item(it: Item) -> Item:
     """``it`` without its value, unless it is one of the reserved keys."""
-    return it if it.value is None or it.key.startswith(KEEP_VALUES) else \
-        fast_replace(it, value=None)
+    return it if it.value is None or it.key.startswith(KEEP_VALUES) else replace(it, value=None)
 
 
 #: update ids a node's runtime keeps in memory of those applied (`AppliedIds`): ~110 B each

@@ -50,7 +50,7 @@ import logging
 import secrets
 import socket
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,6 @@ from nodes.common.admin import AdminServer
 from nodes.common.clock import Clock
 from nodes.common.config import ConfigError, NodeConfig
 from nodes.common.conns import ConnGuard, Listener, SourceBuckets
-from nodes.common.fastinit import fast_replace
 from nodes.common.journal import Journal
 from nodes.common.loop import Answers, CoreLoop, JournalingHost
 from nodes.common.runtime import EVENT_LOOPS
@@ -531,8 +530,7 @@ class DripNode(JournalingHost):
             for i in part:
                 m = msgs[i]
                 assert isinstance(m, codec.VoteResponse)
-                out[i] = fast_replace(m, statements=tuple(sorted((*m.statements,
-                                                                  (self.me, mine)))))
+                out[i] = replace(m, statements=tuple(sorted((*m.statements, (self.me, mine)))))
         return out
 
     def _auth_for(self, msg: Message) -> str:
@@ -727,7 +725,7 @@ class DripNode(JournalingHost):
             if isinstance(m, codec.FLOODED) and not m.auth:
                 if id(m) not in tokens:
                     tokens[id(m)] = self._auth_for(m)
-                m = fast_replace(m, auth=tokens[id(m)])
+                m = replace(m, auth=tokens[id(m)])
             items.append(m)
         req = codec.encode(codec.Batch(self.me, tuple(items)))
         return req, req.body_bytes()

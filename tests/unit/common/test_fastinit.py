@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nodes.common import effects
-from nodes.common.fastinit import fast_frozen_init, fast_replace
+from nodes.common.fastinit import fast_frozen_init
 from nodes.drip import admit, codec, core, records
 
 
@@ -134,56 +134,3 @@ def test_drip_objects_are_built_as_before(m: Any) -> None:
            and f.default_factory is dataclasses.MISSING}
     new, old = _by_both(type(m), **req)  # the defaults
     assert new.__dict__ == old.__dict__
-
-
-@fast_frozen_init
-@dataclass(frozen=True)
-class Plain:
-    a: int
-    b: str = "b"
-    c: tuple[int, ...] = ()
-
-
-@given(st.integers(), st.text(max_size=3), st.lists(st.integers(), max_size=3), st.integers())
-def test_fast_replace_makes_what_dataclasses_replace_makes(a: int, b: str, c: list[int],
-                                                          a2: int) -> None:
-    p = Plain(a, b, tuple(c))
-    for changes in ({}, {"a": a2}, {"b": b + "x", "c": (a2,)}):
-        new = fast_replace(p, **changes)
-        old = dataclasses.replace(p, **changes)
-        assert type(new) is Plain and new == old and new.__dict__ == old.__dict__
-        assert list(new.__dict__) == list(old.__dict__)
-        assert new is not p
-    assert p == Plain(a, b, tuple(c))  # the original is untouched
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        fast_replace(p, a=1).a = 2  # type: ignore[misc]
-
-
-def test_fast_replace_leaves_what_it_cannot_copy_to_dataclasses_replace() -> None:
-    with pytest.raises(TypeError):  # not a field: refused as dataclasses.replace refuses it
-        fast_replace(Plain(1), z=3)
-    s = Sample(1, "x", [2], 3)  # an init=False field: dataclasses.replace's own rules
-    assert fast_replace(s, a=9) == dataclasses.replace(s, a=9)
-    with pytest.raises(ValueError, match="init=False"):
-        fast_replace(s, e=1)
-
-    @dataclass(frozen=True)
-    class Generated:  # no fast_frozen_init: its __init__ (and any check in it) still runs
-        a: int
-
-        def __post_init__(self) -> None:
-            if self.a < 0:
-                raise ValueError("negative")
-
-    assert fast_replace(Generated(1), a=2) == Generated(2)
-    with pytest.raises(ValueError, match="negative"):
-        fast_replace(Generated(1), a=-1)
-
-
-def test_the_drip_messages_copied_on_the_hot_path_copy_exactly() -> None:
-    up = codec.Update("u1", "k", {"v": 1}, None, 9)
-    v = codec.Voting("n1", 5, False, up, "tok", 100)
-    assert fast_replace(v, budget_ms=50) == dataclasses.replace(v, budget_ms=50)
-    assert fast_replace(v, budget_ms=50).auth == "tok"  # compare=False fields kept too
-    it = codec.Item("k", {"v": 1}, 2, "u1", None)
-    assert records.lean_item(it) == dataclasses.replace(it, value=None)
