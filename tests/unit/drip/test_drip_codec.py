@@ -297,7 +297,6 @@ def test_the_depth_bound_is_max_depth_levels_of_containers() -> None:
         assert _refused([1, {"a": [2, _nest(codec.MAX_DEPTH)]}], strings)
 
 
-
 def test_a_node_id_that_is_not_a_string_is_a_codec_error() -> None:
     """A body's ``initiator`` may be any JSON: a list or an object is refused as what it is
     (before session 52 the regex raised TypeError, which the gate turned into a 400 as a
