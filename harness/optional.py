@@ -17,7 +17,7 @@ DIST = "chaos-harness"
 EXTRAS: dict[str, tuple[str, ...]] = {
     "report": ("jinja2", "matplotlib", "pandas", "pyarrow"),
     "spark": ("pyspark",),
-    "docker": ("docker",),
+    "docker": ("docker", "backports.tarfile"),
     "ssh": ("paramiko",),
 }
 

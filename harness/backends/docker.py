@@ -40,7 +40,6 @@ import os
 import re
 import secrets
 import socket
-import tarfile
 import threading
 import time
 import weakref
@@ -342,6 +341,7 @@ class DockerBackend:
 
     def _fetch(self, node_id: str, name: str, dest: Path) -> bool:
         import docker.errors
+        from backports import tarfile  # the docker extra's (pyproject.toml)
 
         spec = self.specs[node_id]
         src = spec.data_dir / name
@@ -364,6 +364,8 @@ class DockerBackend:
 
     def _sync_data(self, node_id: str) -> None:
         """Copy the node's volume into its data dir in the run dir (before the volume goes)."""
+        from backports import tarfile  # the data filter on every 3.11 (pyproject.toml)
+
         spec = self.specs[node_id]
         stream, _ = self._container(node_id).get_archive(str(spec.data_dir) + "/.")
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tf:
