@@ -268,6 +268,11 @@ class Raft:
         self.election_at = 0.0
         self.last_leader_contact = -1e18
         self.votes: set[int] = set()
+        #: peers that answered this term's RequestVote in this term, yes or no. A no given in
+        #: our term is final for it (the peer voted for another, or our log is behind its), so
+        #: they are not asked again; a no from an older term (the peer still hears a leader)
+        #: is not an answer to this term and is asked again
+        self.answered: set[int] = set()
         self.next_index: dict[int, int] = {}
         self.match_index: dict[int, int] = {}
         self.inflight: dict[int, float] = {}
@@ -478,11 +483,15 @@ class Raft:
                 return self._reset_election(now)
             return self._start_election(now)
         if name == "heartbeat" and self.role == Role.CANDIDATE:
-            # retry RequestVote to peers that have not answered (Raft: candidates retry)
+            # retry RequestVote to peers that have not answered (Raft: candidates retry). Not
+            # to one that said no: the link to a peer carries one request at a time, so a
+            # pointless retry in flight when our next term starts holds that term's
+            # RequestVote back a round trip, and under latency the other candidate's timer
+            # fires first and the vote splits again (docs/garlicfarm.md, "Latency")
             out = []
             for p in self._targets():
                 sent = self.inflight.get(p)
-                if p not in self.votes and (sent is None or now - sent >= self.opt.heartbeat):
+                if p not in self.answered and (sent is None or now - sent >= self.opt.heartbeat):
                     out.append(self._vote_request(p, now))
             return out + [SetTimer("heartbeat", now + self.opt.heartbeat)]
         if name == "heartbeat" and self.role == _LEADER:
@@ -513,6 +522,7 @@ class Raft:
         self.role = Role.CANDIDATE
         self.leader = None
         self.votes = {self.me}
+        self.answered = set()
         self.inflight.clear()
         out: list[Effect] = [Persist(RAFT, PersistState(self.term, self.me))]
         out += self._role_event()
@@ -680,10 +690,12 @@ class Raft:
             return self._step_down(resp.term, None, now) + self._reset_election(now)
         t = resp.type
         if t == _RV_RESPONSE:
-            if self.role == Role.CANDIDATE and resp.term == self.term and resp.accepted:
-                self.votes.add(p)
-                if len(self.votes & self.voters) >= self._majority():
-                    return self._become_leader(now)
+            if self.role == Role.CANDIDATE and resp.term == self.term:
+                self.answered.add(p)
+                if resp.accepted:
+                    self.votes.add(p)
+                    if len(self.votes & self.voters) >= self._majority():
+                        return self._become_leader(now)
             return []
         if self.role != _LEADER or resp.term != self.term:
             return []

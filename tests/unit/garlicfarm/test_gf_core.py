@@ -11,6 +11,7 @@ from nodes.garlicfarm.codec import (
     LogEntry,
     MsgType,
     Request,
+    Response,
     ValueType,
     encode_cluster_server,
 )
@@ -298,6 +299,36 @@ def test_candidate_retries_request_vote():
     sim.run_for(0.3)  # a retry reaches them within the same term
     assert c.role == R.Role.LEADER and c.term == 1
 
+
+
+def _vote_requests(effects) -> list[int]:
+    return [e.to for e in effects if getattr(e, "msg", None) is not None
+            and e.msg.type == MsgType.REQUEST_VOTE_REQUEST]
+
+
+def test_a_candidate_asks_a_peer_that_said_no_in_its_term_no_more():
+    """A no given in the candidate's own term is final for it, so the heartbeat retries go
+    only to the peer that has not answered. The link to a peer carries one request at a time:
+    a pointless retry in flight when the next term starts held that term's RequestVote back a
+    round trip, and with 500 ms of latency each way the vote split term after term
+    (test_elections_under_high_latency, nightly). A no from an older term (the peer still
+    hears a leader) is not an answer to this term; the next term asks everyone again."""
+    core = GarlicFarmCore(1, {1: "", 2: "", 3: ""}, R.StoredState(), random.Random(1))
+    core.start(0.0)
+    r = core.raft
+    t0 = r.election_at
+    assert sorted(_vote_requests(r.on_timer("election", t0))) == [2, 3]
+    term = r.term
+    no = MsgType.REQUEST_VOTE_RESPONSE
+    assert r.on_response(Response(no, 2, 1, term, 0, False), t0 + 0.5) == []
+    assert r.on_response(Response(no, 3, 1, term - 1, 0, False), t0 + 0.5) == []
+    assert r.role == R.Role.CANDIDATE
+    hb = r.opt.heartbeat
+    assert t0 + 2.5 * hb < r.election_at  # the retries below are within the term
+    assert _vote_requests(r.on_timer("heartbeat", t0 + 1.1 * hb)) == [3]
+    assert _vote_requests(r.on_timer("heartbeat", t0 + 2.2 * hb)) == [3]
+    assert sorted(_vote_requests(r.on_timer("election", r.election_at))) == [2, 3]
+    assert r.term == term + 1
 
 def test_an_undecodable_configuration_entry_is_reported_once_not_skipped_silently():
     stored = R.StoredState(entries=[LogEntry(1, ValueType.CONFIGURATION, b"\x01\x02")])
