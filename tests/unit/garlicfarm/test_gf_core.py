@@ -300,7 +300,6 @@ def test_candidate_retries_request_vote():
     assert c.role == R.Role.LEADER and c.term == 1
 
 
-
 def _vote_requests(effects) -> list[int]:
     return [e.to for e in effects if getattr(e, "msg", None) is not None
             and e.msg.type == MsgType.REQUEST_VOTE_REQUEST]
@@ -329,6 +328,7 @@ def test_a_candidate_asks_a_peer_that_said_no_in_its_term_no_more():
     assert _vote_requests(r.on_timer("heartbeat", t0 + 2.2 * hb)) == [3]
     assert sorted(_vote_requests(r.on_timer("election", r.election_at))) == [2, 3]
     assert r.term == term + 1
+
 
 def test_an_undecodable_configuration_entry_is_reported_once_not_skipped_silently():
     stored = R.StoredState(entries=[LogEntry(1, ValueType.CONFIGURATION, b"\x01\x02")])
